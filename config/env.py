@@ -1,0 +1,64 @@
+"""The one module that reads the process environment.
+
+Every setting the service takes from the environment is parsed here, with a safe local default,
+so that a typo in a variable name fails in one place and settings.py stays declarative.
+"""
+
+from __future__ import annotations
+
+import os
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean, got {raw!r}")
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from exc
+
+
+def env_float(name: str, default: float) -> float:
+    """Time tunables accept fractional seconds so that tests can shrink them."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from exc
+    if value < 0:
+        raise ImproperlyConfigured(f"{name} must not be negative, got {raw!r}")
+    return value
+
+
+def env_float_list(name: str, default: tuple[float, ...]) -> tuple[float, ...]:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        values = tuple(float(part) for part in raw.split(",") if part.strip())
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be comma-separated numbers, got {raw!r}") from exc
+    if not values or any(v < 0 for v in values):
+        raise ImproperlyConfigured(f"{name} must list non-negative numbers, got {raw!r}")
+    return values

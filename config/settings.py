@@ -1,0 +1,228 @@
+"""Django settings for serenity.
+
+Every value that varies between machines comes from the environment through `config.env`;
+the defaults run the whole service on one laptop (SQLite, a filesystem broker, the simulator).
+With DEBUG off the process refuses to start without SECRET_KEY and FIELD_ENCRYPTION_KEY.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from config.env import env_bool, env_float, env_float_list, env_int, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("SERENITY_VAR_DIR", str(BASE_DIR / "var"))).resolve()
+
+DEBUG = env_bool("DEBUG", False)
+
+_DEV_SECRET_KEY = "dev-only-insecure-secret-key-never-use-in-production"
+_DEV_FIELD_ENCRYPTION_KEY = "dev-only-field-encryption-key"
+
+SECRET_KEY = env_str("SECRET_KEY") or (_DEV_SECRET_KEY if DEBUG else "")
+FIELD_ENCRYPTION_KEY = env_str("FIELD_ENCRYPTION_KEY") or (
+    _DEV_FIELD_ENCRYPTION_KEY if DEBUG else ""
+)
+if not SECRET_KEY:
+    raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off; refusing to start.")
+if not FIELD_ENCRYPTION_KEY:
+    raise ImproperlyConfigured(
+        "FIELD_ENCRYPTION_KEY must be set when DEBUG is off; refusing to start."
+    )
+
+ALLOWED_HOSTS = [h.strip() for h in env_str("ALLOWED_HOSTS", "*").split(",") if h.strip()]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "serenity",
+    "provisioning",
+    "jobs",
+]
+
+MIDDLEWARE = [
+    "serenity.core.middleware.RequestContextMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+APPEND_SLASH = False
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------
+DATABASE_URL = env_str("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'serenity.sqlite3'}"
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets readers run beside the writer; IMMEDIATE makes a transaction take the write lock
+    # at BEGIN, so conditional updates serialize instead of failing with "database is locked".
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+else:
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = 5
+ATOMIC_REQUESTS = False
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+# --- API ------------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["serenity.authentication.BearerTokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "serenity.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Serenity provisioning API",
+    "DESCRIPTION": "Brands and markets provisioned in Semrush, synchronously or as polled jobs.",
+    "VERSION": "2.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- Semrush ------------------------------------------------------------------------------
+SEMRUSH_BASE_URL = env_str("SEMRUSH_BASE_URL", "http://127.0.0.1:8765").rstrip("/")
+SEMRUSH_API_TOKEN = env_str("SEMRUSH_API_TOKEN", "dev-token")
+SEMRUSH_TIMEOUT_SECONDS = env_float("SEMRUSH_TIMEOUT_SECONDS", 15.0)
+SEMRUSH_LANGUAGES_CACHE_SECONDS = env_float("SEMRUSH_LANGUAGES_CACHE_SECONDS", 3600.0)
+
+# --- Provisioning tunables (SPEC §9) -----------------------------------------------------------
+SERENITY_SETTLE_POLL_ATTEMPTS = env_int("SERENITY_SETTLE_POLL_ATTEMPTS", 30)
+SERENITY_SETTLE_POLL_INTERVAL_MS = env_float("SERENITY_SETTLE_POLL_INTERVAL_MS", 1000.0)
+SERENITY_PROVISION_BACKOFF_SECONDS = env_float_list(
+    "SERENITY_PROVISION_BACKOFF_SECONDS", (5.0, 10.0, 20.0, 40.0, 80.0)
+)
+SERENITY_PROVISIONING_STALE_AFTER_SECONDS = env_float(
+    "SERENITY_PROVISIONING_STALE_AFTER_SECONDS", 900.0
+)
+SERENITY_STALE_SWEEP_INTERVAL_SECONDS = env_float("SERENITY_STALE_SWEEP_INTERVAL_SECONDS", 60.0)
+SERENITY_MAX_ACTIVATE_MARKETS = env_int("SERENITY_MAX_ACTIVATE_MARKETS", 50)
+SERENITY_MAX_PROMPTS = env_int("SERENITY_MAX_PROMPTS", 500)
+SERENITY_MAX_MARKETS_PER_BRAND = env_int("SERENITY_MAX_MARKETS_PER_BRAND", 50)
+JOBS_RETENTION_DAYS = env_float("JOBS_RETENTION_DAYS", 7.0)
+JOBS_DISPATCH_INTERVAL_SECONDS = env_float("JOBS_DISPATCH_INTERVAL_SECONDS", 2.0)
+JOBS_LEASE_SECONDS = env_float("JOBS_LEASE_SECONDS", 120.0)
+JOBS_PUBLISH_TIMEOUT_SECONDS = env_float("JOBS_PUBLISH_TIMEOUT_SECONDS", 1.0)
+
+# --- Celery ---------------------------------------------------------------------------------
+_BROKER_DIR = VAR_DIR / "broker"
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_QUEUE", "serenity")
+# The longest delay we schedule is the last settle backoff; the visibility timeout must exceed
+# it (and any lease), or Redis would redeliver a countdown message while it is still waiting.
+_LONGEST_DELAY = max((*SERENITY_PROVISION_BACKOFF_SECONDS, JOBS_LEASE_SECONDS))
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
+    "visibility_timeout": max(3600.0, 4 * _LONGEST_DELAY),
+}
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    _BROKER_DIR.mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS.update(
+        data_folder_in=str(_BROKER_DIR),
+        data_folder_out=str(_BROKER_DIR),
+        store_processed=False,
+    )
+else:
+    # Publishing in the request path is bounded: fail fast, the dispatcher re-publishes.
+    CELERY_BROKER_TRANSPORT_OPTIONS.update(
+        socket_connect_timeout=JOBS_PUBLISH_TIMEOUT_SECONDS,
+        socket_timeout=max(JOBS_PUBLISH_TIMEOUT_SECONDS, 5.0),
+        max_retries=0,
+    )
+CELERY_BROKER_CONNECTION_TIMEOUT = JOBS_PUBLISH_TIMEOUT_SECONDS
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_TASK_PUBLISH_RETRY = False
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_WORKER_SEND_TASK_EVENTS = True
+CELERY_TASK_SEND_SENT_EVENT = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_TASK_SOFT_TIME_LIMIT = env_float("CELERY_TASK_SOFT_TIME_LIMIT", JOBS_LEASE_SECONDS * 2)
+CELERY_TASK_TIME_LIMIT = env_float("CELERY_TASK_TIME_LIMIT", JOBS_LEASE_SECONDS * 2 + 30)
+CELERY_BEAT_SCHEDULE = {
+    "jobs-dispatch": {
+        "task": "jobs.dispatch_due_jobs",
+        "schedule": JOBS_DISPATCH_INTERVAL_SECONDS,
+    },
+    "provisioning-stale-sweep": {
+        "task": "provisioning.sweep_stale_attempts",
+        "schedule": SERENITY_STALE_SWEEP_INTERVAL_SECONDS,
+    },
+    "jobs-purge": {
+        "task": "jobs.purge_finished_jobs",
+        "schedule": 3600.0,
+    },
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
+# --- Logging: one JSON object per line -------------------------------------------------------
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"context": {"()": "serenity.core.logging.ContextFilter"}},
+    "formatters": {"json": {"()": "serenity.core.logging.JsonFormatter"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json",
+            "filters": ["context"],
+        }
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "urllib3": {"level": "WARNING"},
+    },
+}

@@ -1,0 +1,105 @@
+"""The async job record: the source of truth for every piece of background work (SPEC §3, §6.4).
+
+A chain is a linked list of rows: the root (the id clients poll) points at the chain's current
+step, each step at the next. Each settle read of provision-workspace is its own row. A row with
+`run_after` NULL is a chained step that is not runnable yet (it waits for promotion); the
+dispatcher never touches it. Claiming sets `claim_token` and `lease_expires_at` with one
+conditional UPDATE; results are written conditionally on the token.
+
+The model refers to organizations and brands by id only: `jobs` depends on nothing of ours.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+
+class JobStatus(models.TextChoices):
+    IN_PROGRESS = "IN_PROGRESS"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+FINISHED_STATUSES = (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class JobType(models.TextChoices):
+    PROVISION_WORKSPACE = "provisionWorkspace"
+    CLASSIFY_PROMPTS = "classifyPrompts"
+
+
+class JobStep(models.TextChoices):
+    """What one row does. The public `step` names of SPEC §4.6."""
+
+    PROVISION_WORKSPACE = "provisionWorkspace"
+    CREATE_MARKET = "createMarket"
+    ACTIVATE_MARKETS = "activateMarkets"
+    ACTIVATE_BRAND_WORKSPACE = "activateBrandWorkspace"
+    CLASSIFY_PROMPTS = "classifyPrompts"
+
+
+class AsyncJob(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization_id = models.UUIDField(db_index=True)
+    brand_id = models.UUIDField(null=True, blank=True, db_index=True)
+    job_type = models.CharField(max_length=32, choices=JobType.choices)
+    step = models.CharField(max_length=32, choices=JobStep.choices)
+    status = models.CharField(
+        max_length=16, choices=JobStatus.choices, default=JobStatus.IN_PROGRESS
+    )
+    metadata = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+
+    # Chain links. The root has root=NULL; `current` is set on the root only.
+    root = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="chain_steps"
+    )
+    next = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="previous"
+    )
+    current = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Order of the step in its chain (settle reads 0..n, a chained job after all of them).
+    position = models.PositiveIntegerField(default=0)
+    step_count = models.PositiveIntegerField(default=1)
+
+    # Delivery
+    run_after = models.DateTimeField(null=True, blank=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+    publish_count = models.PositiveIntegerField(default=0)
+    claim_token = models.UUIDField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    run_count = models.PositiveIntegerField(default=0)
+
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(
+                fields=["run_after"],
+                condition=Q(status="IN_PROGRESS"),
+                name="job_due_idx",
+            ),
+            models.Index(fields=["brand_id", "-created_at"], name="job_brand_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.step} {self.id} [{self.status}]"
+
+    @property
+    def root_id_or_self(self) -> uuid.UUID:
+        return self.root_id or self.id
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in FINISHED_STATUSES

@@ -1,0 +1,82 @@
+"""Provisioning attempts: the per-brand lease for Semrush work (SPEC §3, §6.1)."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+
+class AttemptStatus(models.TextChoices):
+    PENDING = "pending"
+    READY = "ready"
+    FAILED = "failed"
+
+
+class AttemptReason(models.TextChoices):
+    TERMINAL = "terminal"
+    EXHAUSTED = "exhausted"
+    UPSTREAM = "upstream"
+    GONE = "gone"
+    AMBIGUOUS = "ambiguous"
+    UNEXPECTED = "unexpected"
+    CANCELLED = "cancelled"
+    STALE = "stale"
+
+
+class AttemptStartedBy(models.TextChoices):
+    CREATE_BRAND = "create-brand"
+    CREATE_MARKET = "create-market"
+    ACTIVATE = "activate"
+    DEACTIVATE = "deactivate"
+
+
+class ProvisioningAttempt(models.Model):
+    """One attempt at provisioning work on a brand, kept as history.
+
+    At most one `pending` attempt per brand (a partial unique constraint). Every worker write is
+    a conditional UPDATE on (id, status='pending'); see `provisioning.states`.
+    `updated_at` is the staleness clock: bumped by worker steps, never by brand edits.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    brand = models.ForeignKey(
+        "serenity.Brand", on_delete=models.CASCADE, related_name="provisioning_attempts"
+    )
+    status = models.CharField(
+        max_length=10, choices=AttemptStatus.choices, default=AttemptStatus.PENDING
+    )
+    reason = models.CharField(max_length=16, choices=AttemptReason.choices, null=True, blank=True)
+    error = models.CharField(max_length=500, null=True, blank=True)
+    candidate_workspace_id = models.CharField(max_length=100, null=True, blank=True)
+    freshly_created = models.BooleanField(default=False)
+    workspace_promoted = models.BooleanField(default=False)
+    # Cleanup of a freshly created candidate after failure has been done (or was not needed).
+    cleanup_done = models.BooleanField(default=False)
+    started_by = models.CharField(max_length=16, choices=AttemptStartedBy.choices)
+    job = models.ForeignKey(
+        "jobs.AsyncJob",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["brand"],
+                condition=Q(status="pending"),
+                name="one_pending_attempt_per_brand",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["brand", "-created_at"], name="attempt_brand_latest_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.started_by} {self.id} [{self.status}]"

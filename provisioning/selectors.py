@@ -1,0 +1,76 @@
+"""Reads over provisioning attempts, including the derived brand provisioning state (§3, §6.5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import OuterRef, QuerySet, Subquery
+
+from provisioning.models import AttemptStatus, ProvisioningAttempt
+import uuid
+
+from serenity.models import Brand, BrandStatus, Organization
+
+_LATEST_ATTEMPT = ProvisioningAttempt.objects.filter(brand_id=OuterRef("pk")).order_by(
+    "-created_at", "-id"
+)
+
+
+def brands_with_provisioning_state(queryset: QuerySet[Brand]) -> QuerySet[Brand]:
+    """Annotate each brand with its latest attempt's status, reason and error.
+
+    A pending attempt is always the latest (a new attempt can only begin when none is pending),
+    so the latest attempt alone decides the derived state, in one query for any number of brands.
+    """
+    return queryset.annotate(
+        latest_attempt_status=Subquery(_LATEST_ATTEMPT.values("status")[:1]),
+        latest_attempt_reason=Subquery(_LATEST_ATTEMPT.values("reason")[:1]),
+        latest_attempt_error=Subquery(_LATEST_ATTEMPT.values("error")[:1]),
+    )
+
+
+@dataclass(frozen=True)
+class ProvisioningState:
+    status: str | None
+    error: dict[str, str] | None
+
+
+def brand_provisioning_state(brand: Brand) -> ProvisioningState:
+    """`pending` while an attempt is pending; `failed` when the latest attempt failed; `ready`
+    when the brand has a pointer; else None. Uses the annotations when present."""
+    if hasattr(brand, "latest_attempt_status"):
+        status = brand.latest_attempt_status
+        reason = brand.latest_attempt_reason
+        error = brand.latest_attempt_error
+    else:
+        latest = (
+            ProvisioningAttempt.objects.filter(brand_id=brand.pk)
+            .order_by("-created_at", "-id")
+            .values("status", "reason", "error")
+            .first()
+        )
+        status, reason, error = (
+            (latest["status"], latest["reason"], latest["error"]) if latest else (None, None, None)
+        )
+    if status == AttemptStatus.PENDING:
+        return ProvisioningState("pending", None)
+    if status == AttemptStatus.FAILED:
+        return ProvisioningState(
+            "failed",
+            {"code": reason or "unexpected", "message": error or "Provisioning failed."},
+        )
+    if brand.semrush_sub_workspace_id:
+        return ProvisioningState("ready", None)
+    return ProvisioningState(None, None)
+
+
+def brand_list(*, organization: Organization, status: str | None = None) -> list[Brand]:
+    """Brands of an org by name, with their provisioning state; `deleted` ones only when asked
+    for. One query whatever the number of brands."""
+    brands = Brand.objects.filter(organization=organization)
+    brands = brands.filter(status=status) if status else brands.exclude(status=BrandStatus.DELETED)
+    return list(brands_with_provisioning_state(brands).order_by("name", "id"))
+
+
+def brand_get(*, brand_id: uuid.UUID) -> Brand:
+    return brands_with_provisioning_state(Brand.objects.filter(pk=brand_id)).get()

@@ -1,0 +1,46 @@
+"""The base view of every `/v2/orgs/{orgId}/…` route: authentication, then tenancy (SPEC §4)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from serenity.core import context
+from serenity.selectors import CallerScope, caller_scope_resolve
+
+MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class OrgScopedView(APIView):
+    """Runs SPEC §4's checks in their order before the handler.
+
+    DRF authenticates first (401 with `WWW-Authenticate: Bearer`); then path ids are validated
+    (400), then org (404), membership and role (403), brand (404) and, on `B/serenity/*`
+    routes that need it, Serenity being on for the brand (404 serenityNotActive).
+    """
+
+    serenity_route: ClassVar[bool] = False
+    require_serenity_active: ClassVar[bool] = False
+    scope: CallerScope
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        extra = {"jobId": kwargs["job_id"]} if "job_id" in kwargs else None
+        self.scope = caller_scope_resolve(
+            user=request.user,
+            org_id=kwargs["org_id"],
+            brand_id=kwargs.get("brand_id"),
+            extra_uuids=extra,
+            geo_target_id=kwargs.get("geo_target_id"),
+            write=request.method in MUTATING_METHODS,
+            serenity_route=self.serenity_route,
+            require_serenity_active=self.require_serenity_active,
+        )
+        context.bind(org_id=self.scope.organization.id, brand_id=kwargs.get("brand_id"))
+
+
+class SerenityView(OrgScopedView):
+    serenity_route = True
+    require_serenity_active = True

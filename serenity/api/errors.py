@@ -1,0 +1,101 @@
+"""The one DRF exception handler: every error leaves as `{"error", "message", "details"?}`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404, HttpRequest, JsonResponse
+from rest_framework import exceptions
+from rest_framework.response import Response
+from rest_framework.views import set_rollback
+
+from serenity.core.errors import DomainError, clean_message
+
+logger = logging.getLogger("serenity.api")
+
+
+def _first_field_error(detail: Any, path: str = "") -> tuple[str, str]:
+    """Walk DRF's nested error detail to the first (field path, message) pair."""
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            sub = f"{path}.{key}" if path else str(key)
+            if key == "non_field_errors":
+                sub = path
+            return _first_field_error(value, sub)
+    if isinstance(detail, list) and detail:
+        for index, item in enumerate(detail):
+            if isinstance(item, dict | list):
+                return _first_field_error(item, f"{path}[{index}]")
+            return path, str(item)
+    return path, str(detail)
+
+
+def _validation_error(exc: exceptions.ValidationError) -> DomainError:
+    """A serializer error names the first offending field. Domain codes such as
+    `unknownMarket` are raised as `DomainError`s by the validators themselves."""
+    field, message = _first_field_error(exc.detail)
+    text = f"{field}: {message}" if field else message
+    return DomainError(
+        text, code="invalidRequest", http_status=400, details={"field": field} if field else None
+    )
+
+
+def to_domain_error(exc: Exception) -> DomainError | None:
+    if isinstance(exc, DomainError):
+        return exc
+    if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+        return DomainError(
+            "Authentication credentials were not provided or are invalid.",
+            code="authenticationRequired",
+            http_status=401,
+        )
+    if isinstance(exc, exceptions.ValidationError):
+        return _validation_error(exc)
+    if isinstance(exc, exceptions.ParseError):
+        return DomainError("The body must be a JSON object.", code="invalidRequest", http_status=400)
+    if isinstance(exc, exceptions.UnsupportedMediaType):
+        return DomainError(
+            "Use Content-Type: application/json.", code="unsupportedMediaType", http_status=415
+        )
+    if isinstance(exc, exceptions.MethodNotAllowed):
+        return DomainError("Method not allowed.", code="methodNotAllowed", http_status=405)
+    if isinstance(exc, exceptions.NotAcceptable):
+        return DomainError("Not acceptable.", code="notAcceptable", http_status=406)
+    if isinstance(exc, Http404 | exceptions.NotFound):
+        return DomainError("Not found.", code="notFound", http_status=404)
+    if isinstance(exc, exceptions.PermissionDenied | DjangoPermissionDenied):
+        return DomainError("You are not allowed to do this.", code="forbidden", http_status=403)
+    if isinstance(exc, exceptions.Throttled):
+        return DomainError("Too many requests.", code="rateLimited", http_status=429)
+    if isinstance(exc, exceptions.APIException):
+        return DomainError(clean_message(str(exc.detail)), code="invalidRequest", http_status=400)
+    return None
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+    error = to_domain_error(exc)
+    if error is None:
+        logger.exception("unhandled error", exc_info=exc)
+        error = DomainError(
+            "An unexpected error occurred.", code="internalServerError", http_status=500
+        )
+    set_rollback()
+    headers: dict[str, str] = {}
+    if error.http_status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    retry_after = getattr(exc, "retry_after", None)
+    if isinstance(retry_after, int | float) and retry_after > 0:
+        headers["Retry-After"] = str(max(1, int(retry_after)))
+    return Response(error.as_body(), status=error.http_status, headers=headers)
+
+
+def not_found_view(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return JsonResponse({"error": "notFound", "message": "Not found."}, status=404)
+
+
+def server_error_view(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(
+        {"error": "internalServerError", "message": "An unexpected error occurred."}, status=500
+    )

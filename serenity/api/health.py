@@ -1,0 +1,38 @@
+"""Liveness, readiness and metrics: no token needed."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+logger = logging.getLogger("serenity.health")
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"status": "ok"})
+
+
+def readyz(request: HttpRequest) -> JsonResponse:
+    checks: dict[str, str] = {}
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        checks["database"] = "ok"
+    except Exception:
+        logger.warning("readiness: database unreachable", exc_info=True)
+        checks["database"] = "unreachable"
+    from jobs.publishing import broker_reachable
+
+    checks["broker"] = "ok" if broker_reachable() else "unreachable"
+    ready = all(v == "ok" for v in checks.values())
+    return JsonResponse({"status": "ok" if ready else "unavailable", "checks": checks},
+                        status=200 if ready else 503)
+
+
+def metrics(request: HttpRequest) -> HttpResponse:
+    from serenity.core.metrics import render_metrics
+
+    body, content_type = render_metrics()
+    return HttpResponse(body, content_type=content_type)

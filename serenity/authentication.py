@@ -1,0 +1,40 @@
+"""Bearer API-token authentication (tokens are stored as SHA-256 digests)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+
+from serenity.models import ApiToken
+from serenity.tokens import token_digest
+
+
+class BearerTokenAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        if not header:
+            return None
+        scheme, _, raw = header.partition(" ")
+        raw = raw.strip()
+        if scheme.lower() != "bearer" or not raw or " " in raw:
+            raise exceptions.AuthenticationFailed("Invalid authorization header.")
+        token = (
+            ApiToken.objects.select_related("user")
+            .filter(token_hash=token_digest(raw), revoked_at__isnull=True)
+            .first()
+        )
+        if token is None or not token.user.is_active:
+            raise exceptions.AuthenticationFailed("Invalid token.")
+        # At most one write a minute per token: last_used_at is for operators, not a hot path.
+        now = timezone.now()
+        if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
+            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        return token.user, token
+
+    def authenticate_header(self, request: Request) -> str:
+        return self.keyword

@@ -1,0 +1,91 @@
+"""Reads for organizations and brands, including the caller's tenancy scope (SPEC §4)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from serenity.core.errors import InvalidRequestError
+from serenity.exceptions import (
+    BrandNotFoundError,
+    NotAMemberError,
+    OrganizationNotFoundError,
+    SerenityNotActiveError,
+)
+from serenity.models import Brand, BrandStatus, Membership, Organization, Role
+
+_DIGITS = re.compile(r"^[0-9]{1,10}$")
+
+
+@dataclass(frozen=True)
+class CallerScope:
+    organization: Organization
+    brand: Brand | None
+    role: str
+
+
+def parse_uuid(value: str, *, field: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(str(value))
+    except (ValueError, TypeError, AttributeError):
+        raise InvalidRequestError(f"{field} must be a UUID.") from None
+
+
+def parse_geo_target_id(value: str) -> int:
+    if not _DIGITS.match(str(value)):
+        raise InvalidRequestError("geoTargetId must be digits.")
+    return int(value)
+
+
+def caller_scope_resolve(
+    *,
+    user: Any,
+    org_id: str,
+    brand_id: str | None = None,
+    extra_uuids: dict[str, str] | None = None,
+    geo_target_id: str | None = None,
+    write: bool,
+    serenity_route: bool = False,
+    require_serenity_active: bool = False,
+) -> CallerScope:
+    """Apply SPEC §4's request checks, in order, after authentication.
+
+    400 (malformed ids) → 404 notFound (org) → 403 forbidden (not a member, or a reader on a
+    mutating route) → 404 brandNotFound → 404 serenityNotActive (serenity routes only).
+    """
+    org_uuid = parse_uuid(org_id, field="orgId")
+    brand_uuid = parse_uuid(brand_id, field="brandId") if brand_id is not None else None
+    for field, value in (extra_uuids or {}).items():
+        parse_uuid(value, field=field)
+    if geo_target_id is not None:
+        parse_geo_target_id(geo_target_id)
+
+    organization = Organization.objects.filter(pk=org_uuid).first()
+    if organization is None:
+        raise OrganizationNotFoundError()
+
+    if getattr(user, "is_staff", False):
+        role = Role.WRITER
+    else:
+        membership = Membership.objects.filter(user=user, organization=organization).first()
+        if membership is None:
+            raise NotAMemberError()
+        role = membership.role
+    if write and role != Role.WRITER:
+        raise NotAMemberError("Your role does not allow changes in this organization.")
+
+    brand = None
+    if brand_uuid is not None:
+        brands = Brand.objects.filter(pk=brand_uuid, organization=organization)
+        if serenity_route:
+            brands = brands.exclude(status=BrandStatus.DELETED)
+        brand = brands.first()
+        if brand is None:
+            raise BrandNotFoundError()
+        brand.organization = organization
+        if require_serenity_active and not brand.is_serenity_active:
+            raise SerenityNotActiveError()
+    return CallerScope(organization=organization, brand=brand, role=role)
+
