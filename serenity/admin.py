@@ -1,0 +1,350 @@
+"""Admin for organizations, members, tokens, brands, markets and prompts (SPEC §8).
+
+Secrets never render: the org's Semrush credential is a write-only field (the page shows only
+whether one is set) and an API token is shown once, right after it is created. Provisioning
+fields (the brand's pointer, market reservations) are read-only here: only the provisioning
+services write them, with conditional updates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.db.models.functions import Lower, Trim
+from django.http import HttpRequest
+
+from provisioning.models import ProvisioningAttempt
+from serenity.models import ApiToken, Brand, BrandStatus, Market, Membership, Organization, Prompt
+from serenity.services import api_token_create, api_token_revoke
+
+
+class OrganizationAdminForm(forms.ModelForm):
+    semrush_credential = forms.CharField(
+        label="Semrush credential",
+        required=False,
+        strip=True,
+        # render_value=False: the field is always empty on the page, even after an error.
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Write-only. Leave empty to keep the current credential.",
+    )
+    clear_semrush_credential = forms.BooleanField(
+        label="Remove the Semrush credential",
+        required=False,
+        help_text="The org then uses the service-wide SEMRUSH_API_TOKEN.",
+    )
+
+    class Meta:
+        model = Organization
+        fields = [
+            "name",
+            "semrush_parent_workspace_id",
+            "serenity_enabled",
+            "workspace_mode",
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("semrush_credential") and cleaned.get("clear_semrush_credential"):
+            raise forms.ValidationError("Either set a new credential or remove it, not both.")
+        return cleaned
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    raw_id_fields = ["user"]
+    fields = ["user", "role", "created_at"]
+    readonly_fields = ["created_at"]
+
+
+@admin.register(Organization)
+class OrganizationAdmin(admin.ModelAdmin):
+    form = OrganizationAdminForm
+    list_display = [
+        "name",
+        "id",
+        "serenity_enabled",
+        "semrush_parent_workspace_id",
+        "workspace_mode",
+        "credential_status",
+        "created_at",
+    ]
+    list_filter = ["serenity_enabled", "workspace_mode"]
+    search_fields = ["name", "=id", "=semrush_parent_workspace_id"]
+    readonly_fields = ["id", "credential_status", "created_at", "updated_at"]
+    fields = [
+        "id",
+        "name",
+        "semrush_parent_workspace_id",
+        "serenity_enabled",
+        "workspace_mode",
+        "credential_status",
+        "semrush_credential",
+        "clear_semrush_credential",
+        "created_at",
+        "updated_at",
+    ]
+    inlines = [MembershipInline]
+
+    @admin.display(description="Semrush credential")
+    def credential_status(self, obj: Organization) -> str:
+        return "set" if obj.has_semrush_credential else "not set"
+
+    def save_model(
+        self, request: HttpRequest, obj: Organization, form: forms.ModelForm, change: bool
+    ) -> None:
+        token = form.cleaned_data.get("semrush_credential") or ""
+        if token:
+            obj.set_semrush_credential(token)
+        elif form.cleaned_data.get("clear_semrush_credential"):
+            obj.set_semrush_credential("")
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "organization", "role", "created_at"]
+    list_filter = ["role"]
+    search_fields = ["user__username", "organization__name", "=organization__id"]
+    raw_id_fields = ["user", "organization"]
+    list_select_related = ["user", "organization"]
+
+
+class ApiTokenAddForm(forms.ModelForm):
+    class Meta:
+        model = ApiToken
+        fields = ["user", "name"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Tokens are minted by `api_token_create`; the raw value is shown once in a message and
+    only its digest is stored. Tokens are revoked, never edited."""
+
+    list_display = ["prefix", "user", "name", "created_at", "last_used_at", "revoked_at"]
+    list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["prefix", "user__username", "name"]
+    list_select_related = ["user"]
+    raw_id_fields = ["user"]
+    actions = ["revoke_tokens"]
+
+    def get_form(
+        self, request: HttpRequest, obj: ApiToken | None = None, change: bool = False, **kwargs: Any
+    ) -> type[forms.ModelForm]:
+        if obj is None:
+            kwargs["form"] = ApiTokenAddForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> list[str]:
+        if obj is None:
+            return ["user", "name"]
+        return ["user", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> list[str]:
+        if obj is None:
+            return []
+        return ["user", "prefix", "created_at", "last_used_at", "revoked_at"]
+
+    def save_model(
+        self, request: HttpRequest, obj: ApiToken, form: forms.ModelForm, change: bool
+    ) -> None:
+        if change:
+            ApiToken.objects.filter(pk=obj.pk).update(name=obj.name)
+            return
+        token, raw = api_token_create(user=obj.user, name=obj.name)
+        # The admin logs and redirects using `obj`: make it the row the service created.
+        for field in ApiToken._meta.concrete_fields:
+            setattr(obj, field.attname, getattr(token, field.attname))
+        obj._state.adding = False
+        obj._state.db = token._state.db
+        messages.warning(
+            request,
+            f"New API token for {token.user}: {raw} — copy it now, it will not be shown again.",
+        )
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke_tokens(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        revoked = sum(api_token_revoke(token_id=pk) for pk in queryset.values_list("pk", flat=True))
+        self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)
+
+
+class MarketInline(admin.TabularInline):
+    model = Market
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    fields = [
+        "geo_target_id",
+        "language_code",
+        "name",
+        "status",
+        "semrush_project_id",
+        "workspace_id",
+        "deleted_at",
+        "updated_at",
+    ]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ProvisioningAttemptInline(admin.TabularInline):
+    model = ProvisioningAttempt
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    ordering = ["-created_at"]
+    fields = [
+        "id",
+        "status",
+        "reason",
+        "started_by",
+        "candidate_workspace_id",
+        "freshly_created",
+        "workspace_promoted",
+        "job",
+        "created_at",
+        "updated_at",
+    ]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class BrandAdminForm(forms.ModelForm):
+    class Meta:
+        model = Brand
+        fields = ["name", "status", "base_url", "urls", "aliases", "serenity_enabled"]
+
+    def clean(self) -> dict[str, Any]:
+        # The unique constraint also involves `organization`, which is read-only on this form,
+        # so Django's constraint validation skips it: check here rather than fail with a 500.
+        cleaned = super().clean() or {}
+        name = (cleaned.get("name") or "").strip()
+        status = cleaned.get("status", self.instance.status)
+        if name and status != BrandStatus.DELETED:
+            clash = (
+                Brand.objects.annotate(name_key=Lower(Trim("name")))
+                .filter(organization_id=self.instance.organization_id, name_key=name.lower())
+                .exclude(status=BrandStatus.DELETED)
+                .exclude(pk=self.instance.pk)
+                .exists()
+            )
+            if clash:
+                raise forms.ValidationError(
+                    {"name": "Another live brand of this organization has this name."}
+                )
+        return cleaned
+
+
+@admin.register(Brand)
+class BrandAdmin(admin.ModelAdmin):
+    """Brands are created and deleted through the API (which provisions Semrush); here an
+    operator inspects them and may correct descriptive fields."""
+
+    form = BrandAdminForm
+    list_display = [
+        "name",
+        "organization",
+        "status",
+        "workspace_mode",
+        "semrush_sub_workspace_id",
+        "serenity_enabled",
+        "updated_at",
+    ]
+    list_filter = ["status", "workspace_mode", "serenity_enabled"]
+    search_fields = ["name", "=id", "=semrush_sub_workspace_id", "organization__name"]
+    list_select_related = ["organization"]
+    readonly_fields = [
+        "id",
+        "organization",
+        "workspace_mode",
+        "semrush_sub_workspace_id",
+        "created_at",
+        "updated_at",
+    ]
+    fields = [
+        "id",
+        "organization",
+        "name",
+        "status",
+        "workspace_mode",
+        "base_url",
+        "urls",
+        "aliases",
+        "serenity_enabled",
+        "semrush_sub_workspace_id",
+        "created_at",
+        "updated_at",
+    ]
+    inlines = [MarketInline, ProvisioningAttemptInline]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def save_model(
+        self, request: HttpRequest, obj: Brand, form: forms.ModelForm, change: bool
+    ) -> None:
+        # Write only what the operator changed: a full save would overwrite the pointer with
+        # this (possibly stale) instance's value and race the provisioning workers.
+        changed = [f for f in form.changed_data if f in BrandAdminForm.Meta.fields]
+        if changed:
+            obj.save(update_fields=[*changed, "updated_at"])
+
+
+@admin.register(Market)
+class MarketAdmin(admin.ModelAdmin):
+    """Read-only: markets are reserved, created and tombstoned by the provisioning services."""
+
+    list_display = [
+        "brand",
+        "geo_target_id",
+        "language_code",
+        "name",
+        "status",
+        "semrush_project_id",
+        "deleted_at",
+        "updated_at",
+    ]
+    list_filter = ["status", ("deleted_at", admin.EmptyFieldListFilter)]
+    search_fields = ["=id", "brand__name", "=brand__id", "=semrush_project_id"]
+    list_select_related = ["brand"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Prompt)
+class PromptAdmin(admin.ModelAdmin):
+    """Read-only: prompts are added through the API."""
+
+    list_display = ["text", "market", "intent", "language_code", "created_at"]
+    list_filter = ["intent", "language_code"]
+    search_fields = ["text", "=market__id", "=semrush_prompt_id"]
+    list_select_related = ["market", "market__brand"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
