@@ -1,0 +1,72 @@
+"""Running one claimed step. Tasks are thin: they hand a job id to `run_step`."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.db import DatabaseError, InterfaceError, OperationalError
+
+from jobs import services
+from jobs.models import AsyncJob, JobStatus
+from serenity.core import context
+from serenity.core.metrics import STEP_DURATION
+
+logger = logging.getLogger("serenity.jobs")
+
+
+@dataclass
+class StepRun:
+    """A claimed job and its claim token; `renew()` between upstream calls."""
+
+    job: AsyncJob
+    claim_token: uuid.UUID
+
+    def renew(self) -> bool:
+        return services.job_renew(job_id=self.job.id, claim_token=self.claim_token)
+
+
+StepHandler = Callable[[StepRun], None]
+FailureHandler = Callable[[StepRun, BaseException], None]
+
+
+def run_step(*, job_id: str, handler: StepHandler, on_unexpected: FailureHandler) -> None:
+    """Claim the job and run `handler` on it; a delivery that cannot claim does nothing.
+
+    Database connectivity errors propagate: the claim's lease then expires and the dispatcher
+    re-publishes the job, which resumes. Any other exception is the step's unexpected failure,
+    handed to `on_unexpected` (which records the job's and the attempt's outcome).
+    """
+    parsed = uuid.UUID(job_id)
+    token = services.job_claim(job_id=parsed)
+    if token is None:
+        logger.info("delivery ignored: job finished, not due, or claimed", extra={"job_id": job_id})
+        return
+    job = AsyncJob.objects.get(pk=parsed)
+    run = StepRun(job=job, claim_token=token)
+    started = time.monotonic()
+    outcome = "error"
+    with context.scope(
+        job_id=job.id, org_id=job.organization_id, brand_id=job.brand_id, step=job.step
+    ):
+        logger.info("step started", extra={"run_count": job.run_count})
+        try:
+            handler(run)
+            outcome = "ok"
+        except (OperationalError, InterfaceError):
+            logger.warning("step interrupted by a database error; the lease will expire and "
+                           "the dispatcher re-publishes it", exc_info=True)
+            raise
+        except DatabaseError as exc:
+            logger.exception("step failed with a database error")
+            on_unexpected(run, exc)
+        except Exception as exc:
+            logger.exception("step failed unexpectedly")
+            on_unexpected(run, exc)
+        finally:
+            STEP_DURATION.labels(job.step, outcome).observe(time.monotonic() - started)
+            finished = AsyncJob.objects.filter(pk=job.id).values_list("status", flat=True).first()
+            logger.info("step ended", extra={"status": finished or JobStatus.IN_PROGRESS})

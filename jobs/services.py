@@ -1,0 +1,356 @@
+"""Writes on job rows: chains, claims, hand-overs, dispatch and retention (SPEC §4.6, §6.3, §6.4).
+
+Every function that changes a claimed job is conditional on the caller's claim token, so a
+worker whose lease expired (and whose job another worker re-claimed) writes nothing.
+Callers that combine a job write with a business write wrap both in one transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from jobs import states
+from jobs.models import AsyncJob, JobStatus, JobStep, JobType
+from jobs.publishing import publish_job
+
+logger = logging.getLogger("serenity.jobs")
+
+CHAINED_POSITION = 1000
+
+
+def task_name_for(step: str) -> str:
+    """Each step is one Celery task with a stable explicit name."""
+    return f"serenity.step.{step}"
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    step: JobStep
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def publish_on_commit(*, job_id: uuid.UUID, step: str, countdown: float = 0.0) -> None:
+    """Publish after the surrounding transaction commits; a failure is left to the dispatcher."""
+    transaction.on_commit(
+        partial(publish_job, job_id=job_id, task_name=task_name_for(step), countdown=countdown),
+        robust=True,
+    )
+
+
+def job_chain_create(
+    *,
+    organization_id: uuid.UUID,
+    brand_id: uuid.UUID | None,
+    job_type: JobType,
+    first: StepSpec,
+    then: StepSpec | None = None,
+) -> AsyncJob:
+    """Create a chain's root (runnable now) and its optional chained job (not runnable until the
+    root hands over). Must run inside the caller's transaction; publishes the root on commit."""
+    now = timezone.now()
+    root_id = uuid.uuid4()
+    chained = None
+    if then is not None:
+        chained = AsyncJob.objects.create(
+            organization_id=organization_id,
+            brand_id=brand_id,
+            job_type=job_type,
+            step=then.step,
+            metadata=then.metadata,
+            root_id=root_id,
+            position=CHAINED_POSITION,
+            run_after=None,
+        )
+    root = AsyncJob.objects.create(
+        id=root_id,
+        organization_id=organization_id,
+        brand_id=brand_id,
+        job_type=job_type,
+        step=first.step,
+        metadata=first.metadata,
+        next=chained,
+        current_id=root_id,
+        position=0,
+        run_after=now,
+    )
+    publish_on_commit(job_id=root.id, step=root.step)
+    return root
+
+
+def job_claim(*, job_id: uuid.UUID) -> uuid.UUID | None:
+    """Claim a due, unfinished job for this worker: one conditional UPDATE setting a fresh
+    claim token and lease. Returns the token, or None when the job is finished, not due, or
+    held by a live lease (a duplicate or late delivery, which must do nothing)."""
+    now = timezone.now()
+    token = uuid.uuid4()
+    changed = (
+        AsyncJob.objects.filter(pk=job_id, status=JobStatus.IN_PROGRESS, run_after__lte=now)
+        .filter(Q(claim_token__isnull=True) | Q(lease_expires_at__lt=now))
+        .update(
+            claim_token=token,
+            lease_expires_at=now + timedelta(seconds=settings.JOBS_LEASE_SECONDS),
+            started_at=Coalesce("started_at", now),
+            run_count=F("run_count") + 1,
+            updated_at=now,
+        )
+    )
+    return token if changed == 1 else None
+
+
+def job_renew(*, job_id: uuid.UUID, claim_token: uuid.UUID) -> bool:
+    """Extend the lease between upstream calls. False: the claim was lost."""
+    now = timezone.now()
+    return (
+        AsyncJob.objects.filter(
+            pk=job_id, status=JobStatus.IN_PROGRESS, claim_token=claim_token
+        ).update(lease_expires_at=now + timedelta(seconds=settings.JOBS_LEASE_SECONDS))
+        == 1
+    )
+
+
+def job_release(*, job_id: uuid.UUID, claim_token: uuid.UUID, delay_seconds: float) -> bool:
+    """Give the claim back and run the same step again after `delay_seconds` (e.g. an upstream
+    Retry-After too long to wait in the worker)."""
+    run_after = timezone.now() + timedelta(seconds=delay_seconds)
+    changed = AsyncJob.objects.filter(
+        pk=job_id, status=JobStatus.IN_PROGRESS, claim_token=claim_token
+    ).update(claim_token=None, lease_expires_at=None, run_after=run_after, published_at=None)
+    if changed:
+        step = AsyncJob.objects.values_list("step", flat=True).get(pk=job_id)
+        publish_on_commit(job_id=job_id, step=step, countdown=delay_seconds)
+    return changed == 1
+
+
+def job_finish(
+    *,
+    job: AsyncJob,
+    claim_token: uuid.UUID | None,
+    status: JobStatus,
+    result: Any = None,
+    error: dict[str, Any] | None = None,
+) -> bool:
+    """Finish a step as the last of its chain (its successor, if any, will never run and is
+    cancelled with it). Conditional on the claim token when one is given."""
+    changed = states.transition(
+        job_id=job.id, to=status, claim_token=claim_token, result=result, error=error
+    )
+    if changed and job.next_id is not None:
+        _cancel_successors(job=job, error=error)
+    return changed
+
+
+def _cancel_successors(*, job: AsyncJob, error: dict[str, Any] | None) -> None:
+    root_id = job.root_id or job.id
+    AsyncJob.objects.filter(
+        root_id=root_id, status=JobStatus.IN_PROGRESS, position__gt=job.position
+    ).update(
+        status=JobStatus.CANCELLED,
+        error=error or cancelled_error(),
+        finished_at=timezone.now(),
+        updated_at=timezone.now(),
+    )
+
+
+def job_complete_and_release_next(
+    *, job: AsyncJob, claim_token: uuid.UUID, result: Any = None
+) -> AsyncJob | None:
+    """Complete this step and make its chained successor runnable (the chain's current step),
+    publishing it after commit. Returns the successor, or None when the claim was lost."""
+    if not states.transition(
+        job_id=job.id, to=JobStatus.COMPLETED, claim_token=claim_token, result=result
+    ):
+        return None
+    assert job.next_id is not None
+    now = timezone.now()
+    AsyncJob.objects.filter(pk=job.next_id, status=JobStatus.IN_PROGRESS).update(
+        run_after=now, updated_at=now
+    )
+    root_id = job.root_id or job.id
+    AsyncJob.objects.filter(pk=root_id).update(
+        current_id=job.next_id, step_count=F("step_count") + 1, updated_at=now
+    )
+    successor = AsyncJob.objects.get(pk=job.next_id)
+    publish_on_commit(job_id=successor.id, step=successor.step)
+    return successor
+
+
+def job_complete_and_repeat(
+    *, job: AsyncJob, claim_token: uuid.UUID, result: Any, delay_seconds: float
+) -> AsyncJob | None:
+    """Complete this step and insert a repeat of it (the next settle read) after
+    `delay_seconds`, ahead of any chained job. No worker slot is held while waiting: the wait is
+    the new row's `run_after` plus a countdown message (and the dispatcher as backstop)."""
+    if not states.transition(
+        job_id=job.id, to=JobStatus.COMPLETED, claim_token=claim_token, result=result
+    ):
+        return None
+    now = timezone.now()
+    root_id = job.root_id or job.id
+    successor_id = job.next_id
+    if successor_id is not None:
+        # `next` is one-to-one: unlink before the new row takes the successor.
+        AsyncJob.objects.filter(pk=job.id).update(next=None)
+    repeat = AsyncJob.objects.create(
+        organization_id=job.organization_id,
+        brand_id=job.brand_id,
+        job_type=job.job_type,
+        step=job.step,
+        metadata=job.metadata,
+        root_id=root_id,
+        next_id=successor_id,
+        position=job.position + 1,
+        run_after=now + timedelta(seconds=delay_seconds),
+    )
+    AsyncJob.objects.filter(pk=job.id).update(next=repeat)
+    AsyncJob.objects.filter(pk=root_id).update(
+        current_id=repeat.id, step_count=F("step_count") + 1, updated_at=now
+    )
+    publish_on_commit(job_id=repeat.id, step=repeat.step, countdown=delay_seconds)
+    return repeat
+
+
+def cancelled_error() -> dict[str, Any]:
+    return {
+        "code": "provisioningCancelled",
+        "message": "Provisioning was cancelled.",
+        "retryable": True,
+    }
+
+
+def chain_cancel(
+    *, root_id: uuid.UUID, error: dict[str, Any] | None = None, only_unstarted: bool = False
+) -> int:
+    """Mark the chain's unfinished jobs CANCELLED. With `only_unstarted`, a job that a worker
+    holds under a live lease is left alone. Returns how many rows changed."""
+    now = timezone.now()
+    query = AsyncJob.objects.filter(Q(pk=root_id) | Q(root_id=root_id)).filter(
+        status=JobStatus.IN_PROGRESS
+    )
+    if only_unstarted:
+        query = query.filter(Q(claim_token__isnull=True) | Q(lease_expires_at__lt=now))
+    return query.update(
+        status=JobStatus.CANCELLED,
+        error=error or cancelled_error(),
+        finished_at=now,
+        updated_at=now,
+        claim_token=None,
+        lease_expires_at=None,
+    )
+
+
+def chain_fail(*, root_id: uuid.UUID, error: dict[str, Any]) -> int:
+    """Mark the chain's unfinished jobs FAILED (e.g. its attempt was reconciled as stale)."""
+    now = timezone.now()
+    return (
+        AsyncJob.objects.filter(Q(pk=root_id) | Q(root_id=root_id))
+        .filter(status=JobStatus.IN_PROGRESS)
+        .update(
+            status=JobStatus.FAILED,
+            error=error,
+            finished_at=now,
+            updated_at=now,
+            claim_token=None,
+            lease_expires_at=None,
+        )
+    )
+
+
+def job_republish(*, job_id: uuid.UUID) -> bool:
+    """Operator action: publish an unfinished, runnable job again (claims make it harmless)."""
+    job = AsyncJob.objects.filter(
+        pk=job_id, status=JobStatus.IN_PROGRESS, run_after__isnull=False
+    ).first()
+    if job is None:
+        return False
+    return publish_job(job_id=job.id, task_name=task_name_for(job.step))
+
+
+def jobs_dispatch_due(*, limit: int = 500) -> int:
+    """The backstop of delivery: publish every due job that has no live message.
+
+    Due and unclaimed, and either never published or published (due) longer than a lease ago
+    without being claimed (the message was lost); or claimed with an expired lease (the worker
+    died). Duplicate messages are harmless: a delivery that cannot claim does nothing.
+    """
+    now = timezone.now()
+    lost_before = now - timedelta(seconds=settings.JOBS_LEASE_SECONDS)
+    due = (
+        AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, run_after__lte=now)
+        .filter(
+            Q(claim_token__isnull=True, published_at__isnull=True)
+            | Q(claim_token__isnull=True, published_at__lt=lost_before)
+            | Q(claim_token__isnull=False, lease_expires_at__lt=now)
+        )
+        .order_by("run_after")
+        .values_list("id", "step")[:limit]
+    )
+    published = 0
+    for job_id, step in due:
+        if publish_job(job_id=job_id, task_name=task_name_for(step)):
+            published += 1
+        else:
+            break  # the broker is down: the next round tries again
+    if published:
+        logger.info("dispatcher re-published jobs", extra={"count": published})
+    return published
+
+
+def jobs_purge_finished(*, older_than_days: float | None = None) -> int:
+    """Delete finished chains older than the retention, keeping each brand's newest
+    provisioning chain as history. Returns the number of rows deleted."""
+    days = settings.JOBS_RETENTION_DAYS if older_than_days is None else older_than_days
+    cutoff = timezone.now() - timedelta(days=days)
+    newest_per_brand = (
+        AsyncJob.objects.filter(
+            root__isnull=True, job_type=JobType.PROVISION_WORKSPACE, brand_id__isnull=False
+        )
+        .order_by("brand_id", "-created_at")
+        .distinct("brand_id")
+        .values_list("id", flat=True)
+        if _supports_distinct_on()
+        else _newest_roots_portable()
+    )
+    keep = set(newest_per_brand)
+    unfinished_roots = AsyncJob.objects.filter(
+        Q(status=JobStatus.IN_PROGRESS), ~Q(root__isnull=True)
+    ).values_list("root_id", flat=True)
+    candidates = AsyncJob.objects.filter(root__isnull=True, updated_at__lt=cutoff).exclude(
+        status=JobStatus.IN_PROGRESS
+    )
+    doomed = [
+        pk
+        for pk in candidates.values_list("id", flat=True)
+        if pk not in keep and pk not in set(unfinished_roots)
+    ]
+    deleted = 0
+    for start in range(0, len(doomed), 500):
+        batch = doomed[start : start + 500]
+        deleted += AsyncJob.objects.filter(Q(root_id__in=batch) | Q(pk__in=batch)).delete()[0]
+    return deleted
+
+
+def _supports_distinct_on() -> bool:
+    from django.db import connection
+
+    return connection.features.can_distinct_on_fields
+
+
+def _newest_roots_portable() -> list[uuid.UUID]:
+    newest: dict[uuid.UUID, tuple[Any, uuid.UUID]] = {}
+    for job_id, brand_id, created_at in AsyncJob.objects.filter(
+        root__isnull=True, job_type=JobType.PROVISION_WORKSPACE, brand_id__isnull=False
+    ).values_list("id", "brand_id", "created_at"):
+        if brand_id not in newest or created_at > newest[brand_id][0]:
+            newest[brand_id] = (created_at, job_id)
+    return [job_id for _, job_id in newest.values()]

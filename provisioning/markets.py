@@ -1,0 +1,282 @@
+"""Market slices in Semrush: reserve, create-or-resume the project, publish, finish (SPEC §4.2).
+
+The sync routes and the chained jobs call `market_provision` unchanged, so both answer the same
+`Outcome`. The slice is reserved by a `creating` row under the live-slice unique constraint
+before any upstream call; the reservation records its owner and, as soon as it exists, the
+upstream project id, so a re-run after a crash resumes the same project instead of making a
+second one.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from jobs.models import AsyncJob, JobStatus
+from provisioning.exceptions import QuotaExceededError, UpstreamError
+from provisioning.lifecycle import translate_upstream
+from provisioning.models import AttemptStatus, ProvisioningAttempt
+from provisioning.outcome import Outcome
+from provisioning.semrush import SemrushClient, SemrushError, SemrushQuotaError
+from serenity.exceptions import SliceExistsError
+from serenity.models import Brand, Market, MarketStatus
+from serenity.slices import Slice
+
+logger = logging.getLogger("serenity.provisioning")
+
+RESUMABLE = (MarketStatus.DRAFT, MarketStatus.PUBLISH_FAILED)
+PUBLISHED = frozenset({"live", "live_with_unpublished_updates", "publishing"})
+
+
+def _owner_is_live(market: Market) -> bool:
+    """A `creating` reservation is live while its owner (an attempt or a job) is unfinished;
+    a request-owned one (flat sync) while it is younger than the stale threshold."""
+    owner = market.reserved_by
+    if owner is None:
+        return False
+    if ProvisioningAttempt.objects.filter(pk=owner, status=AttemptStatus.PENDING).exists():
+        return True
+    if AsyncJob.objects.filter(pk=owner, status=JobStatus.IN_PROGRESS).exists():
+        return True
+    if ProvisioningAttempt.objects.filter(pk=owner).exists() or AsyncJob.objects.filter(
+        pk=owner
+    ).exists():
+        return False
+    age = timezone.now() - market.updated_at
+    return age < timedelta(seconds=settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS)
+
+
+def market_reserve(*, brand: Brand, slice_: Slice, owner: uuid.UUID, name: str | None) -> Market:
+    """Reserve the slice for `owner`, or take over a resumable market of it.
+
+    Resumable: `draft`, `publish_failed`, or `creating` whose owner has finished. Raises
+    `SliceExistsError` when the slice has a live market or a live reservation.
+    """
+    existing = Market.objects.filter(
+        brand=brand,
+        geo_target_id=slice_.geo_target_id,
+        language_code=slice_.language_code,
+        deleted_at__isnull=True,
+    ).first()
+    if existing is not None:
+        resumable = existing.status in RESUMABLE or (
+            existing.status == MarketStatus.CREATING and not _owner_is_live(existing)
+        )
+        if not resumable:
+            raise SliceExistsError()
+        taken = Market.objects.filter(
+            pk=existing.pk, status=existing.status, reserved_by=existing.reserved_by
+        ).update(reserved_by=owner, status=MarketStatus.CREATING, updated_at=timezone.now())
+        if taken != 1:
+            raise SliceExistsError()
+        existing.refresh_from_db()
+        return existing
+    try:
+        with transaction.atomic():
+            return Market.objects.create(
+                brand=brand,
+                geo_target_id=slice_.geo_target_id,
+                language_code=slice_.language_code,
+                name=name or slice_.default_name,
+                status=MarketStatus.CREATING,
+                reserved_by=owner,
+            )
+    except IntegrityError:
+        raise SliceExistsError() from None
+
+
+def market_release(*, market_id: uuid.UUID, owner: uuid.UUID) -> None:
+    """Drop a reservation that created nothing upstream (no project id)."""
+    Market.objects.filter(
+        pk=market_id, reserved_by=owner, status=MarketStatus.CREATING, semrush_project_id=None
+    ).delete()
+
+
+def _project_slice(project: dict) -> tuple[int | None, str | None]:
+    ai = (project.get("settings") or {}).get("ai") or {}
+    location = ai.get("location") or {}
+    language = ai.get("language") or {}
+    geo = location.get("id") if isinstance(location, dict) else None
+    if geo is None:
+        geo = project.get("location_id")
+    lang = language.get("name") if isinstance(language, dict) else None
+    return (int(geo) if isinstance(geo, int | str) and str(geo).isdigit() else None,
+            str(lang).lower() if lang else None)
+
+
+def _find_slice_project(projects: list[dict], slice_: Slice) -> dict | None:
+    """Oldest-wins among duplicates is not knowable (no created_at); pick by id for
+    determinism."""
+    matches = [
+        p
+        for p in projects
+        if _project_slice(p) == (slice_.geo_target_id, slice_.language_code)
+        or _project_slice(p) == (slice_.geo_target_id, slice_.base_language)
+    ]
+    if len(matches) > 1:
+        logger.error("several upstream projects on one slice", extra={"count": len(matches)})
+    return sorted(matches, key=lambda p: str(p.get("id")))[0] if matches else None
+
+
+@dataclass(frozen=True)
+class MarketRequest:
+    slice: Slice
+    name: str | None
+    brand_names: list[str]
+    brand_domain: str
+    language_id: str
+
+
+def market_provision(
+    *,
+    client: SemrushClient,
+    brand: Brand,
+    market: Market,
+    owner: uuid.UUID,
+    workspace_id: str,
+    request: MarketRequest,
+    owned_workspace: bool,
+    delete_on_failure: bool,
+    still_valid: Callable[[], bool] | None = None,
+    renew: Callable[[], object] | None = None,
+) -> Outcome | None:
+    """Create or resume the slice's project in `workspace_id`, set its tracked URL, publish it
+    and finish the market row. The reservation (`market`, owned by `owner`) already exists.
+
+    Returns the Outcome; or None when `still_valid()` turned false before the final write (a
+    deactivate or cancel won): the project this call created is deleted and the reservation
+    dropped. `delete_on_failure` (flat mode) deletes a created project when a later step fails.
+    """
+    created_here = False
+    project_id = market.semrush_project_id
+    try:
+        if project_id is None and owned_workspace:
+            existing = _find_slice_project(
+                client.list_projects(workspace_id=workspace_id, owned=True), request.slice
+            )
+            if existing is not None:
+                status = str(existing.get("publish_status") or "").lower()
+                if status in PUBLISHED:
+                    market_release(market_id=market.pk, owner=owner)
+                    return Outcome.from_error(SliceExistsError())
+                project_id = str(existing["id"])
+        if project_id is None:
+            project = client.create_project(
+                workspace_id=workspace_id,
+                name=request.name or request.slice.default_name,
+                location_id=request.slice.geo_target_id,
+                language=request.language_id,
+                brand_names=request.brand_names,
+                brand_domain=request.brand_domain,
+                country_code=request.slice.country.lower(),
+                location_name=request.slice.country_name,
+                owned=owned_workspace,
+            )
+            project_id = str(project["id"])
+            created_here = True
+        # Record the project the moment it exists: a crash from here on resumes it.
+        Market.objects.filter(pk=market.pk, reserved_by=owner).update(
+            semrush_project_id=project_id, workspace_id=workspace_id, updated_at=timezone.now()
+        )
+        if renew is not None:
+            renew()
+        if brand.base_url:
+            try:
+                client.set_tracked_url(
+                    workspace_id=workspace_id,
+                    project_id=project_id,
+                    primary_url=brand.base_url,
+                    owned=owned_workspace,
+                )
+            except SemrushError:
+                # Upstream treats the tracked URL as a setting; a failed PATCH is logged and
+                # the market still goes live (it can be re-set by activating again).
+                logger.warning("setting the tracked URL failed", extra={"project_id": project_id})
+        client.publish_project(
+            workspace_id=workspace_id, project_id=project_id, owned=owned_workspace
+        )
+    except SemrushError as exc:
+        return _provision_failed(
+            client=client, market=market, owner=owner, workspace_id=workspace_id,
+            project_id=project_id, created_here=created_here, exc=exc,
+            delete_on_failure=delete_on_failure, owned_workspace=owned_workspace,
+        )
+
+    with transaction.atomic():
+        if still_valid is not None and not still_valid():
+            valid = False
+        else:
+            valid = (
+                Market.objects.filter(pk=market.pk, reserved_by=owner, deleted_at__isnull=True)
+                .update(
+                    status=MarketStatus.LIVE,
+                    reserved_by=None,
+                    semrush_project_id=project_id,
+                    workspace_id=workspace_id,
+                    updated_at=timezone.now(),
+                )
+                == 1
+            )
+    if not valid:
+        _discard(client=client, workspace_id=workspace_id, project_id=project_id,
+                 owned_workspace=owned_workspace)
+        Market.objects.filter(pk=market.pk, reserved_by=owner).delete()
+        return None
+    return Outcome(
+        status=201,
+        body={
+            "brandId": str(brand.id),
+            "geoTargetId": request.slice.geo_target_id,
+            "languageCode": request.slice.language_code,
+            "workspaceId": workspace_id,
+            "projectId": project_id,
+            "published": True,
+        },
+    )
+
+
+def _discard(*, client: SemrushClient, workspace_id: str, project_id: str,
+             owned_workspace: bool) -> None:
+    try:
+        client.delete_project(
+            workspace_id=workspace_id, project_id=project_id, owned=owned_workspace
+        )
+    except SemrushError:
+        logger.warning("could not delete a project we created; provisioning_audit will list it",
+                       extra={"project_id": project_id})
+
+
+def _provision_failed(
+    *,
+    client: SemrushClient,
+    market: Market,
+    owner: uuid.UUID,
+    workspace_id: str,
+    project_id: str | None,
+    created_here: bool,
+    exc: SemrushError,
+    delete_on_failure: bool,
+    owned_workspace: bool,
+) -> Outcome:
+    error = QuotaExceededError() if isinstance(exc, SemrushQuotaError) else translate_upstream(exc)
+    if project_id is None:
+        market_release(market_id=market.pk, owner=owner)
+    elif delete_on_failure and created_here:
+        _discard(client=client, workspace_id=workspace_id, project_id=project_id,
+                 owned_workspace=owned_workspace)
+        Market.objects.filter(pk=market.pk, reserved_by=owner).delete()
+    else:
+        # The project exists: keep it on the market so the next create resumes it.
+        Market.objects.filter(pk=market.pk, reserved_by=owner).update(
+            status=MarketStatus.PUBLISH_FAILED, reserved_by=None, updated_at=timezone.now()
+        )
+    if isinstance(error, UpstreamError):
+        logger.warning("market provisioning failed upstream", extra={"error_class": type(exc).__name__})
+    return Outcome.from_error(error)

@@ -1,0 +1,30 @@
+"""What an orchestration function answers: the `{status, body}` the HTTP layer renders, and
+that a chained job stores as its result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from serenity.core.errors import DomainError
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] | None = None
+
+    @classmethod
+    def from_error(cls, error: DomainError) -> Outcome:
+        return cls(status=error.http_status, body=error.as_body())
+
+    @property
+    def label(self) -> str:
+        """`succeeded` (2xx but 207), `partial` (207), `failed` (4xx/5xx)."""
+        if self.status == 207:
+            return "partial"
+        return "succeeded" if 200 <= self.status < 300 else "failed"
+
+    def as_job_result(self) -> dict[str, Any]:
+        return {"status": self.status, "body": self.body, "outcome": self.label}

@@ -1,0 +1,206 @@
+"""Provisioning attempts: the per-brand guard, cancellation, and the stale sweep (SPEC §6).
+
+Lock order: the brand row, then its attempts. The guard's lock lives for one short transaction
+and is never held across an upstream call.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, ProgrammingError, transaction
+from django.utils import timezone
+
+from jobs import services as job_services
+from jobs.models import AsyncJob, JobStatus
+from provisioning import states
+from provisioning.exceptions import ProvisioningInProgressError
+from provisioning.models import (
+    AttemptReason,
+    AttemptStartedBy,
+    AttemptStatus,
+    ProvisioningAttempt,
+)
+from serenity.models import Brand
+
+logger = logging.getLogger("serenity.provisioning")
+
+# PostgreSQL: undefined_table, undefined_column. A deploy may run ahead of its migration.
+_MISSING_SCHEMA_SQLSTATES = frozenset({"42P01", "42703"})
+
+
+def stale_error() -> dict[str, Any]:
+    return {
+        "code": "provisioningStale",
+        "message": "Provisioning was abandoned and has been reconciled.",
+        "retryable": True,
+    }
+
+
+def _stale_cutoff() -> Any:
+    return timezone.now() - timedelta(seconds=settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS)
+
+
+def _read_pending_attempt(brand_id: uuid.UUID) -> tuple[bool, ProvisioningAttempt | None]:
+    """(schema present?, the pending attempt). Read inside a savepoint so that a missing table
+    does not poison the surrounding transaction. Any other error propagates (fail closed)."""
+    try:
+        with transaction.atomic():
+            return True, pending_attempt_for(brand_id)
+    except ProgrammingError as exc:
+        sqlstate = getattr(exc.__cause__, "sqlstate", None)
+        if sqlstate in _MISSING_SCHEMA_SQLSTATES:
+            logger.warning("attempts table missing; guard proceeds (migration pending)")
+            return False, None
+        raise
+
+
+def pending_attempt_for(brand_id: uuid.UUID) -> ProvisioningAttempt | None:
+    return ProvisioningAttempt.objects.filter(
+        brand_id=brand_id, status=AttemptStatus.PENDING
+    ).first()
+
+
+def attempt_begin(
+    *,
+    brand_id: uuid.UUID,
+    started_by: AttemptStartedBy,
+    candidate_workspace_id: str | None = None,
+    job: AsyncJob | None = None,
+) -> ProvisioningAttempt | None:
+    """The concurrency guard: lock the brand, check for a pending attempt, insert ours.
+
+    A pending attempt younger than the stale threshold → `ProvisioningInProgressError` (409,
+    naming its job); an older one is reconciled (`failed`/`stale`, its chain FAILED) and we
+    proceed. The partial unique constraint backs this up: an IntegrityError is the same 409.
+    Returns None only when the attempts table does not exist yet (see `_read_pending_attempt`).
+    Safe inside an outer transaction (the lock then lasts until the outer commit).
+    """
+    with transaction.atomic():
+        Brand.objects.select_for_update().filter(pk=brand_id).values_list("pk").first()
+        schema_present, blocking = _read_pending_attempt(brand_id)
+        if not schema_present:
+            return None
+        if blocking is not None:
+            if blocking.updated_at is None or blocking.updated_at >= _stale_cutoff():
+                raise ProvisioningInProgressError(
+                    details={"jobId": str(blocking.job_id) if blocking.job_id else None}
+                )
+            attempt_reconcile_stale(attempt=blocking)
+        try:
+            with transaction.atomic():
+                return ProvisioningAttempt.objects.create(
+                    brand_id=brand_id,
+                    started_by=started_by,
+                    candidate_workspace_id=candidate_workspace_id,
+                    job=job,
+                )
+        except IntegrityError:
+            current = pending_attempt_for(brand_id)
+            raise ProvisioningInProgressError(
+                details={"jobId": str(current.job_id) if current and current.job_id else None}
+            ) from None
+
+
+def attempt_reconcile_stale(*, attempt: ProvisioningAttempt) -> bool:
+    """Mark an abandoned attempt `failed`/`stale` and its chain FAILED `provisioningStale`.
+    Its freshly created candidate is emptied by the sweep (a worker), never here."""
+    changed = states.transition(
+        attempt_id=attempt.id,
+        to=AttemptStatus.FAILED,
+        reason=AttemptReason.STALE,
+        error="Provisioning was abandoned and reconciled as stale.",
+    )
+    if changed and attempt.job_id:
+        job_services.chain_fail(root_id=attempt.job_id, error=stale_error())
+    if changed:
+        logger.warning("stale attempt reconciled", extra={"attempt_id": str(attempt.id)})
+    return changed
+
+
+def attempt_finish(
+    *, attempt: ProvisioningAttempt | None, ok: bool, reason: AttemptReason | None = None,
+    error: str | None = None,
+) -> bool:
+    """Finish a sync attempt (conditional: a cancel or reconcile may have won)."""
+    if attempt is None:
+        return True
+    if ok:
+        return states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
+    return states.transition(
+        attempt_id=attempt.id, to=AttemptStatus.FAILED, reason=reason, error=error
+    )
+
+
+def attempt_cancel(*, attempt_id: uuid.UUID) -> bool:
+    """Cancel a pending attempt (deactivate, operators): `failed`/`cancelled`; its chain's jobs
+    that are not running are CANCELLED; a running step sees the cancellation at its next
+    conditional write and deletes what it created. Emptying a freshly created candidate is done
+    by a worker after commit (and by the sweep as a backstop)."""
+    attempt = ProvisioningAttempt.objects.filter(pk=attempt_id).first()
+    if attempt is None:
+        return False
+    changed = states.transition(
+        attempt_id=attempt_id,
+        to=AttemptStatus.FAILED,
+        reason=AttemptReason.CANCELLED,
+        error="Provisioning was cancelled.",
+    )
+    if not changed:
+        return False
+    if attempt.job_id:
+        job_services.chain_cancel(root_id=attempt.job_id, only_unstarted=True)
+    schedule_cleanup(attempt_id=attempt_id)
+    return True
+
+
+def schedule_cleanup(*, attempt_id: uuid.UUID) -> None:
+    from provisioning.tasks import cleanup_attempt
+
+    def send() -> None:
+        try:
+            cleanup_attempt.apply_async(args=[str(attempt_id)], retry=False)
+        except Exception:
+            logger.warning("cleanup publish failed; the sweep will do it",
+                           extra={"attempt_id": str(attempt_id)})
+
+    transaction.on_commit(send, robust=True)
+
+
+def attempts_needing_cleanup() -> list[ProvisioningAttempt]:
+    return list(
+        ProvisioningAttempt.objects.select_related("brand__organization").filter(
+            status=AttemptStatus.FAILED,
+            freshly_created=True,
+            workspace_promoted=False,
+            cleanup_done=False,
+            candidate_workspace_id__isnull=False,
+        )[:200]
+    )
+
+
+def stale_attempts() -> list[ProvisioningAttempt]:
+    return list(
+        ProvisioningAttempt.objects.filter(
+            status=AttemptStatus.PENDING, updated_at__lt=_stale_cutoff()
+        )
+    )
+
+
+def chain_job_status(job_id: uuid.UUID | None) -> str | None:
+    if job_id is None:
+        return None
+    return AsyncJob.objects.filter(pk=job_id).values_list("status", flat=True).first()
+
+
+__all__ = [
+    "JobStatus",
+    "attempt_begin",
+    "attempt_cancel",
+    "attempt_finish",
+    "attempt_reconcile_stale",
+]

@@ -1,0 +1,59 @@
+"""Provisioning attempt state machine (SPEC §6.1).
+
+    pending ──► ready    the work finished (for a chain: after promotion and the chained job)
+       │
+       └──────► failed   terminal | exhausted | upstream | gone | ambiguous | unexpected
+                         | cancelled | stale
+
+Every write is one conditional UPDATE on the attempt's id and `status = pending`. A write that
+changes no row means the attempt was cancelled or reconciled meanwhile: the caller stops without
+side effects, cleaning up only what it freshly created itself.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.utils import timezone
+
+from provisioning.models import AttemptReason, AttemptStatus, ProvisioningAttempt
+from serenity.core.errors import clean_message
+
+ALLOWED: dict[AttemptStatus, tuple[AttemptStatus, ...]] = {
+    AttemptStatus.READY: (AttemptStatus.PENDING,),
+    AttemptStatus.FAILED: (AttemptStatus.PENDING,),
+}
+
+
+def transition(
+    *,
+    attempt_id: uuid.UUID,
+    to: AttemptStatus,
+    reason: AttemptReason | None = None,
+    error: str | None = None,
+    **fields: Any,
+) -> bool:
+    """Finish a pending attempt. Returns whether this call changed the row."""
+    changed = ProvisioningAttempt.objects.filter(pk=attempt_id, status__in=ALLOWED[to]).update(
+        status=to,
+        reason=reason,
+        error=clean_message(error) if error else None,
+        updated_at=timezone.now(),
+        **fields,
+    )
+    return changed == 1
+
+
+def update_pending(*, attempt_id: uuid.UUID, only_if: dict[str, Any] | None = None, **fields: Any) -> bool:
+    """Change fields of a still-pending attempt (record a candidate, mark promotion, bump the
+    staleness clock). `only_if` adds conditions, e.g. `{"candidate_workspace_id": None}`."""
+    query = ProvisioningAttempt.objects.filter(pk=attempt_id, status=AttemptStatus.PENDING)
+    if only_if:
+        query = query.filter(**only_if)
+    return query.update(updated_at=timezone.now(), **fields) == 1
+
+
+def touch(*, attempt_id: uuid.UUID) -> bool:
+    """Bump the staleness clock; False when the attempt is no longer pending."""
+    return update_pending(attempt_id=attempt_id)
