@@ -12,6 +12,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.db import models
 from django.db.models import QuerySet
 from django.db.models.functions import Lower, Trim
 from django.http import HttpRequest
@@ -222,10 +223,18 @@ class ProvisioningAttemptInline(admin.TabularInline):
         return False
 
 
+def _https_url_formfield(db_field: models.Field, **kwargs: Any) -> forms.Field | None:
+    """Form fields for a model, with URL fields assuming https (Django 6's default)."""
+    if isinstance(db_field, models.URLField):
+        kwargs.setdefault("assume_scheme", "https")
+    return db_field.formfield(**kwargs)
+
+
 class BrandAdminForm(forms.ModelForm):
     class Meta:
         model = Brand
         fields = ["name", "status", "base_url", "urls", "aliases", "serenity_enabled"]
+        formfield_callback = _https_url_formfield
 
     def clean(self) -> dict[str, Any]:
         # The unique constraint also involves `organization`, which is read-only on this form,
@@ -254,6 +263,7 @@ class BrandAdmin(admin.ModelAdmin):
     operator inspects them and may correct descriptive fields."""
 
     form = BrandAdminForm
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     list_display = [
         "name",
         "organization",
