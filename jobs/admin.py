@@ -21,7 +21,7 @@ from jobs.models import AsyncJob
 
 def _pretty_json(value: Any) -> SafeString:
     if value is None:
-        return format_html("<code>null</code>")
+        return format_html("<code>{}</code>", "null")
     return format_html("<pre>{}</pre>", json.dumps(value, indent=2, sort_keys=True, default=str))
 
 
