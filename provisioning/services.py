@@ -191,16 +191,61 @@ def stale_attempts() -> list[ProvisioningAttempt]:
     )
 
 
-def chain_job_status(job_id: uuid.UUID | None) -> str | None:
-    if job_id is None:
-        return None
-    return AsyncJob.objects.filter(pk=job_id).values_list("status", flat=True).first()
+def job_cancel(*, brand_id: uuid.UUID, job_id: uuid.UUID) -> None:
+    """The cancel route (SPEC §6.6). Before promotion: the attempt `failed`/`cancelled`, the
+    chain's jobs CANCELLED (a worker empties a fresh candidate). After promotion: a chained job
+    that has not started is CANCELLED and the attempt `ready`; a running one → 409
+    jobNotCancellable. A finished chain → 409 jobFinished; classifyPrompts → 409."""
+    from jobs.exceptions import JobFinishedError, JobNotCancellableError
+    from jobs.models import JobType
+    from jobs.selectors import job_chain_get
+
+    view = job_chain_get(job_id=job_id, brand_id=brand_id)
+    if view.root.job_type == JobType.CLASSIFY_PROMPTS:
+        raise JobNotCancellableError()
+    if view.effective.is_finished:
+        raise JobFinishedError()
+    attempt = ProvisioningAttempt.objects.filter(job_id=view.root.id).first()
+    if attempt is None:
+        # A flat create-market job: cancellable until a worker starts it.
+        if job_services.chain_cancel(root_id=view.root.id, only_unstarted=True) == 0:
+            raise JobNotCancellableError()
+        from serenity.models import Market, MarketStatus
+
+        market_id = view.root.metadata.get("marketId")
+        Market.objects.filter(
+            pk=market_id, reserved_by=view.root.id, status=MarketStatus.CREATING,
+            semrush_project_id=None,
+        ).delete()
+        return
+    with transaction.atomic():
+        locked = (
+            ProvisioningAttempt.objects.select_for_update()
+            .filter(pk=attempt.id, status=AttemptStatus.PENDING)
+            .first()
+        )
+        if locked is None:
+            raise JobFinishedError()
+        if not locked.workspace_promoted:
+            states.transition(
+                attempt_id=attempt.id,
+                to=AttemptStatus.FAILED,
+                reason=AttemptReason.CANCELLED,
+                error="Provisioning was cancelled.",
+            )
+            job_services.chain_cancel(root_id=view.root.id)
+            schedule_cleanup(attempt_id=attempt.id)
+            _release_reservations(attempt_id=attempt.id)
+            return
+        if job_services.chain_cancel(root_id=view.root.id, only_unstarted=True) == 0:
+            raise JobNotCancellableError()
+        states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
+        _release_reservations(attempt_id=attempt.id)
 
 
-__all__ = [
-    "JobStatus",
-    "attempt_begin",
-    "attempt_cancel",
-    "attempt_finish",
-    "attempt_reconcile_stale",
-]
+def _release_reservations(*, attempt_id: uuid.UUID) -> None:
+    from serenity.models import Market, MarketStatus
+
+    Market.objects.filter(
+        reserved_by=attempt_id, status=MarketStatus.CREATING, semrush_project_id=None
+    ).delete()

@@ -7,15 +7,16 @@ module holds the tenancy set-up used by the management commands and the admin.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
 from serenity.core.crypto import encrypt_secret
 from serenity.core.errors import InvalidRequestError
-from serenity.models import ApiToken, Membership, Organization, Role, WorkspaceMode
+from serenity.models import ApiToken, Brand, Membership, Organization, Role, WorkspaceMode
 from serenity.tokens import generate_token, token_digest
 
 # Enough of the token to recognise it in a list; the random part starts after "srn_".
@@ -68,7 +69,7 @@ def organization_credential_set(*, organization_id: uuid.UUID, semrush_token: st
     )
 
 
-def user_ensure(*, username: str, staff: bool = False) -> AbstractUser:
+def user_ensure(*, username: str, staff: bool = False) -> User:
     """Return the user named `username`, creating it (with an unusable password: API users log
     in with tokens) if needed. `staff=True` makes the user staff; it never demotes one.
 
@@ -88,7 +89,7 @@ def user_ensure(*, username: str, staff: bool = False) -> AbstractUser:
     return user
 
 
-def membership_ensure(*, user: AbstractUser, organization: Organization, role: str) -> Membership:
+def membership_ensure(*, user: User, organization: Organization, role: str) -> Membership:
     """Make `user` a member of `organization` with exactly `role` (creating or updating the one
     membership row). Idempotent; safe against a concurrent create.
 
@@ -102,7 +103,7 @@ def membership_ensure(*, user: AbstractUser, organization: Organization, role: s
     return membership
 
 
-def api_token_create(*, user: AbstractUser, name: str = "") -> tuple[ApiToken, str]:
+def api_token_create(*, user: User, name: str = "") -> tuple[ApiToken, str]:
     """Mint an API token for `user`.
 
     Returns the row and the raw token. The raw token exists only in this return value: the
@@ -125,3 +126,18 @@ def api_token_revoke(*, token_id: int) -> bool:
         revoked_at=timezone.now()
     )
     return changed == 1
+
+
+def brand_update(*, brand: Brand, changes: dict[str, Any]) -> None:
+    """PATCH: `baseUrl`, `urls`, `aliases`, `serenityEnabled`; no upstream call. Only the given
+    fields are written (an UPDATE of those columns, never a whole-instance save that could
+    clobber the provisioning pointer written concurrently by a worker)."""
+    mapping = {
+        "baseUrl": "base_url",
+        "urls": "urls",
+        "aliases": "aliases",
+        "serenityEnabled": "serenity_enabled",
+    }
+    fields = {mapping[key]: value for key, value in changes.items() if key in mapping}
+    if fields:
+        Brand.objects.filter(pk=brand.pk).update(updated_at=timezone.now(), **fields)

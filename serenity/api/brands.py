@@ -1,19 +1,43 @@
-"""Brand routes: list, create, read, update."""
+"""Brand routes: list, create, read, update (SPEC §4, §4.1)."""
 
 from __future__ import annotations
 
-from rest_framework import serializers, status
+from typing import Any
+
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from provisioning import selectors
+from provisioning import orchestration, selectors
+from serenity import services
 from serenity.api.base import OrgScopedView
-from serenity.api.payloads import brand_payload
+from serenity.api.jobs import accepted_headers
+from serenity.api.payloads import brand_payload, market_payload
+from serenity.api.serializers import BrandCreateSerializer, BrandUpdateSerializer
 from serenity.models import BrandStatus
+from serenity.slices import slice_parse
 
 
 class BrandListQuerySerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=BrandStatus.choices, required=False)
+
+
+def _brand_input(data: dict[str, Any]) -> orchestration.BrandInput:
+    market = data.get("semrushMarket")
+    return orchestration.BrandInput(
+        name=data["name"],
+        status=data.get("status"),
+        base_url=data.get("baseUrl"),
+        urls=data.get("urls") or [],
+        aliases=data.get("aliases") or [],
+        market=orchestration.MarketInput(
+            slice=slice_parse(market=market["market"], language_code=market["languageCode"],
+                              prefix="semrushMarket."),
+            name=market.get("name"),
+        )
+        if market
+        else None,
+    )
 
 
 class BrandCollectionView(OrgScopedView):
@@ -25,9 +49,31 @@ class BrandCollectionView(OrgScopedView):
         )
         return Response({"brands": [brand_payload(b) for b in brands]})
 
+    def post(self, request: Request, org_id: str) -> Response:
+        body = BrandCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        created = orchestration.brand_create(
+            organization=self.scope.organization,
+            data=_brand_input(body.validated_data),
+            run_async=body.validated_data["run_async"],
+        )
+        payload = brand_payload(selectors.brand_get(brand_id=created.brand.pk))
+        if created.job is not None:
+            payload.update(jobId=str(created.job.pk), jobStatus=created.job.status)
+            return Response(payload, status=202, headers=accepted_headers(created.job))
+        if created.market is not None:
+            payload["market"] = market_payload(created.market)
+        return Response(payload, status=201)
+
 
 class BrandDetailView(OrgScopedView):
     def get(self, request: Request, org_id: str, brand_id: str) -> Response:
         assert self.scope.brand is not None
-        brand = selectors.brand_get(brand_id=self.scope.brand.id)
-        return Response(brand_payload(brand), status=status.HTTP_200_OK)
+        return Response(brand_payload(selectors.brand_get(brand_id=self.scope.brand.pk)))
+
+    def patch(self, request: Request, org_id: str, brand_id: str) -> Response:
+        assert self.scope.brand is not None
+        body = BrandUpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        services.brand_update(brand=self.scope.brand, changes=body.validated_data)
+        return Response(brand_payload(selectors.brand_get(brand_id=self.scope.brand.pk)))

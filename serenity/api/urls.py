@@ -1,18 +1,37 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from serenity.api import brands, health
+from serenity.api import brands, health, jobs, serenity_routes
+
+B = "v2/orgs/<str:org_id>/brands/<str:brand_id>"
 
 urlpatterns = [
     path("healthz", health.healthz),
     path("readyz", health.readyz),
     path("metrics", health.metrics),
-    path("api/schema/", SpectacularAPIView.as_view(permission_classes=[], authentication_classes=[]), name="schema"),
+    path(
+        "api/schema/",
+        SpectacularAPIView.as_view(permission_classes=[], authentication_classes=[]),
+        name="schema",
+    ),
     path(
         "api/docs/",
-        SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[], authentication_classes=[]),
+        SpectacularSwaggerView.as_view(
+            url_name="schema", permission_classes=[], authentication_classes=[]
+        ),
         name="docs",
     ),
     path("v2/orgs/<str:org_id>/brands", brands.BrandCollectionView.as_view()),
-    path("v2/orgs/<str:org_id>/brands/<str:brand_id>", brands.BrandDetailView.as_view()),
+    path("v2/orgs/<str:org_id>/serenity/languages", serenity_routes.LanguagesView.as_view()),
+    path(B, brands.BrandDetailView.as_view()),
+    path(f"{B}/serenity/markets", serenity_routes.MarketCollectionView.as_view()),
+    path(
+        f"{B}/serenity/markets/<str:geo_target_id>/<str:language_code>",
+        serenity_routes.MarketDetailView.as_view(),
+    ),
+    path(f"{B}/serenity/activate", serenity_routes.ActivateView.as_view()),
+    path(f"{B}/serenity/deactivate", serenity_routes.DeactivateView.as_view()),
+    path(f"{B}/serenity/jobs/<str:job_id>", jobs.JobDetailView.as_view()),
+    path(f"{B}/serenity/prompts/jobs/<str:job_id>", jobs.JobDetailView.as_view()),
+    path(f"{B}/serenity/jobs/<str:job_id>/cancel", jobs.JobCancelView.as_view()),
 ]

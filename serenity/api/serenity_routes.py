@@ -1,0 +1,114 @@
+"""`B/serenity/*` routes: markets, activate, deactivate, languages (SPEC §4.2–§4.4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from provisioning import orchestration
+from provisioning.outcome import Outcome
+from serenity.api.base import OrgScopedView, SerenityView
+from serenity.api.jobs import accepted_body, accepted_headers
+from serenity.api.payloads import market_payload
+from serenity.api.serializers import ActivateSerializer, MarketCreateSerializer
+from serenity.exceptions import MarketNotFoundError
+from serenity.models import Market
+from serenity.slices import normalize_language, slice_parse
+
+DEFAULT_ACTIVATE_MARKETS = [{"market": "US", "languageCode": "en"}]
+
+
+def render(result: Outcome | orchestration.Accepted) -> Response:
+    if isinstance(result, orchestration.Accepted):
+        return Response(accepted_body(result.job), status=202,
+                        headers=accepted_headers(result.job))
+    return Response(result.body, status=result.status, headers=result.headers)
+
+
+def _market_inputs(items: list[dict[str, Any]]) -> list[orchestration.MarketInput]:
+    inputs = []
+    seen = set()
+    for index, item in enumerate(items):
+        parsed = slice_parse(market=item["market"], language_code=item["languageCode"],
+                             prefix=f"markets[{index}].")
+        key = (parsed.geo_target_id, parsed.language_code)
+        if key in seen:
+            from serenity.core.errors import InvalidRequestError
+
+            raise InvalidRequestError(f"markets[{index}]: duplicate market.")
+        seen.add(key)
+        inputs.append(orchestration.MarketInput(slice=parsed, name=item.get("name")))
+    return inputs
+
+
+class MarketCollectionView(SerenityView):
+    def get(self, request: Request, org_id: str, brand_id: str) -> Response:
+        markets = Market.objects.filter(brand=self.scope.brand, deleted_at__isnull=True)
+        return Response({"items": [market_payload(m) for m in markets]})
+
+    def post(self, request: Request, org_id: str, brand_id: str) -> Response:
+        assert self.scope.brand is not None
+        body = MarketCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        market = orchestration.MarketInput(
+            slice=slice_parse(market=data["market"], language_code=data["languageCode"]),
+            name=data.get("name"),
+        )
+        return render(orchestration.market_create(
+            brand=self.scope.brand, market=market, brand_names=data.get("brandNames"),
+            brand_domain=data.get("brandDomain"), run_async=data["run_async"],
+        ))
+
+
+class MarketDetailView(SerenityView):
+    def _market(self, geo_target_id: str, language_code: str) -> Market | None:
+        return Market.objects.filter(
+            brand=self.scope.brand, geo_target_id=int(geo_target_id),
+            language_code=language_code.lower(), deleted_at__isnull=True,
+        ).first()
+
+    def get(self, request: Request, org_id: str, brand_id: str, geo_target_id: str,
+            language_code: str) -> Response:
+        market = self._market(geo_target_id, language_code)
+        if market is None:
+            raise MarketNotFoundError()
+        return Response(market_payload(market))
+
+    def delete(self, request: Request, org_id: str, brand_id: str, geo_target_id: str,
+               language_code: str) -> Response:
+        assert self.scope.brand is not None
+        orchestration.market_delete(brand=self.scope.brand, geo_target_id=int(geo_target_id),
+                                    language_code=normalize_language(language_code))
+        return Response(status=204)
+
+
+class ActivateView(SerenityView):
+    def post(self, request: Request, org_id: str, brand_id: str) -> Response:
+        assert self.scope.brand is not None
+        body = ActivateSerializer(data=request.data if request.data else {})
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        return render(orchestration.activate(
+            brand=self.scope.brand,
+            brand_domain=data.get("brandDomain"),
+            brand_names=data.get("brandNames"),
+            markets=_market_inputs(data.get("markets") or DEFAULT_ACTIVATE_MARKETS),
+            run_async=data["run_async"],
+        ))
+
+
+class DeactivateView(OrgScopedView):
+    serenity_route = True
+
+    def post(self, request: Request, org_id: str, brand_id: str) -> Response:
+        assert self.scope.brand is not None
+        return render(orchestration.deactivate(brand=self.scope.brand))
+
+
+class LanguagesView(OrgScopedView):
+    def get(self, request: Request, org_id: str) -> Response:
+        return Response({"items": orchestration.languages_list(
+            organization=self.scope.organization)})

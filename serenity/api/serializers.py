@@ -1,0 +1,115 @@
+"""Request bodies. Serializers validate shape only; domain rules live in services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from rest_framework import serializers
+
+from serenity.api.fields import BodyObjectSerializer, HttpUrlField, StrictCharField
+from serenity.models import BrandStatus
+
+
+class SemrushMarketSerializer(serializers.Serializer):
+    market = StrictCharField()
+    languageCode = StrictCharField()  # noqa: N815
+    name = StrictCharField(required=False, max_length=200)
+
+
+class BrandCreateSerializer(BodyObjectSerializer):
+    name = StrictCharField(max_length=200)
+    status = serializers.ChoiceField(
+        choices=[BrandStatus.ACTIVE, BrandStatus.PENDING], required=False
+    )
+    baseUrl = HttpUrlField(required=False, allow_null=True, max_length=2000)  # noqa: N815
+    urls = serializers.ListField(child=HttpUrlField(max_length=2000), required=False,
+                                 max_length=100)
+    aliases = serializers.ListField(child=StrictCharField(max_length=200), required=False,
+                                    max_length=100)
+    semrushMarket = SemrushMarketSerializer(required=False, allow_null=True)  # noqa: N815
+
+    def validate_name(self, value: str) -> str:
+        if not value.strip():
+            raise serializers.ValidationError("must not be blank.")
+        return value.strip()
+
+
+class BrandUpdateSerializer(serializers.Serializer):
+    baseUrl = HttpUrlField(required=False, allow_null=True, max_length=2000)  # noqa: N815
+    urls = serializers.ListField(child=HttpUrlField(max_length=2000), required=False,
+                                 max_length=100)
+    aliases = serializers.ListField(child=StrictCharField(max_length=200), required=False,
+                                    max_length=100)
+    serenityEnabled = serializers.BooleanField(required=False, allow_null=True)  # noqa: N815
+
+    def to_internal_value(self, data: Any) -> Any:
+        value = data.get("serenityEnabled") if isinstance(data, dict) else None
+        if value is not None and not isinstance(value, bool):
+            raise serializers.ValidationError(
+                {"serenityEnabled": ["must be a JSON boolean or null."]}
+            )
+        return super().to_internal_value(data)
+
+
+def _brand_names_field() -> serializers.ListField:
+    return serializers.ListField(
+        child=StrictCharField(max_length=200), required=False, allow_empty=False, max_length=50
+    )
+
+
+class MarketCreateSerializer(BodyObjectSerializer):
+    market = StrictCharField()
+    languageCode = StrictCharField()  # noqa: N815
+    name = StrictCharField(required=False, max_length=200)
+    brandNames = _brand_names_field()  # noqa: N815
+    brandDomain = StrictCharField(required=False, max_length=253)  # noqa: N815
+
+    def validate_brandNames(self, value: list[str]) -> list[str]:  # noqa: N802
+        if any(not v.strip() for v in value):
+            raise serializers.ValidationError("must be non-empty strings.")
+        return [v.strip() for v in value]
+
+
+class ActivateMarketSerializer(serializers.Serializer):
+    market = StrictCharField()
+    languageCode = StrictCharField()  # noqa: N815
+    name = StrictCharField(required=False, max_length=200)
+
+
+class ActivateSerializer(BodyObjectSerializer):
+    brandDomain = StrictCharField(required=False, max_length=253)  # noqa: N815
+    brandNames = _brand_names_field()  # noqa: N815
+    markets = serializers.ListField(child=ActivateMarketSerializer(), required=False,
+                                    allow_empty=False)
+
+    def validate_markets(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if len(value) > settings.SERENITY_MAX_ACTIVATE_MARKETS:
+            raise serializers.ValidationError(
+                f"at most {settings.SERENITY_MAX_ACTIVATE_MARKETS} markets per request."
+            )
+        return value
+
+
+class PromptItemSerializer(serializers.Serializer):
+    text = StrictCharField(max_length=2000)
+    geoTargetId = serializers.IntegerField(min_value=1)  # noqa: N815
+    languageCode = StrictCharField()  # noqa: N815
+    tags = serializers.ListField(child=StrictCharField(max_length=100), required=False,
+                                 max_length=50)
+
+    def validate_text(self, value: str) -> str:
+        if not value.strip():
+            raise serializers.ValidationError("must not be blank.")
+        return value
+
+
+class PromptsSerializer(BodyObjectSerializer):
+    prompts = serializers.ListField(child=PromptItemSerializer(), allow_empty=False)
+
+    def validate_prompts(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if len(value) > settings.SERENITY_MAX_PROMPTS:
+            raise serializers.ValidationError(
+                f"at most {settings.SERENITY_MAX_PROMPTS} prompts per request."
+            )
+        return value
