@@ -139,10 +139,10 @@ class ApiTokenAdmin(admin.ModelAdmin):
             kwargs["form"] = ApiTokenAddForm
         return super().get_form(request, obj, change=change, **kwargs)
 
-    def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> tuple[str, ...]:
         if obj is None:
-            return ["user", "name"]
-        return ["user", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
+            return ("user", "name")
+        return ("user", "name", "prefix", "created_at", "last_used_at", "revoked_at")
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> list[str]:
         if obj is None:
@@ -177,7 +177,7 @@ class MarketInline(admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = True
-    fields = [
+    fields = readonly_fields = (
         "geo_target_id",
         "language_code",
         "name",
@@ -186,8 +186,7 @@ class MarketInline(admin.TabularInline):
         "workspace_id",
         "deleted_at",
         "updated_at",
-    ]
-    readonly_fields = fields
+    )
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -202,7 +201,7 @@ class ProvisioningAttemptInline(admin.TabularInline):
     can_delete = False
     show_change_link = True
     ordering = ["-created_at"]
-    fields = [
+    fields = readonly_fields = (
         "id",
         "status",
         "reason",
@@ -213,8 +212,7 @@ class ProvisioningAttemptInline(admin.TabularInline):
         "job",
         "created_at",
         "updated_at",
-    ]
-    readonly_fields = fields
+    )
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

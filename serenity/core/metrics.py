@@ -22,9 +22,7 @@ from prometheus_client.core import GaugeMetricFamily
 HTTP_REQUESTS = Counter(
     "serenity_http_requests_total", "HTTP requests served", ["method", "status"]
 )
-UPSTREAM_CALLS = Counter(
-    "serenity_upstream_calls_total", "Semrush calls", ["operation", "status"]
-)
+UPSTREAM_CALLS = Counter("serenity_upstream_calls_total", "Semrush calls", ["operation", "status"])
 STEP_DURATION = Histogram(
     "serenity_job_step_duration_seconds", "Duration of one job step", ["step", "status"]
 )
