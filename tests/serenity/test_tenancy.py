@@ -264,6 +264,32 @@ def test_reader_on_a_mutating_route_is_403(reader):
     }
 
 
+def test_reader_patching_a_brand_is_403_and_changes_nothing(reader):
+    # given
+    brand = BrandFactory(organization=reader.org, base_url="https://before.example")
+    # when
+    response = reader.patch(
+        f"/v2/orgs/{reader.org.id}/brands/{brand.id}", {"baseUrl": "https://after.example"}
+    )
+    # then
+    assert response.status_code == 403
+    assert response.json() == {
+        "error": "forbidden",
+        "message": "Your role does not allow changes in this organization.",
+    }
+    brand.refresh_from_db()
+    assert brand.base_url == "https://before.example"
+
+
+def test_reader_patching_a_foreign_brand_is_403_before_brand_not_found(reader):
+    # given
+    foreign = BrandFactory(organization=OrganizationFactory())
+    # when
+    response = reader.patch(f"/v2/orgs/{reader.org.id}/brands/{foreign.id}", {"urls": []})
+    # then
+    assert response.status_code == 403
+
+
 def test_selector_refuses_a_reader_on_a_write(reader):
     # when / then
     with pytest.raises(NotAMemberError) as excinfo:
@@ -376,6 +402,41 @@ def test_serenity_active_is_the_brand_override_else_the_org_flag(
             resolve()
         assert excinfo.value.code == "serenityNotActive"
         assert excinfo.value.http_status == 404
+
+
+def test_serenity_route_answers_serenity_not_active_over_http(writer):
+    # given Serenity off for the org, on for one brand by override
+    writer.org.serenity_enabled = False
+    writer.org.save(update_fields=["serenity_enabled"])
+    off = BrandFactory(organization=writer.org)
+    on = BrandFactory(organization=writer.org, serenity_enabled=True)
+    gone = BrandFactory(organization=writer.org, status="deleted", serenity_enabled=True)
+    base = f"/v2/orgs/{writer.org.id}/brands"
+    # when
+    refused = writer.get(f"{base}/{off.id}/serenity/markets")
+    allowed = writer.get(f"{base}/{on.id}/serenity/markets")
+    deleted = writer.get(f"{base}/{gone.id}/serenity/markets")
+    # then
+    assert refused.status_code == 404
+    assert refused.json() == {
+        "error": "serenityNotActive",
+        "message": "Serenity is not active for this brand.",
+    }
+    assert allowed.status_code == 200
+    assert allowed.json() == {"items": []}
+    assert deleted.status_code == 404
+    assert deleted.json() == BRAND_NOT_FOUND
+
+
+def test_non_member_on_a_serenity_off_brand_is_403_before_serenity_not_active(writer):
+    # given
+    other = OrganizationFactory(serenity_enabled=False)
+    brand = BrandFactory(organization=other)
+    # when
+    response = writer.get(f"/v2/orgs/{other.id}/brands/{brand.id}/serenity/markets")
+    # then
+    assert response.status_code == 403
+    assert response.json() == FORBIDDEN
 
 
 def test_serenity_check_is_skipped_where_the_route_does_not_require_it(writer):
