@@ -65,3 +65,57 @@ def anonymous() -> APIClient:
 @pytest.fixture
 def staff_user(db):  # type: ignore[no-untyped-def]
     return UserFactory(is_staff=True)
+
+
+# --- The Semrush simulator over real HTTP ----------------------------------------------------
+
+SIM_TOKEN = "dev-token"
+
+
+@pytest.fixture(scope="session")
+def simulator():  # type: ignore[no-untyped-def]
+    from provisioning.simulator import SemrushSimulator
+
+    sim = SemrushSimulator(port=0, token=SIM_TOKEN, parents=[]).start()
+    yield sim
+    sim.stop()
+
+
+@pytest.fixture
+def sim(simulator, settings):  # type: ignore[no-untyped-def]
+    """A freshly reset simulator with one parent workspace (`sim.parent_id`), fast settling,
+    and the service pointed at it."""
+    import uuid as _uuid
+
+    from django.core.cache import cache
+
+    parent_id = f"parent-{_uuid.uuid4()}"
+    simulator.reset(parents=[parent_id], token=SIM_TOKEN)
+    simulator.configure({"settleSeconds": 0.2})
+    simulator.parent_id = parent_id
+    settings.SEMRUSH_BASE_URL = simulator.base_url
+    settings.SEMRUSH_API_TOKEN = SIM_TOKEN
+    settings.SEMRUSH_TIMEOUT_SECONDS = 2.0
+    settings.SERENITY_SETTLE_POLL_INTERVAL_MS = 50
+    settings.SERENITY_SETTLE_POLL_ATTEMPTS = 30
+    cache.clear()
+    return simulator
+
+
+@pytest.fixture
+def serenity_org(db, sim) -> Organization:  # type: ignore[no-untyped-def]
+    return OrganizationFactory(
+        serenity_enabled=True, semrush_parent_workspace_id=sim.parent_id,
+        workspace_mode="subworkspace",
+    )
+
+
+@pytest.fixture
+def sw_writer(serenity_org: Organization) -> Caller:
+    """A writer of a Serenity org in sub-workspace mode, against the simulator."""
+    return make_caller(serenity_org, Role.WRITER)
+
+
+def upstream_calls(sim) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+    """(method, path) of every upstream request since the last reset, oldest first."""
+    return [(r["method"], r["path"]) for r in sim.requests_log()]
