@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +16,8 @@ from rest_framework.test import APIClient
 
 from serenity.models import Organization, Role
 from tests.factories import MembershipFactory, OrganizationFactory, UserFactory, make_token
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -119,3 +127,147 @@ def sw_writer(serenity_org: Organization) -> Caller:
 def upstream_calls(sim) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
     """(method, path) of every upstream request since the last reset, oldest first."""
     return [(r["method"], r["path"]) for r in sim.requests_log()]
+
+
+# --- Broker isolation and a real Celery worker process -----------------------------------------
+
+RUN_ID = os.getpid()
+TEST_QUEUE = f"serenity-test-{RUN_ID}"
+TEST_BROKER_URL = os.environ.get(
+    "SERENITY_TEST_BROKER_URL", f"redis://127.0.0.1:6379/{1 + RUN_ID % 15}"
+)
+WORKER_BACKOFF = "0.3,0.3,0.3,0.3,0.3"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_broker():  # type: ignore[no-untyped-def]
+    """Every run gets its own Redis database number and queue name. Redis must be reachable:
+    the suite fails (never skips) without it."""
+    import redis
+    from django.conf import settings as dj_settings
+
+    from config.celery import app as celery_app
+
+    try:
+        redis.Redis.from_url(TEST_BROKER_URL, socket_connect_timeout=2).ping()
+    except redis.RedisError as exc:
+        raise RuntimeError(f"Redis is not reachable at {TEST_BROKER_URL}: {exc}") from exc
+    # Celery reads the CELERY_BROKER_URL environment variable before its configuration.
+    os.environ["CELERY_BROKER_URL"] = TEST_BROKER_URL
+    dj_settings.CELERY_BROKER_URL = TEST_BROKER_URL
+    dj_settings.CELERY_TASK_DEFAULT_QUEUE = TEST_QUEUE
+    celery_app.conf.broker_url = TEST_BROKER_URL
+    celery_app.conf.task_default_queue = TEST_QUEUE
+    yield
+    redis.Redis.from_url(TEST_BROKER_URL).delete(TEST_QUEUE)
+
+
+def worker_env(*, simulator, db_name: str, **overrides: str) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    env = dict(os.environ)
+    env.update(
+        DATABASE_URL=f"postgres://root@127.0.0.1:5432/{db_name}",
+        CELERY_BROKER_URL=TEST_BROKER_URL,
+        CELERY_TASK_QUEUE=TEST_QUEUE,
+        SEMRUSH_BASE_URL=simulator.base_url,
+        SEMRUSH_API_TOKEN=SIM_TOKEN,
+        SEMRUSH_TIMEOUT_SECONDS="2",
+        SERENITY_PROVISION_BACKOFF_SECONDS=WORKER_BACKOFF,
+        SERENITY_SETTLE_POLL_INTERVAL_MS="50",
+        JOBS_LEASE_SECONDS="10",
+        LOG_LEVEL="INFO",
+        DEBUG="false",
+    )
+    env.update(overrides)
+    return env
+
+
+class WorkerProcess:
+    """A real `celery worker` subprocess on the test database, queue and simulator."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, concurrency: int = 2) -> None:
+        self.env = env
+        self.log_path = log_path
+        self.concurrency = concurrency
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> WorkerProcess:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "celery", "-A", "config", "worker",
+                "-Q", TEST_QUEUE, "-c", str(self.concurrency), "-l", "INFO",
+                "--without-gossip", "--without-mingle", "--without-heartbeat",
+                "-n", f"test-{RUN_ID}-{time.monotonic_ns()}@%h",
+            ],
+            env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT),
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited early; see {self.log_path}")
+            if b"ready." in self.log_path.read_bytes()[-20000:]:
+                return self
+            time.sleep(0.2)
+        raise RuntimeError(f"worker did not start; see {self.log_path}")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup, django_db_blocker, simulator, tmp_path_factory):  # type: ignore[no-untyped-def]
+    """One real worker per test session, pointed at the test database."""
+    from django.db import connection
+
+    db_name = connection.settings_dict["NAME"]
+    log_path = tmp_path_factory.mktemp("worker") / "worker.log"
+    worker = WorkerProcess(worker_env(simulator=simulator, db_name=db_name), log_path).start()
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture
+def worker(celery_worker, transactional_db, sim, settings):  # type: ignore[no-untyped-def]
+    """Use in tests whose jobs a worker must run; waits for it to go idle at teardown so that
+    a late step of one test never lands in the next."""
+    settings.SERENITY_PROVISION_BACKOFF_SECONDS = tuple(float(x) for x in WORKER_BACKOFF.split(","))
+    yield celery_worker
+    wait_for_idle()
+
+
+def wait_for_idle(timeout: float = 20.0) -> None:
+    from django.utils import timezone
+
+    from jobs.models import AsyncJob
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        running = AsyncJob.objects.filter(
+            claim_token__isnull=False, lease_expires_at__gt=timezone.now(), status="IN_PROGRESS"
+        ).exists()
+        if not running:
+            return
+        time.sleep(0.1)
+
+
+def poll_job(caller: Caller, location: str, *, timeout: float = 30.0, until_finished: bool = True):  # type: ignore[no-untyped-def]
+    """Poll the job route until the job leaves IN_PROGRESS; returns the last body."""
+    deadline = time.monotonic() + timeout
+    while True:
+        response = caller.get(location)
+        assert response.status_code == 200, response.json()
+        body = response.json()
+        if body["status"] != "IN_PROGRESS" or time.monotonic() > deadline:
+            return body
+        time.sleep(0.1)
