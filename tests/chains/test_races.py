@@ -1,0 +1,317 @@
+"""Races of the provisioning chain (issue 4, acceptance 2), each with a forced interleaving.
+
+Most tests drive the chain's steps in-process (calling the Celery tasks as functions, with
+publishing recorded instead of sent) so that the interleaving is exact; threads, barriers and
+simulator delays force the rest.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+from unittest import mock
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from jobs.models import AsyncJob
+from provisioning import tasks
+from provisioning.models import ProvisioningAttempt
+from serenity.models import Brand, Market
+from tests.chains.helpers import brands_path, create_brand, serenity_path
+from tests.conftest import make_caller
+from tests.factories import OrganizationFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def published():
+    """Record publishes instead of sending them: the test runs each step itself."""
+    sent: list[str] = []
+    with mock.patch("jobs.services.publish_job", side_effect=lambda **kw: sent.append(str(kw["job_id"])) or True):
+        yield sent
+
+
+def run(job_id) -> None:
+    """Run a job's step in this process, as a worker would."""
+    job = AsyncJob.objects.get(pk=job_id)
+    task = {
+        "provisionWorkspace": tasks.provision_workspace,
+        "createMarket": tasks.create_market,
+        "activateMarkets": tasks.activate_markets,
+        "activateBrandWorkspace": tasks.activate_brand_workspace,
+    }[job.step]
+    task(str(job_id))
+
+
+def current_step(root_id):
+    return AsyncJob.objects.get(pk=root_id).current
+
+
+def poll(caller, brand_id, job_id):
+    response = caller.get(f"{serenity_path(caller, brand_id)}/jobs/{job_id}")
+    assert response.status_code == 200
+    return response.json()
+
+
+def project_posts(sim) -> list[dict]:
+    return [r for r in sim.requests_log() if r["method"] == "POST" and r["path"].endswith("/projects")]
+
+
+def in_thread(fn, *args):
+    result = {}
+
+    def target():
+        try:
+            result["value"] = fn(*args)
+        except Exception as exc:  # pragma: no cover - surfaced by the assertion below
+            result["error"] = exc
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    return thread, result
+
+
+def test_two_async_begins_on_one_brand_one_wins(sw_writer, sim, published):
+    # given a ready brand and two clients
+    brand = create_brand(sw_writer, "Alpha")
+    path = f"{serenity_path(sw_writer, brand['id'])}/markets"
+    barrier = threading.Barrier(2)
+    answers = []
+
+    def begin(market):
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {sw_writer.token}")
+        barrier.wait()
+        answers.append(client.post(path, {"market": market, "languageCode": "en", "async": True}, format="json"))
+        connection.close()
+
+    threads = [threading.Thread(target=begin, args=(m,)) for m in ("US", "GB")]
+    # when
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # then
+    statuses = sorted(a.status_code for a in answers)
+    assert statuses == [202, 409]
+    winner = next(a for a in answers if a.status_code == 202).json()
+    loser = next(a for a in answers if a.status_code == 409).json()
+    assert loser == {
+        "error": "semrush_provisioning_in_progress",
+        "message": "A Semrush provisioning job is already in progress for this brand.",
+        "details": {"jobId": winner["jobId"]},
+    }
+    assert ProvisioningAttempt.objects.filter(brand_id=brand["id"], status="pending").count() == 1
+    assert Market.objects.filter(brand_id=brand["id"]).count() == 1
+
+
+def test_sync_request_meets_live_async_attempt(sw_writer, sim, published):
+    brand = create_brand(sw_writer, "Alpha")
+    path = f"{serenity_path(sw_writer, brand['id'])}/markets"
+    accepted = sw_writer.post(path, {"market": "US", "languageCode": "en", "async": True}).json()
+    calls = len(sim.requests_log())
+    # when a sync request arrives while the chain is pending
+    response = sw_writer.post(path, {"market": "GB", "languageCode": "en"})
+    # then
+    assert response.status_code == 409
+    assert response.json()["error"] == "semrush_provisioning_in_progress"
+    assert response.json()["details"] == {"jobId": accepted["jobId"]}
+    assert len(sim.requests_log()) == calls
+
+
+def test_stale_attempt_is_reconciled_at_the_next_begin(sw_writer, sim, published, settings):
+    brand = create_brand(sw_writer, "Alpha")
+    path = f"{serenity_path(sw_writer, brand['id'])}/markets"
+    first = sw_writer.post(path, {"market": "US", "languageCode": "en", "async": True}).json()
+    # given the chain was abandoned long ago
+    ProvisioningAttempt.objects.filter(brand_id=brand["id"], status="pending").update(
+        updated_at=timezone.now() - timedelta(seconds=settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS + 5))
+    # when
+    second = sw_writer.post(path, {"market": "GB", "languageCode": "en", "async": True})
+    # then
+    assert second.status_code == 202, second.json()
+    old = ProvisioningAttempt.objects.get(job_id=first["jobId"])
+    assert (old.status, old.reason) == ("failed", "stale")
+    polled = poll(sw_writer, brand["id"], first["jobId"])
+    assert polled["status"] == "FAILED"
+    assert polled["error"] == {"code": "provisioningStale",
+                               "message": "Provisioning was abandoned and has been reconciled.",
+                               "retryable": True}
+
+
+def test_deactivate_between_status_read_and_promote(sw_writer, sim, published):
+    # given an async bare create whose status read is slow upstream
+    accepted = sw_writer.post(brands_path(sw_writer), {"name": "Alpha", "baseUrl": "https://a.example",
+                                                       "async": True}).json()
+    sim.configure({"settleSeconds": 0})
+    sim.add_fault({"method": "GET", "pathRegex": "/status$", "delayMs": 1500})
+    thread, _ = in_thread(run, accepted["jobId"])
+    while not [r for r in sim.requests_log() if r["path"].endswith("/status")]:
+        time.sleep(0.02)
+    # when deactivate runs while the read is in flight
+    response = sw_writer.post(f"{serenity_path(sw_writer, accepted['id'])}/deactivate")
+    thread.join()
+    # then the worker does not promote, and its fresh candidate is left empty
+    assert response.status_code == 200, response.json()
+    brand = Brand.objects.get(pk=accepted["id"])
+    assert brand.semrush_sub_workspace_id is None
+    attempt = ProvisioningAttempt.objects.get(job_id=accepted["jobId"])
+    assert (attempt.status, attempt.reason, attempt.workspace_promoted) == ("failed", "cancelled", False)
+    assert sim.state()["projects"] == []
+    assert poll(sw_writer, accepted["id"], accepted["jobId"])["status"] == "CANCELLED"
+
+
+def test_promote_between_deactivate_load_and_cancel_is_decommissioned(sw_writer, sim, published):
+    # given an async create with a market, about to be promoted
+    sim.configure({"settleSeconds": 0})
+    accepted = sw_writer.post(brands_path(sw_writer), {
+        "name": "Alpha", "baseUrl": "https://a.example", "async": True,
+        "semrushMarket": {"market": "US", "languageCode": "en"}}).json()
+    from provisioning import services
+
+    real_cancel = services.attempt_cancel
+
+    def cancel_after_promotion_and_market(*, attempt_id):
+        # the worker promotes and runs the chained job after deactivate loaded the brand
+        run(accepted["jobId"])
+        run(current_step(accepted["jobId"]).pk)
+        return real_cancel(attempt_id=attempt_id)
+
+    # when
+    with mock.patch.object(services, "attempt_cancel", side_effect=cancel_after_promotion_and_market):
+        response = sw_writer.post(f"{serenity_path(sw_writer, accepted['id'])}/deactivate")
+    # then the fresh pointer wins: the promoted workspace is emptied
+    assert response.status_code == 200, response.json()
+    assert Brand.objects.get(pk=accepted["id"]).semrush_sub_workspace_id is None
+    assert sim.state()["projects"] == []
+    assert Market.objects.filter(brand_id=accepted["id"], deleted_at__isnull=True).count() == 0
+
+
+def test_deactivate_between_promote_and_chained_job(sw_writer, sim, published):
+    sim.configure({"settleSeconds": 0})
+    accepted = sw_writer.post(brands_path(sw_writer), {
+        "name": "Alpha", "baseUrl": "https://a.example", "async": True,
+        "semrushMarket": {"market": "US", "languageCode": "en"}}).json()
+    run(accepted["jobId"])  # promotes
+    chained = current_step(accepted["jobId"])
+    assert chained.step == "createMarket"
+    # when
+    response = sw_writer.post(f"{serenity_path(sw_writer, accepted['id'])}/deactivate")
+    posts_before = len(project_posts(sim))
+    run(chained.pk)  # a late delivery of the chained job
+    # then
+    assert response.status_code == 200
+    assert len(project_posts(sim)) == posts_before == 0
+    polled = poll(sw_writer, accepted["id"], accepted["jobId"])
+    assert polled["status"] == "CANCELLED"
+    assert polled["error"]["code"] == "provisioningCancelled"
+
+
+def test_deactivate_while_chained_job_creates_its_project(sw_writer, sim, published):
+    sim.configure({"settleSeconds": 0})
+    accepted = sw_writer.post(brands_path(sw_writer), {
+        "name": "Alpha", "baseUrl": "https://a.example", "async": True,
+        "semrushMarket": {"market": "US", "languageCode": "en"}}).json()
+    run(accepted["jobId"])
+    chained = current_step(accepted["jobId"])
+    sim.add_fault({"method": "POST", "pathRegex": "/projects$", "delayMs": 1000})
+    thread, _ = in_thread(run, chained.pk)
+    while not project_posts(sim):
+        time.sleep(0.02)
+    # when
+    response = sw_writer.post(f"{serenity_path(sw_writer, accepted['id'])}/deactivate")
+    thread.join()
+    # then
+    assert response.status_code == 200, response.json()
+    assert sim.state()["projects"] == []
+    assert Market.objects.filter(brand_id=accepted["id"], deleted_at__isnull=True).count() == 0
+    assert poll(sw_writer, accepted["id"], accepted["jobId"])["status"] == "CANCELLED"
+
+
+def test_duplicate_delivery_of_a_step_runs_once(sw_writer, sim, published):
+    sim.configure({"settleSeconds": 0})
+    accepted = sw_writer.post(brands_path(sw_writer), {
+        "name": "Alpha", "baseUrl": "https://a.example", "async": True,
+        "semrushMarket": {"market": "US", "languageCode": "en"}}).json()
+    sim.add_fault({"method": "GET", "pathRegex": "/family$", "delayMs": 300})
+    barrier = threading.Barrier(2)
+
+    def deliver():
+        barrier.wait()
+        run(accepted["jobId"])
+
+    threads = [in_thread(deliver)[0] for _ in range(2)]
+    for t in threads:
+        t.join()
+    chained = current_step(accepted["jobId"])
+    threads = [in_thread(run, chained.pk)[0] for _ in range(2)]
+    for t in threads:
+        t.join()
+    run(accepted["jobId"])  # a late redelivery of the finished first step
+    state = sim.state()
+    assert len(state["workspaces"]) == 1
+    assert len(state["projects"]) == 1
+    assert poll(sw_writer, accepted["id"], accepted["jobId"])["status"] == "COMPLETED"
+
+
+def test_two_attempts_promoting_one_workspace(sim, published, db):
+    # given two orgs sharing a parent, and brand A already owning workspace W with a project
+    org_a = OrganizationFactory(semrush_parent_workspace_id=sim.parent_id)
+    org_b = OrganizationFactory(semrush_parent_workspace_id=sim.parent_id)
+    a, b = make_caller(org_a), make_caller(org_b)
+    sim.configure({"settleSeconds": 0})
+    created = a.post(brands_path(a), {"name": "Shared", "baseUrl": "https://s.example",
+                                      "semrushMarket": {"market": "US", "languageCode": "en"}}).json()
+    workspace = created["semrushSubWorkspaceId"]
+    accepted = b.post(brands_path(b), {"name": "Shared", "baseUrl": "https://s.example",
+                                       "async": True}).json()
+    # and B's attempt adopted the same workspace before A promoted it
+    ProvisioningAttempt.objects.filter(job_id=accepted["jobId"]).update(
+        candidate_workspace_id=workspace, freshly_created=False)
+    # when B's step tries to promote it
+    run(accepted["jobId"])
+    # then B is superseded, and A's workspace keeps its project
+    attempt = ProvisioningAttempt.objects.get(job_id=accepted["jobId"])
+    assert attempt.status == "failed"
+    assert Brand.objects.get(pk=accepted["id"]).semrush_sub_workspace_id is None
+    assert Brand.objects.get(pk=created["id"]).semrush_sub_workspace_id == workspace
+    assert [p["workspaceId"] for p in sim.state()["projects"]] == [workspace]
+
+
+def test_add_market_while_provisioning_failed_or_decommissioned(sw_writer, sim, published):
+    accepted = sw_writer.post(brands_path(sw_writer), {"name": "Alpha", "baseUrl": "https://a.example",
+                                                       "async": True}).json()
+    markets = f"{serenity_path(sw_writer, accepted['id'])}/markets"
+    body = {"market": "US", "languageCode": "en"}
+    # while provisioning
+    for async_flag in (False, True):
+        response = sw_writer.post(markets, {**body, "async": async_flag})
+        assert response.status_code == 409
+        assert response.json()["error"] == "semrush_provisioning_in_progress"
+        assert response.json()["details"] == {"jobId": accepted["jobId"]}
+    # after it failed
+    sim.configure({"settleOutcome": "failed", "settleSeconds": 0})
+    ws = sim.state()  # nothing created yet
+    assert ws["workspaces"] == []
+    run(accepted["jobId"])
+    for async_flag in (False, True):
+        response = sw_writer.post(markets, {**body, "async": async_flag})
+        assert response.status_code == 409
+        assert response.json()["error"] == "semrush_provisioning_incomplete"
+    # after a decommission of a healthy brand
+    sim.configure({"settleOutcome": "created"})
+    healthy = create_brand(sw_writer, "Beta")
+    assert sw_writer.post(f"{serenity_path(sw_writer, healthy['id'])}/deactivate").status_code == 200
+    response = sw_writer.post(f"{serenity_path(sw_writer, healthy['id'])}/markets", body)
+    assert response.status_code == 409
+    assert response.json()["error"] == "semrush_provisioning_incomplete"
+    # never anything in the parent
+    assert [p for p in sim.state()["projects"] if p["workspaceId"] == sim.parent_id] == []
+    assert not [r for r in sim.requests_log() if sim.parent_id in r["path"] and "/projects" in r["path"]]
