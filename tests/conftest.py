@@ -12,12 +12,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from django.conf import settings
 from rest_framework.test import APIClient
 
 from serenity.models import Organization, Role
 from tests.factories import MembershipFactory, OrganizationFactory, UserFactory, make_token
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Each run gets its own test database, so that concurrent runs on one machine never collide.
+settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = (
+    f"test_serenity_{os.getpid()}"
+)
 
 
 @dataclass
