@@ -314,15 +314,21 @@ def _brand_create_sync(
     client = client_for_org(organization, brand_id=str(brand.pk), attempt_id=str(attempt.id))
     workspace: Workspace | None = None
     try:
+        # The language is resolved before any workspace exists: an unknown one is a 400 that
+        # must not leave an empty sub-workspace behind.
+        request = (
+            market_request_for(client=client, brand=brand, market=market_input,
+                               brand_names=None, brand_domain=None)
+            if market_input is not None
+            else None
+        )
         workspace = workspace_create_or_adopt(client=client, brand=brand, parent_id=parent_id)
         attempts_update_candidate(attempt=attempt, workspace=workspace)
         if market_input is not None:
             workspace_settle(client=client, workspace_id=workspace.id)
         if not pointer_persist(brand_id=brand.pk, workspace_id=workspace.id):
             raise UpstreamError("The workspace could not be recorded for this brand.")
-        if market_input is not None and market is not None:
-            request = market_request_for(client=client, brand=brand, market=market_input,
-                                         brand_names=None, brand_domain=None)
+        if request is not None and market is not None:
             outcome = market_provision(
                 client=client, brand=brand, market=market, owner=attempt.id,
                 workspace_id=workspace.id, request=request, owned_workspace=True,
@@ -332,7 +338,9 @@ def _brand_create_sync(
                 body = outcome.body if outcome else {}
                 raise DomainError(body.get("message"), code=body.get("error", "serenityUpstreamError"),
                                   http_status=outcome.status if outcome else 502)
-    except DomainError:
+    except Exception:
+        # Any failure (not only a domain error): a row left behind would keep a `pending`
+        # attempt and block the name until the stale sweep.
         if workspace is not None and workspace.freshly_created:
             empty_quietly(client=client, workspace_id=workspace.id, parent_id=parent_id)
         # The row goes with its attempt and reservation (cascade); the name is free again.
