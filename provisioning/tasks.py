@@ -8,7 +8,7 @@ from celery import shared_task
 from jobs.models import JobStep
 from jobs.runner import run_step
 from jobs.services import task_name_for
-from provisioning import steps
+from provisioning import prompts, steps
 from provisioning.sweep import attempts_sweep
 
 
@@ -31,6 +31,12 @@ def activate_markets(job_id: str) -> None:
 def activate_brand_workspace(job_id: str) -> None:
     run_step(job_id=job_id, handler=steps.activate_brand_workspace,
              on_unexpected=steps.on_unexpected)
+
+
+@shared_task(name=task_name_for(JobStep.CLASSIFY_PROMPTS), ignore_result=True)
+def classify_prompts(job_id: str) -> None:
+    run_step(job_id=job_id, handler=prompts.classify_prompts_step,
+             on_unexpected=prompts.on_unexpected)
 
 
 @shared_task(name="provisioning.cleanup_attempt", ignore_result=True)

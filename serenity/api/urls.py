@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from serenity.api import brands, health, jobs, serenity_routes
+from serenity.api import brands, health, jobs, prompts, serenity_routes
 
 B = "v2/orgs/<str:org_id>/brands/<str:brand_id>"
 
@@ -31,6 +31,7 @@ urlpatterns = [
     ),
     path(f"{B}/serenity/activate", serenity_routes.ActivateView.as_view()),
     path(f"{B}/serenity/deactivate", serenity_routes.DeactivateView.as_view()),
+    path(f"{B}/serenity/prompts", prompts.PromptCollectionView.as_view()),
     path(f"{B}/serenity/jobs/<str:job_id>", jobs.JobDetailView.as_view()),
     path(f"{B}/serenity/prompts/jobs/<str:job_id>", jobs.JobDetailView.as_view()),
     path(f"{B}/serenity/jobs/<str:job_id>/cancel", jobs.JobCancelView.as_view()),

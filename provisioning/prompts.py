@@ -1,0 +1,694 @@
+"""Prompts: add prompts to a brand's market projects, sync or as a `classifyPrompts` job
+(SPEC §4.5).
+
+Flow, the same for both modes (the sync path and the job call `_prompts_run`):
+
+1. Validate without any upstream call: 1 to `SERENITY_MAX_PROMPTS` prompts, each naming a live
+   market of the brand that has a project (non-deleted, not a `creating` reservation, with a
+   project and workspace id); else 400 `invalidRequest` naming the prompt's index.
+2. Plan: drop duplicates within the request (same market, same text trimmed and case-folded;
+   the first occurrence wins), cut the rest into batches (the job: `BATCH_SIZE` prompts; sync:
+   one batch) and each batch into one *unit* per market, in first-appearance order.
+3. Per unit: skip prompts already stored for that market (`Prompt.text_key`), classify the
+   others (`classify_intent`), push them with one `add_prompts` call, and in one transaction
+   store the pushed rows, mark a `live` market `live_with_unpublished_updates` and (job) the
+   progress checkpoint.
+4. Publish each touched project once (plus any project of the request's markets that an
+   earlier run left with unpublished updates), and flip its market back to `live`.
+5. Answer `{created, skipped, failed}`.
+
+Decisions:
+
+- A push that fails or times out counts its prompts as `failed`. It is never replayed: the
+  client does not replay a POST, and neither does this module (a replay would duplicate the
+  prompts upstream). An upstream credential failure (401/403) on a push is also a `failed`
+  count, not a 401 answer: prompts are answered per market, so one market's refusal must not
+  hide the others' results. After a 401 (the credential itself was refused) the remaining
+  units are not sent and count as `failed`.
+- A 429 after the client's own retries means the push did not run (Semrush rejects it at the
+  edge). Sync: `failed`. The job instead releases its claim and runs again after `Retry-After`,
+  resuming at the same unit: that is not a blind retry.
+- A failed publish does not change the counts: the prompts are in the project's draft and
+  stored here. The market stays `live_with_unpublished_updates`, and the next request naming
+  that market publishes it (re-sending the same request is enough: its prompts are skipped and
+  the project is published).
+- Idempotency of the job: the rows of a unit and the checkpoint (units done, counts, touched
+  and published markets) are written in one transaction, conditional on the claim token, so a
+  re-run after a crash resumes after the last finished unit with the same counts. The one
+  window left is a crash between a successful push and that transaction: the re-run pushes
+  that unit again (Semrush has no idempotency key for prompts).
+- A job run processes units until about half a lease has passed, then checkpoints and hands
+  itself over to a fresh delivery, so no run nears the task's time limit.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from jobs import services as job_services
+from jobs.models import AsyncJob, JobStatus, JobStep, JobType
+from jobs.runner import StepRun
+from provisioning.lifecycle import client_for_org
+from provisioning.orchestration import Accepted, default_brand_domain
+from provisioning.outcome import Outcome
+from provisioning.semrush import (
+    SemrushClient,
+    SemrushError,
+    SemrushRateLimitedError,
+    SemrushUnauthorizedError,
+)
+from serenity.core.errors import InvalidRequestError
+from serenity.models import Brand, BrandStatus, Market, MarketStatus, Prompt, PromptIntent
+from serenity.slices import normalize_language
+
+logger = logging.getLogger("serenity.provisioning")
+
+BATCH_SIZE = 100
+DEFAULT_RATE_LIMIT_DELAY_SECONDS = 30.0
+
+
+# --- Intent classification -----------------------------------------------------------------
+
+# Deterministic keyword rules, checked in this order; the first that matches wins:
+#   1. transactional: the searcher wants to act now (buy, price, order, coupon, deal, ...)
+#   2. commercial: the searcher is comparing before acting (best, top, vs, review, compare, ...)
+#   3. navigational: the searcher wants one site or brand (a brand name or alias, the brand's
+#      domain, login, official site, website, ...)
+#   4. informational: everything else.
+# Matching is on whole words of the case-folded text (punctuation separates words, so "vs."
+# is "vs"); phrases match as consecutive words. Idioms that only look like a keyword ("in
+# order to") are removed first. The lists are English: prompts in other languages mostly fall
+# through to informational unless they name the brand.
+
+
+def _terms(listing: str) -> frozenset[str]:
+    return frozenset(term.strip() for term in listing.split(",") if term.strip())
+
+
+TRANSACTIONAL_TERMS = _terms(
+    "buy, buying, purchase, order, ordering, price, prices, pricing, cost, costs, cheap,"
+    " cheapest, discount, discounts, coupon, coupons, deal, deals, promo, promo code, sale,"
+    " for sale, subscribe, subscription, free trial, checkout, shipping, rent, hire, near me"
+)
+COMMERCIAL_TERMS = _terms(
+    "best, top, vs, versus, review, reviews, compare, comparison, comparisons, alternative,"
+    " alternatives, rating, ratings, ranked, recommended, better than, pros and cons"
+)
+NAVIGATIONAL_TERMS = _terms(
+    "login, log in, signin, sign in, sign up, signup, official site, official website,"
+    " website, homepage, home page, customer service"
+)
+
+NEUTRAL_PHRASES = _terms("in order to, in order for")
+
+_WORD = re.compile(r"\w+")
+
+
+def _words(text: str) -> str:
+    """The text's words, case-folded, space-separated and padded: ' best running shoes '."""
+    return " " + " ".join(_WORD.findall(text.casefold())) + " "
+
+
+def _mentions(words: str, terms: Iterable[str]) -> bool:
+    for term in terms:
+        phrase = _words(term)
+        if phrase.strip() and phrase in words:
+            return True
+    return False
+
+
+def classify_intent(text: str, brand_names: Iterable[str]) -> str:
+    """The prompt's search intent by the rules above: `transactional`, `commercial`,
+    `navigational` or `informational`. Pure and deterministic; `brand_names` are names,
+    aliases or domains of the brand (blank entries are ignored)."""
+    words = _words(text)
+    for phrase in NEUTRAL_PHRASES:
+        words = words.replace(_words(phrase), " ")
+    if _mentions(words, TRANSACTIONAL_TERMS):
+        return PromptIntent.TRANSACTIONAL.value
+    if _mentions(words, COMMERCIAL_TERMS):
+        return PromptIntent.COMMERCIAL.value
+    if _mentions(words, NAVIGATIONAL_TERMS) or _mentions(words, brand_names):
+        return PromptIntent.NAVIGATIONAL.value
+    return PromptIntent.INFORMATIONAL.value
+
+
+def brand_names_for(brand: Brand) -> list[str]:
+    """What counts as naming the brand: its name, aliases and domain."""
+    names = [brand.name, *(brand.aliases or [])]
+    domain = default_brand_domain(brand.base_url)
+    if domain:
+        names.append(domain)
+    return [name for name in names if name and name.strip()]
+
+
+# --- Inputs ---------------------------------------------------------------------------------
+
+
+def text_key(text: str) -> str:
+    """Duplicate detection key: the text trimmed and case-folded (stored as `Prompt.text_key`)."""
+    return text.strip().casefold()
+
+
+SliceKey = tuple[int, str]
+
+
+@dataclass(frozen=True)
+class PromptInput:
+    text: str  # trimmed
+    geo_target_id: int
+    language_code: str  # lower case
+    tags: tuple[str, ...] = ()
+
+    @property
+    def slice_key(self) -> SliceKey:
+        return (self.geo_target_id, self.language_code)
+
+    @property
+    def key(self) -> str:
+        return text_key(self.text)
+
+    def as_metadata(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "geoTargetId": self.geo_target_id,
+            "languageCode": self.language_code,
+            "tags": list(self.tags),
+        }
+
+    @classmethod
+    def from_metadata(cls, data: Mapping[str, Any]) -> PromptInput:
+        return cls(
+            text=data["text"],
+            geo_target_id=int(data["geoTargetId"]),
+            language_code=data["languageCode"],
+            tags=tuple(data.get("tags") or ()),
+        )
+
+
+def prompt_markets(brand: Brand) -> dict[SliceKey, Market]:
+    """The brand's markets a prompt may name: not deleted, not a `creating` reservation, and
+    with a project (and the workspace it lives in)."""
+    markets = (
+        Market.objects.filter(
+            brand=brand,
+            deleted_at__isnull=True,
+            semrush_project_id__isnull=False,
+            workspace_id__isnull=False,
+        )
+        .exclude(status=MarketStatus.CREATING)
+        .exclude(semrush_project_id="")
+    )
+    return {(m.geo_target_id, m.language_code): m for m in markets}
+
+
+def prompts_validate(*, brand: Brand, prompts: Sequence[Mapping[str, Any]]) -> list[PromptInput]:
+    """Every cheap check, no upstream call. `prompts` are shape-checked items
+    `{text, geoTargetId, languageCode, tags?}`. Raises `InvalidRequestError` naming the field
+    (`prompts[3]: no market with a project for geoTargetId 2840 / en`)."""
+    limit = settings.SERENITY_MAX_PROMPTS
+    if not 1 <= len(prompts) <= limit:
+        raise InvalidRequestError(
+            f"prompts: between 1 and {limit} prompts per request.", details={"field": "prompts"}
+        )
+    markets = prompt_markets(brand)
+    out = []
+    for index, item in enumerate(prompts):
+        where = f"prompts[{index}]"
+        text = str(item["text"]).strip()
+        if not text:
+            raise InvalidRequestError(
+                f"{where}.text: must not be blank.", details={"field": f"{where}.text"}
+            )
+        language = normalize_language(item["languageCode"], field=f"{where}.languageCode")
+        geo = int(item["geoTargetId"])
+        if (geo, language) not in markets:
+            raise InvalidRequestError(
+                f"{where}: no market with a project for geoTargetId {geo} / {language}",
+                details={"field": where},
+            )
+        tags = tuple(dict.fromkeys(tag.strip() for tag in item.get("tags") or () if tag.strip()))
+        out.append(PromptInput(text=text, geo_target_id=geo, language_code=language, tags=tags))
+    return out
+
+
+# --- Plan -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One push: the prompts of one batch that go to one market."""
+
+    slice_key: SliceKey
+    prompts: tuple[PromptInput, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    units: tuple[Unit, ...]
+    duplicates_in_request: int
+    slices: tuple[SliceKey, ...]  # every market the request names, in first-appearance order
+
+
+def plan_units(prompts: Sequence[PromptInput], *, batch_size: int | None) -> Plan:
+    """Deterministic: the same prompts always give the same units, so a re-run can resume at a
+    unit index. Duplicates within the request (the later occurrences) are left out."""
+    seen: set[tuple[SliceKey, str]] = set()
+    fresh: list[PromptInput] = []
+    for prompt in prompts:
+        identity = (prompt.slice_key, prompt.key)
+        if identity not in seen:
+            seen.add(identity)
+            fresh.append(prompt)
+    size = batch_size or max(len(fresh), 1)
+    units: list[Unit] = []
+    for start in range(0, len(fresh), size):
+        by_market: dict[SliceKey, list[PromptInput]] = {}
+        for prompt in fresh[start : start + size]:
+            by_market.setdefault(prompt.slice_key, []).append(prompt)
+        units.extend(Unit(slice_key=k, prompts=tuple(v)) for k, v in by_market.items())
+    slices = tuple(dict.fromkeys(p.slice_key for p in prompts))
+    return Plan(units=tuple(units), duplicates_in_request=len(prompts) - len(fresh), slices=slices)
+
+
+# --- Progress -------------------------------------------------------------------------------
+
+
+@dataclass
+class Progress:
+    """Where a run stands. The job persists it (`metadata.progress`) after every unit and
+    publish; duplicates within the request are not in it (the plan recomputes them)."""
+
+    units_done: int = 0
+    created: int = 0
+    skipped: int = 0
+    failed: int = 0
+    touched: list[str] = field(default_factory=list)  # market ids pushed to, in order
+    published: list[str] = field(default_factory=list)  # market ids whose publish was tried
+
+    def as_metadata(self) -> dict[str, Any]:
+        return {
+            "unitsDone": self.units_done,
+            "created": self.created,
+            "skipped": self.skipped,
+            "failed": self.failed,
+            "touched": list(self.touched),
+            "published": list(self.published),
+        }
+
+    @classmethod
+    def from_metadata(cls, data: Mapping[str, Any] | None) -> Progress:
+        data = data or {}
+        return cls(
+            units_done=int(data.get("unitsDone", 0)),
+            created=int(data.get("created", 0)),
+            skipped=int(data.get("skipped", 0)),
+            failed=int(data.get("failed", 0)),
+            touched=list(data.get("touched") or []),
+            published=list(data.get("published") or []),
+        )
+
+    def counts(self, plan: Plan) -> dict[str, int]:
+        return {
+            "created": self.created,
+            "skipped": self.skipped + plan.duplicates_in_request,
+            "failed": self.failed,
+        }
+
+
+class _RunDeferredError(Exception):
+    """Stop this run and continue in a later delivery after `delay_seconds` (job only)."""
+
+    def __init__(self, delay_seconds: float) -> None:
+        super().__init__(f"deferred by {delay_seconds}s")
+        self.delay_seconds = delay_seconds
+
+
+class _ClaimLostError(Exception):
+    """The job's claim was lost (lease expired and re-claimed, or finished): write nothing more."""
+
+
+@dataclass
+class RunPolicy:
+    """How `_prompts_run` differs between the sync path and the job.
+
+    `checkpoint(progress)` runs inside the transaction that stores a unit's rows and returns
+    False when the claim is lost; `renew()` after each upstream call, likewise; `defer` makes a
+    429 postpone the run instead of counting `failed`; `deadline` (monotonic) hands the rest
+    of the work to a later delivery.
+    """
+
+    batch_size: int | None = None
+    checkpoint: Callable[[Progress], bool] = lambda _progress: True
+    renew: Callable[[], bool] = lambda: True
+    defer_rate_limited: bool = False
+    deadline: float | None = None
+
+
+class _LazyClient:
+    """The org's client, built on first use: a request whose prompts are all duplicates needs
+    no Semrush configuration."""
+
+    def __init__(self, brand: Brand, log_context: dict[str, str]) -> None:
+        self._brand = brand
+        self._log_context = log_context
+        self._client: SemrushClient | None = None
+
+    def __call__(self) -> SemrushClient:
+        if self._client is None:
+            self._client = client_for_org(self._brand.organization, **self._log_context)
+        return self._client
+
+
+def _owned(market: Market, brand: Brand) -> bool:
+    """A market in the brand's own sub-workspace (403 there means the workspace is gone)."""
+    return market.workspace_id != brand.organization.semrush_parent_workspace_id
+
+
+def _upstream_ids(answer: Mapping[str, Any], sent: Sequence[PromptInput]) -> list[str | None]:
+    """Semrush answers `{items: [{id, text, ...}]}` in the order sent; fall back to matching by
+    text when the count differs, and to no id when the answer has none."""
+    items = answer.get("items") if isinstance(answer, Mapping) else None
+    if not isinstance(items, list):
+        return [None] * len(sent)
+    items = [item for item in items if isinstance(item, Mapping)]
+
+    def _id(item: Mapping[str, Any]) -> str | None:
+        value = item.get("id")
+        return str(value)[:100] if value not in (None, "") else None
+
+    if len(items) == len(sent):
+        return [_id(item) for item in items]
+    by_text: dict[str, list[str | None]] = {}
+    for item in items:
+        by_text.setdefault(str(item.get("text", "")), []).append(_id(item))
+    out: list[str | None] = []
+    for prompt in sent:
+        candidates = by_text.get(prompt.text)
+        out.append(candidates.pop(0) if candidates else None)
+    return out
+
+
+def _store_unit(
+    *,
+    market: Market,
+    pushed: Sequence[PromptInput],
+    intents: Sequence[str],
+    ids: Sequence[str | None],
+) -> None:
+    """Store the pushed prompts and flag a live market as having unpublished updates.
+    Caller holds the transaction. A row a concurrent request stored meanwhile is kept."""
+    Prompt.objects.bulk_create(
+        [
+            Prompt(
+                market=market,
+                text=prompt.text,
+                text_key=prompt.key,
+                geo_target_id=prompt.geo_target_id,
+                language_code=prompt.language_code,
+                tags=list(prompt.tags),
+                intent=intent,
+                semrush_prompt_id=upstream_id,
+            )
+            for prompt, intent, upstream_id in zip(pushed, intents, ids, strict=True)
+        ],
+        ignore_conflicts=True,
+    )
+    Market.objects.filter(pk=market.pk, status=MarketStatus.LIVE, deleted_at__isnull=True).update(
+        status=MarketStatus.LIVE_WITH_UNPUBLISHED_UPDATES, updated_at=timezone.now()
+    )
+
+
+def _checkpoint(policy: RunPolicy, progress: Progress) -> None:
+    if not policy.checkpoint(progress):
+        raise _ClaimLostError()
+
+
+def _prompts_run(
+    *,
+    brand: Brand,
+    prompts: Sequence[PromptInput],
+    policy: RunPolicy,
+    progress: Progress,
+    client: Callable[[], SemrushClient],
+) -> dict[str, int]:
+    """Push, store and publish (module docstring, steps 2 to 5), resuming at `progress`.
+    Holds no transaction across an upstream call. Returns the counts.
+    Raises `_RunDeferredError` / `_ClaimLostError` for the job only."""
+    plan = plan_units(prompts, batch_size=policy.batch_size)
+    brand_names = brand_names_for(brand)
+    credential_refused = False
+    started_at = progress.units_done
+    for index in range(progress.units_done, len(plan.units)):
+        # Hand over to a fresh delivery after the deadline, but only once this run has moved.
+        if index > started_at and policy.deadline and time.monotonic() > policy.deadline:
+            raise _RunDeferredError(0.0)
+        unit = plan.units[index]
+        markets = prompt_markets(brand)  # re-read: a market may be deleted meanwhile
+        market = markets.get(unit.slice_key)
+        pushed: list[PromptInput] = []
+        intents: list[str] = []
+        ids: list[str | None] = []
+        skipped = failed = 0
+        if market is None or credential_refused:
+            failed = len(unit.prompts)
+        else:
+            stored = set(
+                Prompt.objects.filter(
+                    market=market, text_key__in=[p.key for p in unit.prompts]
+                ).values_list("text_key", flat=True)
+            )
+            new = [p for p in unit.prompts if p.key not in stored]
+            skipped = len(unit.prompts) - len(new)
+            if new:
+                intents = [classify_intent(p.text, brand_names) for p in new]
+                try:
+                    answer = client().add_prompts(
+                        workspace_id=str(market.workspace_id),
+                        project_id=str(market.semrush_project_id),
+                        prompts=[
+                            {"text": p.text, **({"tags": list(p.tags)} if p.tags else {})}
+                            for p in new
+                        ],
+                        owned=_owned(market, brand),
+                    )
+                except SemrushRateLimitedError as exc:
+                    if policy.defer_rate_limited:
+                        raise _RunDeferredError(
+                            exc.retry_after or DEFAULT_RATE_LIMIT_DELAY_SECONDS
+                        ) from exc
+                    failed = len(new)
+                except SemrushError as exc:
+                    # Never replayed: a lost answer may still have added the prompts.
+                    logger.warning(
+                        "adding prompts failed; counted as failed",
+                        extra={
+                            "market_id": str(market.pk),
+                            "count": len(new),
+                            "error_class": type(exc).__name__,
+                        },
+                    )
+                    failed = len(new)
+                    credential_refused = isinstance(exc, SemrushUnauthorizedError)
+                else:
+                    pushed = new
+                    ids = _upstream_ids(answer, new)
+                if not policy.renew():
+                    raise _ClaimLostError()
+        with transaction.atomic():
+            if pushed and market is not None:
+                _store_unit(market=market, pushed=pushed, intents=intents, ids=ids)
+                if str(market.pk) not in progress.touched:
+                    progress.touched.append(str(market.pk))
+            progress.units_done = index + 1
+            progress.created += len(pushed)
+            progress.skipped += skipped
+            progress.failed += failed
+            _checkpoint(policy, progress)
+
+    _publish_touched(brand=brand, plan=plan, policy=policy, progress=progress, client=client)
+    return progress.counts(plan)
+
+
+def _publish_touched(
+    *,
+    brand: Brand,
+    plan: Plan,
+    policy: RunPolicy,
+    progress: Progress,
+    client: Callable[[], SemrushClient],
+) -> None:
+    """Publish each project this run pushed to, once, and any project of the request's markets
+    still flagged with unpublished updates (an earlier publish failed or was interrupted)."""
+    markets = prompt_markets(brand)
+    by_id = {str(m.pk): m for m in markets.values()}
+    wanted = list(progress.touched)
+    for slice_key in plan.slices:
+        market = markets.get(slice_key)
+        if (
+            market is not None
+            and market.status == MarketStatus.LIVE_WITH_UNPUBLISHED_UPDATES
+            and str(market.pk) not in wanted
+        ):
+            wanted.append(str(market.pk))
+    for market_id in wanted:
+        market = by_id.get(market_id)
+        if market_id in progress.published or market is None:
+            continue
+        if policy.deadline is not None and time.monotonic() > policy.deadline:
+            raise _RunDeferredError(0.0)
+        try:
+            client().publish_project(
+                workspace_id=str(market.workspace_id),
+                project_id=str(market.semrush_project_id),
+                owned=_owned(market, brand),
+            )
+        except SemrushRateLimitedError as exc:
+            if policy.defer_rate_limited:
+                raise _RunDeferredError(
+                    exc.retry_after or DEFAULT_RATE_LIMIT_DELAY_SECONDS
+                ) from exc
+            logger.warning("publishing prompts was rate limited", extra={"market_id": market_id})
+        except SemrushError as exc:
+            logger.warning(
+                "publishing prompts failed; the market keeps unpublished updates",
+                extra={"market_id": market_id, "error_class": type(exc).__name__},
+            )
+        else:
+            Market.objects.filter(
+                pk=market.pk, status=MarketStatus.LIVE_WITH_UNPUBLISHED_UPDATES
+            ).update(status=MarketStatus.LIVE, updated_at=timezone.now())
+        if not policy.renew():
+            raise _ClaimLostError()
+        with transaction.atomic():
+            progress.published.append(market_id)
+            _checkpoint(policy, progress)
+
+
+# --- Services -------------------------------------------------------------------------------
+
+
+def prompts_add(
+    *, brand: Brand, prompts: Sequence[Mapping[str, Any]], run_async: bool
+) -> Outcome | Accepted:
+    """`POST B/serenity/prompts`. Validates (400 `invalidRequest`, nothing written or called),
+    then either does the work (200 `{created, skipped, failed}`) or commits one
+    `classifyPrompts` job holding the validated prompts (202; no upstream call).
+
+    Raises `InvalidRequestError`; sync may raise `ConfigurationError` (503) before any push.
+    Upstream failures never raise: they are counts.
+    """
+    validated = prompts_validate(brand=brand, prompts=prompts)
+    if run_async:
+        with transaction.atomic():
+            job = job_services.job_chain_create(
+                organization_id=brand.organization_id,
+                brand_id=brand.pk,
+                job_type=JobType.CLASSIFY_PROMPTS,
+                first=job_services.StepSpec(
+                    JobStep.CLASSIFY_PROMPTS,
+                    metadata={"prompts": [p.as_metadata() for p in validated]},
+                ),
+            )
+        return Accepted(job=job)
+    counts = _prompts_run(
+        brand=brand,
+        prompts=validated,
+        policy=RunPolicy(),
+        progress=Progress(),
+        client=_LazyClient(brand, {"brand_id": str(brand.pk)}),
+    )
+    return Outcome(200, counts)
+
+
+def _job_checkpoint(job: AsyncJob, claim_token: uuid.UUID) -> Callable[[Progress], bool]:
+    def checkpoint(progress: Progress) -> bool:
+        return (
+            AsyncJob.objects.filter(
+                pk=job.pk, status=JobStatus.IN_PROGRESS, claim_token=claim_token
+            ).update(
+                metadata={**job.metadata, "progress": progress.as_metadata()},
+                updated_at=timezone.now(),
+            )
+            == 1
+        )
+
+    return checkpoint
+
+
+def classify_prompts_step(run: StepRun) -> None:
+    """The `classifyPrompts` job: the sync path in batches of `BATCH_SIZE`, checkpointing after
+    every unit, renewing the lease after every upstream call. Ends COMPLETED with
+    `{status: 200, body: {created, skipped, failed}, outcome: "succeeded"}`. A re-run resumes
+    from `metadata.progress`. No attempt is involved (nothing is provisioned)."""
+    job = run.job
+    prompts = [PromptInput.from_metadata(p) for p in job.metadata.get("prompts", [])]
+    brand = (
+        Brand.objects.select_related("organization")
+        .filter(pk=job.brand_id)
+        .exclude(status=BrandStatus.DELETED)
+        .first()
+        if job.brand_id is not None
+        else None
+    )
+    if brand is None:
+        plan = plan_units(prompts, batch_size=BATCH_SIZE)
+        done = Progress(failed=sum(len(u.prompts) for u in plan.units))
+        _finish(run, Outcome(200, done.counts(plan)))
+        return
+    policy = RunPolicy(
+        batch_size=BATCH_SIZE,
+        checkpoint=_job_checkpoint(job, run.claim_token),
+        renew=run.renew,
+        defer_rate_limited=True,
+        deadline=time.monotonic() + settings.JOBS_LEASE_SECONDS / 2,
+    )
+    client = _LazyClient(brand, {"brand_id": str(brand.pk), "job_id": str(job.pk)})
+    try:
+        counts = _prompts_run(
+            brand=brand,
+            prompts=prompts,
+            policy=policy,
+            progress=Progress.from_metadata(job.metadata.get("progress")),
+            client=client,
+        )
+    except _RunDeferredError as deferred:
+        job_services.job_release(
+            job_id=job.pk, claim_token=run.claim_token, delay_seconds=deferred.delay_seconds
+        )
+        return
+    except _ClaimLostError:
+        logger.info("prompts job lost its claim; another delivery continues it")
+        return
+    _finish(run, Outcome(200, counts))
+
+
+def _finish(run: StepRun, outcome: Outcome) -> None:
+    job_services.job_finish(
+        job=run.job,
+        claim_token=run.claim_token,
+        status=JobStatus.COMPLETED,
+        result=outcome.as_job_result(),
+    )
+
+
+def on_unexpected(run: StepRun, exc: BaseException) -> None:
+    """Anything unexpected: the job FAILED `jobFailed` with a generic message. Not retryable:
+    prompts of finished units are stored and would be skipped, but a unit cut short may have
+    reached Semrush."""
+    job_services.job_finish(
+        job=run.job,
+        claim_token=run.claim_token,
+        status=JobStatus.FAILED,
+        error={"code": "jobFailed", "message": "The job failed unexpectedly.", "retryable": False},
+    )
