@@ -1,0 +1,504 @@
+"""The operator audit behind `python manage.py provisioning_audit` (SPEC §7 "no orphan", §8).
+
+Every upstream object under one of our parents must be a brand's canonical object, empty, or
+listed here. `audit_run()` reads Semrush with each org's credential and reports:
+
+- **orphan workspaces**: a direct child of an org's parent that is not any brand's pointer and
+  holds at least one project. Empty shells are fine (decommission and cleanup never delete the
+  shell).
+- **orphan projects**: a project in a brand's canonical workspace (its pointer) — or, for an org
+  with flat-mode brands, in the parent itself — that no non-deleted market row points at
+  (`Market.semrush_project_id`).
+- **stuck attempts**: attempts still `pending` past `SERENITY_PROVISIONING_STALE_AFTER_SECONDS`
+  (the sweep reconciles them; listing them tells an operator the sweep is not running).
+- **errors**: orgs that could not be checked, with a generic reason (never an upstream body, URL
+  or token).
+
+Work in flight is not an orphan. An object is *owned by live work* when:
+
+1. it is the candidate workspace of a `pending` attempt younger than the stale threshold (the
+   attempt may still promote it or empty it);
+2. it is a project in the canonical workspace of a brand that has such a live attempt (a worker
+   between "project created upstream" and "project id recorded" on the market, or a deactivate
+   deleting projects);
+3. it is a project whose slice (location and language) matches a `creating` reservation with no
+   project id yet, in the workspace that reservation writes to (the brand's pointer, or the parent
+   for a flat brand), and whose owner is live: a pending attempt younger than the threshold, an
+   `IN_PROGRESS` job updated within the threshold, or — for an owner that is neither (a flat sync
+   request) — a reservation itself updated within the threshold. This covers flat-mode creates,
+   which run without an attempt.
+
+A `creating` market whose project id is recorded points at its project and protects it whatever
+its owner's state (the next create resumes it). Once the owner is stale, its objects are judged
+like any other: a stale attempt's non-empty candidate is an orphan until the sweep empties it.
+
+Consistency: the upstream snapshot is taken first and the database second, so work that finishes
+between the two reads is seen as finished (its market recorded, or its attempt no longer live).
+A freshly created workspace is listed as an orphan only once it has projects, and projects can
+only be created in a ready workspace (the Project Engine's "not-ready lock"), so project lists are
+read for ready children only. Orgs are grouped by (credential, parent): each parent's family is
+read once per credential, and brand pointers are compared across all orgs, so parents shared by
+several orgs are audited once and a sibling org's workspace is never reported.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from jobs.models import AsyncJob, JobStatus
+from provisioning.lifecycle import Readiness, classify_status, client_for_org
+from provisioning.models import AttemptStatus, ProvisioningAttempt
+from provisioning.semrush import (
+    SemrushClient,
+    SemrushConfigurationError,
+    SemrushError,
+    SemrushForbiddenError,
+    SemrushNetworkError,
+    SemrushRateLimitedError,
+    SemrushUnauthorizedError,
+)
+from serenity.core.errors import ConfigurationError
+from serenity.models import Brand, BrandStatus, Market, MarketStatus, Organization, WorkspaceMode
+
+logger = logging.getLogger("serenity.provisioning")
+
+# Generic reasons for `errors` entries: an operator learns what to check, nothing upstream leaks.
+ERROR_CONFIGURATION = "The organization's Semrush configuration is missing or unreadable."
+ERROR_UNAUTHORIZED = "Semrush rejected the organization's credential."
+ERROR_FORBIDDEN = "Semrush refused access to the organization's parent workspace."
+ERROR_RATE_LIMITED = "Semrush rate-limited the audit; run it again later."
+ERROR_UNREACHABLE = "Semrush could not be reached."
+ERROR_UPSTREAM = "Semrush answered with an error."
+
+
+@dataclass(frozen=True)
+class OrphanWorkspace:
+    id: str
+    org_id: uuid.UUID
+    title: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "orgId": str(self.org_id), "title": self.title}
+
+
+@dataclass(frozen=True)
+class OrphanProject:
+    id: str
+    workspace_id: str
+    org_id: uuid.UUID
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "workspaceId": self.workspace_id, "orgId": str(self.org_id)}
+
+
+@dataclass(frozen=True)
+class StuckAttempt:
+    id: uuid.UUID
+    brand_id: uuid.UUID
+    age_seconds: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": str(self.id), "brandId": str(self.brand_id), "ageSeconds": self.age_seconds}
+
+
+@dataclass(frozen=True)
+class AuditError:
+    org_id: uuid.UUID
+    error: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"orgId": str(self.org_id), "error": self.error}
+
+
+@dataclass
+class AuditReport:
+    orphan_workspaces: list[OrphanWorkspace] = field(default_factory=list)
+    orphan_projects: list[OrphanProject] = field(default_factory=list)
+    stuck_attempts: list[StuckAttempt] = field(default_factory=list)
+    errors: list[AuditError] = field(default_factory=list)
+
+    @property
+    def has_findings(self) -> bool:
+        return bool(self.orphan_workspaces or self.orphan_projects or self.stuck_attempts)
+
+    @property
+    def exit_code(self) -> int:
+        """1: something needs an operator; 2: only orgs that could not be checked; 0: clean."""
+        if self.has_findings:
+            return 1
+        return 2 if self.errors else 0
+
+    def as_dict(self) -> dict[str, list[dict[str, Any]]]:
+        """The exact `--json` shape of SPEC §8."""
+        return {
+            "orphanWorkspaces": [entry.as_dict() for entry in self.orphan_workspaces],
+            "orphanProjects": [entry.as_dict() for entry in self.orphan_projects],
+            "stuckAttempts": [entry.as_dict() for entry in self.stuck_attempts],
+            "errors": [entry.as_dict() for entry in self.errors],
+        }
+
+
+# --- Upstream snapshot -------------------------------------------------------------------------
+
+
+@dataclass
+class _ParentView:
+    """What one credential sees under one parent: its direct children and the projects of the
+    workspaces that were listed (absent key: not listed)."""
+
+    parent_id: str
+    orgs: list[Organization]
+    children: list[dict[str, Any]] = field(default_factory=list)
+    projects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    error: str | None = None
+    read_family: bool = False
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, ConfigurationError | SemrushConfigurationError | ValueError):
+        return ERROR_CONFIGURATION
+    if isinstance(exc, SemrushUnauthorizedError):
+        return ERROR_UNAUTHORIZED
+    if isinstance(exc, SemrushForbiddenError):
+        return ERROR_FORBIDDEN
+    if isinstance(exc, SemrushRateLimitedError):
+        return ERROR_RATE_LIMITED
+    if isinstance(exc, SemrushNetworkError):
+        return ERROR_UNREACHABLE
+    return ERROR_UPSTREAM
+
+
+def _orgs_with_parent() -> list[Organization]:
+    return list(
+        Organization.objects.filter(semrush_parent_workspace_id__isnull=False)
+        .exclude(semrush_parent_workspace_id="")
+        .order_by("created_at", "id")
+    )
+
+
+def _group_by_credential(
+    orgs: Iterable[Organization], errors: list[AuditError]
+) -> dict[tuple[str | None, str], list[Organization]]:
+    """(the org's own credential, or None for the service default; parent) → orgs."""
+    groups: dict[tuple[str | None, str], list[Organization]] = defaultdict(list)
+    for org in orgs:
+        try:
+            credential = org.semrush_credential()
+        except ValueError:
+            errors.append(AuditError(org_id=org.id, error=ERROR_CONFIGURATION))
+            continue
+        groups[(credential, str(org.semrush_parent_workspace_id))].append(org)
+    return groups
+
+
+def _orgs_with_flat_brands(orgs: list[Organization]) -> set[uuid.UUID]:
+    ids = [org.id for org in orgs]
+    flat = {org.id for org in orgs if org.workspace_mode == WorkspaceMode.FLAT}
+    flat.update(
+        Brand.objects.filter(organization_id__in=ids, workspace_mode=WorkspaceMode.FLAT)
+        .values_list("organization_id", flat=True)
+        .distinct()
+    )
+    return flat
+
+
+def _read_parent(view: _ParentView, *, list_parent_projects: bool) -> None:
+    """Fill `view` from upstream. A failure to read the family marks the whole view failed; a
+    failure on one workspace's projects marks it failed but keeps what was read."""
+    try:
+        client: SemrushClient = client_for_org(view.orgs[0], operation="provisioning_audit")
+        family = client.list_family(parent_id=view.parent_id)
+    except (SemrushError, ConfigurationError) as exc:
+        view.error = _error_text(exc)
+        logger.warning(
+            "audit: could not read a parent's family",
+            extra={"org_id": str(view.orgs[0].id), "error_class": type(exc).__name__},
+        )
+        return
+    view.read_family = True
+    view.children = [
+        ws
+        for ws in family
+        if str(ws.get("parent_id") or "") == view.parent_id
+        and str(ws.get("id") or "") not in ("", view.parent_id)
+    ]
+    to_list = [
+        str(ws["id"])
+        for ws in view.children
+        if classify_status(ws.get("status")) is Readiness.READY
+    ]
+    if list_parent_projects:
+        to_list.append(view.parent_id)
+    for workspace_id in to_list:
+        try:
+            view.projects[workspace_id] = client.list_projects(workspace_id=workspace_id)
+        except SemrushForbiddenError:
+            # Deleted between the family read and this one: it holds nothing any more.
+            view.projects[workspace_id] = []
+        except SemrushError as exc:
+            view.error = view.error or _error_text(exc)
+            logger.warning(
+                "audit: could not list a workspace's projects",
+                extra={"workspace_id": workspace_id, "error_class": type(exc).__name__},
+            )
+
+
+# --- Database snapshot -------------------------------------------------------------------------
+
+
+Slice = tuple[int | None, str | None]
+
+
+@dataclass
+class _Ownership:
+    """Everything the database says about ownership, read after the upstream snapshot."""
+
+    pointers: dict[str, tuple[uuid.UUID, uuid.UUID]]  # workspace → (brand, org)
+    recorded_projects: set[str]
+    live_candidates: set[str]
+    brands_with_live_attempt: set[uuid.UUID]
+    live_reservations: dict[str, list[Slice]]  # workspace the reservation writes to → slices
+    candidate_orgs: dict[str, uuid.UUID]  # any attempt's candidate → its brand's org
+    brand_titles: dict[uuid.UUID, set[str]]  # org → live brand names (trimmed, lower-cased)
+
+
+def _read_ownership(*, cutoff: datetime) -> _Ownership:
+    pointers = {
+        str(ws): (brand_id, org_id)
+        for ws, brand_id, org_id in Brand.objects.filter(
+            semrush_sub_workspace_id__isnull=False
+        ).values_list("semrush_sub_workspace_id", "id", "organization_id")
+    }
+    recorded = {
+        str(project_id)
+        for project_id in Market.objects.filter(
+            deleted_at__isnull=True, semrush_project_id__isnull=False
+        ).values_list("semrush_project_id", flat=True)
+    }
+    live_attempts = list(
+        ProvisioningAttempt.objects.filter(
+            status=AttemptStatus.PENDING, updated_at__gte=cutoff
+        ).values_list("id", "brand_id", "candidate_workspace_id")
+    )
+    live_attempt_ids = {attempt_id for attempt_id, _, _ in live_attempts}
+    candidate_orgs = {
+        str(ws): org_id
+        for ws, org_id in ProvisioningAttempt.objects.filter(
+            candidate_workspace_id__isnull=False
+        ).values_list("candidate_workspace_id", "brand__organization_id")
+    }
+    brand_titles: dict[uuid.UUID, set[str]] = defaultdict(set)
+    for org_id, name in Brand.objects.exclude(status=BrandStatus.DELETED).values_list(
+        "organization_id", "name"
+    ):
+        brand_titles[org_id].add(name.strip().lower())
+    return _Ownership(
+        pointers=pointers,
+        recorded_projects=recorded,
+        live_candidates={ws for _, _, ws in live_attempts if ws},
+        brands_with_live_attempt={brand_id for _, brand_id, _ in live_attempts},
+        live_reservations=_live_reservations(cutoff=cutoff, live_attempt_ids=live_attempt_ids),
+        candidate_orgs=candidate_orgs,
+        brand_titles=brand_titles,
+    )
+
+
+def _live_reservations(
+    *, cutoff: datetime, live_attempt_ids: set[uuid.UUID]
+) -> dict[str, list[Slice]]:
+    """`creating` reservations with no project id yet whose owner is live, by the workspace
+    they write to (see rule 3 of the module docstring)."""
+    rows = list(
+        Market.objects.filter(
+            deleted_at__isnull=True, status=MarketStatus.CREATING, semrush_project_id__isnull=True
+        ).values_list(
+            "reserved_by",
+            "updated_at",
+            "geo_target_id",
+            "language_code",
+            "brand__workspace_mode",
+            "brand__semrush_sub_workspace_id",
+            "brand__organization__semrush_parent_workspace_id",
+        )
+    )
+    owners = {row[0] for row in rows if row[0] is not None}
+    known_attempts = set(
+        ProvisioningAttempt.objects.filter(pk__in=owners).values_list("id", flat=True)
+    )
+    known_jobs = set(AsyncJob.objects.filter(pk__in=owners).values_list("id", flat=True))
+    live_jobs = set(
+        AsyncJob.objects.filter(
+            pk__in=owners, status=JobStatus.IN_PROGRESS, updated_at__gte=cutoff
+        ).values_list("id", flat=True)
+    )
+    out: dict[str, list[Slice]] = defaultdict(list)
+    for owner, updated_at, geo, language, mode, pointer, parent in rows:
+        if owner is None:
+            continue
+        if owner in known_attempts:
+            live = owner in live_attempt_ids
+        elif owner in known_jobs:
+            live = owner in live_jobs
+        else:
+            live = updated_at >= cutoff
+        workspace = parent if mode == WorkspaceMode.FLAT else pointer
+        if live and workspace:
+            out[str(workspace)].append((geo, str(language).lower()))
+    return out
+
+
+def _project_slice(project: dict[str, Any]) -> Slice:
+    ai = (project.get("settings") or {}).get("ai") or {}
+    location = ai.get("location")
+    location = location if isinstance(location, dict) else {}
+    language = ai.get("language")
+    language = language if isinstance(language, dict) else {}
+    geo = location.get("id", project.get("location_id"))
+    name = language.get("name")
+    return (
+        int(geo) if isinstance(geo, int | str) and str(geo).isdigit() else None,
+        str(name).lower() if name else None,
+    )
+
+
+def _reserved(project: dict[str, Any], slices: list[Slice]) -> bool:
+    """Does a live reservation cover this project? An unreadable slice is given the benefit of
+    the doubt: an audit must not send an operator after work in flight."""
+    if not slices:
+        return False
+    geo, language = _project_slice(project)
+    if geo is None or language is None:
+        return True
+    for reserved_geo, reserved_language in slices:
+        base = (reserved_language or "").split("-")[0]
+        if reserved_geo == geo and language in (reserved_language, base):
+            return True
+    return False
+
+
+# --- Evaluation --------------------------------------------------------------------------------
+
+
+def _owner_org(view: _ParentView, workspace: dict[str, Any], owned: _Ownership) -> uuid.UUID:
+    """Which org of the group an orphan workspace belongs to: the org of an attempt that
+    recorded it, else of a brand with its title, else the group's oldest org."""
+    workspace_id = str(workspace["id"])
+    group_ids = [org.id for org in view.orgs]
+    recorded_by = owned.candidate_orgs.get(workspace_id)
+    if recorded_by is not None and recorded_by in group_ids:
+        return recorded_by
+    title = str(workspace.get("title") or "").strip().lower()
+    for org_id in group_ids:
+        if title in owned.brand_titles.get(org_id, set()):
+            return org_id
+    return group_ids[0]
+
+
+def _evaluate(
+    view: _ParentView, owned: _Ownership, flat_orgs: set[uuid.UUID], report: AuditReport
+) -> None:
+    for workspace in view.children:
+        workspace_id = str(workspace["id"])
+        projects = view.projects.get(workspace_id, [])
+        pointer = owned.pointers.get(workspace_id)
+        if pointer is None:
+            if projects and workspace_id not in owned.live_candidates:
+                report.orphan_workspaces.append(
+                    OrphanWorkspace(
+                        id=workspace_id,
+                        org_id=_owner_org(view, workspace, owned),
+                        title=str(workspace.get("title") or ""),
+                    )
+                )
+            continue
+        brand_id, org_id = pointer
+        if brand_id in owned.brands_with_live_attempt:
+            continue
+        _collect_orphan_projects(
+            report, projects, workspace_id=workspace_id, org_id=org_id, owned=owned
+        )
+    flat_in_group = [org.id for org in view.orgs if org.id in flat_orgs]
+    if flat_in_group:
+        _collect_orphan_projects(
+            report,
+            view.projects.get(view.parent_id, []),
+            workspace_id=view.parent_id,
+            org_id=flat_in_group[0],
+            owned=owned,
+        )
+
+
+def _collect_orphan_projects(
+    report: AuditReport,
+    projects: list[dict[str, Any]],
+    *,
+    workspace_id: str,
+    org_id: uuid.UUID,
+    owned: _Ownership,
+) -> None:
+    reservations = owned.live_reservations.get(workspace_id, [])
+    for project in projects:
+        project_id = str(project.get("id") or "")
+        if not project_id or project_id in owned.recorded_projects:
+            continue
+        if _reserved(project, reservations):
+            continue
+        report.orphan_projects.append(
+            OrphanProject(id=project_id, workspace_id=workspace_id, org_id=org_id)
+        )
+
+
+def _stuck_attempts(*, now: datetime, cutoff: datetime) -> list[StuckAttempt]:
+    return [
+        StuckAttempt(
+            id=attempt_id,
+            brand_id=brand_id,
+            age_seconds=max(int((now - updated_at).total_seconds()), 0),
+        )
+        for attempt_id, brand_id, updated_at in ProvisioningAttempt.objects.filter(
+            Q(status=AttemptStatus.PENDING) & Q(updated_at__lt=cutoff)
+        ).values_list("id", "brand_id", "updated_at")
+    ]
+
+
+def audit_run() -> AuditReport:
+    """Audit every org with a parent workspace. Read-only: changes nothing upstream or in the
+    database. Upstream failures never raise; they become `errors` entries for the orgs
+    concerned (and whatever was read before the failure is still evaluated)."""
+    report = AuditReport()
+    orgs = _orgs_with_parent()
+    groups = _group_by_credential(orgs, report.errors)
+    flat_orgs = _orgs_with_flat_brands(orgs)
+
+    views: list[_ParentView] = []
+    for (_credential, parent_id), members in groups.items():
+        view = _ParentView(parent_id=parent_id, orgs=members)
+        _read_parent(view, list_parent_projects=any(org.id in flat_orgs for org in members))
+        views.append(view)
+
+    # The database is read after Semrush (see the module docstring).
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS)
+    owned = _read_ownership(cutoff=cutoff)
+    for view in views:
+        if view.error is not None:
+            report.errors.extend(AuditError(org_id=org.id, error=view.error) for org in view.orgs)
+        if view.read_family:
+            _evaluate(view, owned, flat_orgs, report)
+    report.stuck_attempts = _stuck_attempts(now=now, cutoff=cutoff)
+
+    report.orphan_workspaces.sort(key=lambda e: (str(e.org_id), e.id))
+    report.orphan_projects.sort(key=lambda e: (str(e.org_id), e.workspace_id, e.id))
+    report.stuck_attempts.sort(key=lambda e: (-e.age_seconds, str(e.id)))
+    report.errors.sort(key=lambda e: str(e.org_id))
+    return report
