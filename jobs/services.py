@@ -281,16 +281,25 @@ def jobs_dispatch_due(*, limit: int = 500) -> int:
 
     Due and unclaimed, and either never published or published (due) longer than a lease ago
     without being claimed (the message was lost); or claimed with an expired lease (the worker
-    died). Duplicate messages are harmless: a delivery that cannot claim does nothing.
+    died) and not re-published since the lease ran out (or that message too is a lease
+    overdue). Duplicate messages are harmless: a delivery that cannot claim does nothing.
     """
     now = timezone.now()
     lost_before = now - timedelta(seconds=settings.JOBS_LEASE_SECONDS)
+    # An expired claim keeps its token until a worker re-claims the job, so without the
+    # `published_at` condition every round (every couple of seconds) would send another message
+    # for it while the workers are busy.
+    message_missing = (
+        Q(published_at__isnull=True)
+        | Q(published_at__lt=F("lease_expires_at"))
+        | Q(published_at__lt=lost_before)
+    )
     due = (
         AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, run_after__lte=now)
         .filter(
             Q(claim_token__isnull=True, published_at__isnull=True)
             | Q(claim_token__isnull=True, published_at__lt=lost_before)
-            | Q(claim_token__isnull=False, lease_expires_at__lt=now)
+            | (Q(claim_token__isnull=False, lease_expires_at__lt=now) & message_missing)
         )
         .order_by("run_after")
         .values_list("id", "step")[:limit]
@@ -351,6 +360,8 @@ def _newest_roots_portable() -> list[uuid.UUID]:
     for job_id, brand_id, created_at in AsyncJob.objects.filter(
         root__isnull=True, job_type=JobType.PROVISION_WORKSPACE, brand_id__isnull=False
     ).values_list("id", "brand_id", "created_at"):
+        if brand_id is None:
+            continue
         if brand_id not in newest or created_at > newest[brand_id][0]:
             newest[brand_id] = (created_at, job_id)
     return [job_id for _, job_id in newest.values()]
