@@ -316,8 +316,9 @@ def jobs_dispatch_due(*, limit: int = 500) -> int:
 
 
 def jobs_purge_finished(*, older_than_days: float | None = None) -> int:
-    """Delete finished chains older than the retention, keeping each brand's newest
-    provisioning chain as history. Returns the number of rows deleted."""
+    """Delete finished chains older than the retention (every row finished and unchanged for
+    that long), keeping each brand's newest provisioning chain as history. Returns the number of
+    rows deleted."""
     days = settings.JOBS_RETENTION_DAYS if older_than_days is None else older_than_days
     cutoff = timezone.now() - timedelta(days=days)
     newest_per_brand = (
@@ -331,16 +332,20 @@ def jobs_purge_finished(*, older_than_days: float | None = None) -> int:
         else _newest_roots_portable()
     )
     keep = set(newest_per_brand)
-    unfinished_roots = AsyncJob.objects.filter(
-        Q(status=JobStatus.IN_PROGRESS), ~Q(root__isnull=True)
-    ).values_list("root_id", flat=True)
-    candidates = AsyncJob.objects.filter(root__isnull=True, updated_at__lt=cutoff).exclude(
-        status=JobStatus.IN_PROGRESS
+    # A chain is old only when none of its rows is unfinished or changed within the retention:
+    # the root's own `updated_at` is not bumped when the chain's last step finishes.
+    active_roots = (
+        AsyncJob.objects.filter(root__isnull=False)
+        .filter(Q(status=JobStatus.IN_PROGRESS) | Q(updated_at__gte=cutoff))
+        .values("root_id")
     )
     doomed = [
         pk
-        for pk in candidates.values_list("id", flat=True)
-        if pk not in keep and pk not in set(unfinished_roots)
+        for pk in AsyncJob.objects.filter(root__isnull=True, updated_at__lt=cutoff)
+        .exclude(status=JobStatus.IN_PROGRESS)
+        .exclude(pk__in=active_roots)
+        .values_list("id", flat=True)
+        if pk not in keep
     ]
     deleted = 0
     for start in range(0, len(doomed), 500):
