@@ -1,0 +1,107 @@
+"""Claiming a job (SPEC §6.4): one conditional UPDATE; a duplicate or late delivery does nothing."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from jobs.models import AsyncJob, JobStatus, JobStep, JobType
+from jobs.services import job_claim, job_release, job_renew
+
+
+def make_job(**fields: Any) -> AsyncJob:
+    values: dict[str, Any] = {
+        "organization_id": uuid.uuid4(),
+        "brand_id": uuid.uuid4(),
+        "job_type": JobType.PROVISION_WORKSPACE,
+        "step": JobStep.PROVISION_WORKSPACE,
+        "run_after": timezone.now() - timedelta(seconds=1),
+    }
+    values.update(fields)
+    return AsyncJob.objects.create(**values)
+
+
+def test_a_due_job_is_claimed_once_while_the_lease_is_live(db, settings):
+    # given
+    settings.JOBS_LEASE_SECONDS = 120
+    job = make_job()
+    # when
+    first = job_claim(job_id=job.id)
+    second = job_claim(job_id=job.id)
+    # then
+    assert first is not None
+    assert second is None
+    job.refresh_from_db()
+    assert job.claim_token == first
+    assert job.run_count == 1
+    assert job.started_at is not None
+    assert job.lease_expires_at > timezone.now() + timedelta(seconds=100)
+
+
+def test_a_job_whose_lease_expired_can_be_claimed_again(db):
+    # given: a claim whose worker died
+    job = make_job()
+    first = job_claim(job_id=job.id)
+    started_at = AsyncJob.objects.get(pk=job.id).started_at
+    AsyncJob.objects.filter(pk=job.id).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    # when
+    second = job_claim(job_id=job.id)
+    # then
+    assert second is not None and second != first
+    job.refresh_from_db()
+    assert job.claim_token == second
+    assert job.run_count == 2
+    assert job.started_at == started_at
+
+
+def test_the_old_holder_can_neither_renew_nor_release_after_a_reclaim(db):
+    job = make_job()
+    first = job_claim(job_id=job.id)
+    AsyncJob.objects.filter(pk=job.id).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    second = job_claim(job_id=job.id)
+    assert job_renew(job_id=job.id, claim_token=first) is False
+    assert job_release(job_id=job.id, claim_token=first, delay_seconds=5) is False
+    assert job_renew(job_id=job.id, claim_token=second) is True
+
+
+def test_a_finished_job_cannot_be_claimed(db):
+    for status in (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED):
+        job = make_job(status=status)
+        assert job_claim(job_id=job.id) is None
+        assert AsyncJob.objects.get(pk=job.id).run_count == 0
+
+
+def test_a_job_that_is_not_runnable_yet_cannot_be_claimed(db):
+    # given: a chained step waiting for its predecessor, and a settle read scheduled later
+    waiting = make_job(run_after=None, step=JobStep.CREATE_MARKET)
+    later = make_job(run_after=timezone.now() + timedelta(seconds=30))
+    # when / then
+    assert job_claim(job_id=waiting.id) is None
+    assert job_claim(job_id=later.id) is None
+    assert AsyncJob.objects.filter(claim_token__isnull=False).count() == 0
+
+
+def test_an_unknown_job_cannot_be_claimed(db):
+    assert job_claim(job_id=uuid.uuid4()) is None
+
+
+def test_release_gives_the_claim_back_and_reschedules(db):
+    # given
+    job = make_job()
+    token = job_claim(job_id=job.id)
+    assert token is not None
+    # when
+    released = job_release(job_id=job.id, claim_token=token, delay_seconds=30)
+    # then: nobody can claim it before its new run_after
+    assert released is True
+    job.refresh_from_db()
+    assert job.claim_token is None and job.lease_expires_at is None
+    assert job.run_after > timezone.now() + timedelta(seconds=25)
+    assert job_claim(job_id=job.id) is None
