@@ -47,7 +47,9 @@ def publish_job(*, job_id: uuid.UUID, task_name: str, countdown: float = 0.0) ->
 def broker_reachable() -> bool:
     try:
         with celery_app.connection_for_write() as connection:
-            connection.ensure_connection(max_retries=0, timeout=settings.JOBS_PUBLISH_TIMEOUT_SECONDS)
+            connection.ensure_connection(
+                max_retries=0, timeout=settings.JOBS_PUBLISH_TIMEOUT_SECONDS
+            )
         return True
     except Exception:
         logger.warning("readiness: broker unreachable", exc_info=True)

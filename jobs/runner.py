@@ -57,8 +57,11 @@ def run_step(*, job_id: str, handler: StepHandler, on_unexpected: FailureHandler
             handler(run)
             outcome = "ok"
         except (OperationalError, InterfaceError):
-            logger.warning("step interrupted by a database error; the lease will expire and "
-                           "the dispatcher re-publishes it", exc_info=True)
+            logger.warning(
+                "step interrupted by a database error; the lease will expire and "
+                "the dispatcher re-publishes it",
+                exc_info=True,
+            )
             raise
         except DatabaseError as exc:
             logger.exception("step failed with a database error")

@@ -60,6 +60,14 @@ class UpstreamError(DomainError):
     default_message = "Semrush could not complete the request."
 
 
+class UpstreamRateLimitedError(UpstreamError):
+    """Semrush kept answering 429; `retry_after` (seconds) says when to try again."""
+
+    def __init__(self, message: str | None = None, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class UpstreamUnauthorizedError(DomainError):
     code = "upstreamUnauthorized"
     http_status = 401

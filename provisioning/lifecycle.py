@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -23,6 +24,7 @@ from provisioning.exceptions import (
     SubworkspaceGoneError,
     UpstreamError,
     UpstreamForbiddenError,
+    UpstreamRateLimitedError,
     UpstreamUnauthorizedError,
     WorkspaceMisconfiguredError,
     WorkspaceNotEmptyError,
@@ -33,6 +35,7 @@ from provisioning.semrush import (
     SemrushError,
     SemrushGoneError,
     SemrushQuotaError,
+    SemrushRateLimitedError,
     SemrushUnauthorizedError,
     semrush_client_for,
 )
@@ -91,6 +94,8 @@ def translate_upstream(exc: SemrushError) -> DomainError:
         return QuotaExceededError()
     if isinstance(exc, SemrushConfigurationError):
         return ConfigurationError()
+    if isinstance(exc, SemrushRateLimitedError):
+        return UpstreamRateLimitedError(retry_after=exc.retry_after)
     return UpstreamError()
 
 
@@ -100,12 +105,13 @@ class Workspace:
     freshly_created: bool
 
 
-def claimed_workspace_ids(*, exclude_brand_id: object) -> set[str]:
-    return set(
+def claimed_workspace_ids(*, exclude_brand_id: Any) -> set[str]:
+    pointers = (
         Brand.objects.filter(semrush_sub_workspace_id__isnull=False)
         .exclude(pk=exclude_brand_id)
         .values_list("semrush_sub_workspace_id", flat=True)
     )
+    return {p for p in pointers if p}
 
 
 def _matches(
@@ -150,7 +156,10 @@ def workspace_create_or_adopt(
         family = client.list_family(parent_id=parent_id)
         claimed = claimed_workspace_ids(exclude_brand_id=brand.pk)
         matches = _matches(
-            family=family, title=brand.name, parent_id=parent_id, claimed=claimed,
+            family=family,
+            title=brand.name,
+            parent_id=parent_id,
+            claimed=claimed,
             accept_not_ready=False,
         )
         own = [m for m in matches if str(m["id"]) in (own_earlier_candidates or set())]
@@ -182,13 +191,17 @@ def _resolve_ambiguous_create(*, client: SemrushClient, brand: Brand, parent_id:
     family = client.list_family(parent_id=parent_id)
     claimed = claimed_workspace_ids(exclude_brand_id=brand.pk)
     matches = _matches(
-        family=family, title=brand.name, parent_id=parent_id, claimed=claimed,
+        family=family,
+        title=brand.name,
+        parent_id=parent_id,
+        claimed=claimed,
         accept_not_ready=True,
     )
     if len(matches) == 1:
         ws_id = str(matches[0]["id"])
-        logger.warning("create timed out; adopted the single matching workspace",
-                       extra={"workspace_id": ws_id})
+        logger.warning(
+            "create timed out; adopted the single matching workspace", extra={"workspace_id": ws_id}
+        )
         # We cannot tell whether our create made it; it is ours either way, and a workspace
         # that was created by the timed-out call is empty.
         return Workspace(id=ws_id, freshly_created=True)
@@ -259,7 +272,7 @@ def workspace_empty(*, client: SemrushClient, workspace_id: str, parent_id: str 
         raise translate_upstream(exc) from exc
 
 
-def pointer_persist(*, brand_id: object, workspace_id: str) -> bool:
+def pointer_persist(*, brand_id: Any, workspace_id: str) -> bool:
     """Set the brand's pointer iff it is empty or already this workspace, and the brand is not
     deleted. False: another writer won (or the workspace is another brand's pointer)."""
     try:
@@ -284,6 +297,8 @@ def empty_quietly(*, client: SemrushClient, workspace_id: str, parent_id: str | 
         workspace_empty(client=client, workspace_id=workspace_id, parent_id=parent_id)
         return True
     except DomainError:
-        logger.warning("could not empty a workspace we created; provisioning_audit will list it",
-                       extra={"workspace_id": workspace_id})
+        logger.warning(
+            "could not empty a workspace we created; provisioning_audit will list it",
+            extra={"workspace_id": workspace_id},
+        )
         return False

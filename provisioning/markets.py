@@ -45,9 +45,10 @@ def _owner_is_live(market: Market) -> bool:
         return True
     if AsyncJob.objects.filter(pk=owner, status=JobStatus.IN_PROGRESS).exists():
         return True
-    if ProvisioningAttempt.objects.filter(pk=owner).exists() or AsyncJob.objects.filter(
-        pk=owner
-    ).exists():
+    if (
+        ProvisioningAttempt.objects.filter(pk=owner).exists()
+        or AsyncJob.objects.filter(pk=owner).exists()
+    ):
         return False
     age = timezone.now() - market.updated_at
     return age < timedelta(seconds=settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS)
@@ -107,8 +108,10 @@ def _project_slice(project: dict) -> tuple[int | None, str | None]:
     if geo is None:
         geo = project.get("location_id")
     lang = language.get("name") if isinstance(language, dict) else None
-    return (int(geo) if isinstance(geo, int | str) and str(geo).isdigit() else None,
-            str(lang).lower() if lang else None)
+    return (
+        int(geo) if isinstance(geo, int | str) and str(geo).isdigit() else None,
+        str(lang).lower() if lang else None,
+    )
 
 
 def _find_slice_project(projects: list[dict], slice_: Slice) -> dict | None:
@@ -204,9 +207,15 @@ def market_provision(
         )
     except SemrushError as exc:
         return _provision_failed(
-            client=client, market=market, owner=owner, workspace_id=workspace_id,
-            project_id=project_id, created_here=created_here, exc=exc,
-            delete_on_failure=delete_on_failure, owned_workspace=owned_workspace,
+            client=client,
+            market=market,
+            owner=owner,
+            workspace_id=workspace_id,
+            project_id=project_id,
+            created_here=created_here,
+            exc=exc,
+            delete_on_failure=delete_on_failure,
+            owned_workspace=owned_workspace,
         )
 
     with transaction.atomic():
@@ -214,8 +223,9 @@ def market_provision(
             valid = False
         else:
             valid = (
-                Market.objects.filter(pk=market.pk, reserved_by=owner, deleted_at__isnull=True)
-                .update(
+                Market.objects.filter(
+                    pk=market.pk, reserved_by=owner, deleted_at__isnull=True
+                ).update(
                     status=MarketStatus.LIVE,
                     reserved_by=None,
                     semrush_project_id=project_id,
@@ -225,8 +235,12 @@ def market_provision(
                 == 1
             )
     if not valid:
-        _discard(client=client, workspace_id=workspace_id, project_id=project_id,
-                 owned_workspace=owned_workspace)
+        _discard(
+            client=client,
+            workspace_id=workspace_id,
+            project_id=project_id,
+            owned_workspace=owned_workspace,
+        )
         Market.objects.filter(pk=market.pk, reserved_by=owner).delete()
         return None
     return Outcome(
@@ -242,15 +256,18 @@ def market_provision(
     )
 
 
-def _discard(*, client: SemrushClient, workspace_id: str, project_id: str,
-             owned_workspace: bool) -> None:
+def _discard(
+    *, client: SemrushClient, workspace_id: str, project_id: str, owned_workspace: bool
+) -> None:
     try:
         client.delete_project(
             workspace_id=workspace_id, project_id=project_id, owned=owned_workspace
         )
     except SemrushError:
-        logger.warning("could not delete a project we created; provisioning_audit will list it",
-                       extra={"project_id": project_id})
+        logger.warning(
+            "could not delete a project we created; provisioning_audit will list it",
+            extra={"project_id": project_id},
+        )
 
 
 def _provision_failed(
@@ -269,8 +286,12 @@ def _provision_failed(
     if project_id is None:
         market_release(market_id=market.pk, owner=owner)
     elif delete_on_failure and created_here:
-        _discard(client=client, workspace_id=workspace_id, project_id=project_id,
-                 owned_workspace=owned_workspace)
+        _discard(
+            client=client,
+            workspace_id=workspace_id,
+            project_id=project_id,
+            owned_workspace=owned_workspace,
+        )
         Market.objects.filter(pk=market.pk, reserved_by=owner).delete()
     else:
         # The project exists: keep it on the market so the next create resumes it.
@@ -278,5 +299,7 @@ def _provision_failed(
             status=MarketStatus.PUBLISH_FAILED, reserved_by=None, updated_at=timezone.now()
         )
     if isinstance(error, UpstreamError):
-        logger.warning("market provisioning failed upstream", extra={"error_class": type(exc).__name__})
+        logger.warning(
+            "market provisioning failed upstream", extra={"error_class": type(exc).__name__}
+        )
     return Outcome.from_error(error)

@@ -28,8 +28,8 @@ from provisioning.catalogue import catalogue_language_id, languages_catalogue
 from provisioning.exceptions import (
     ActivationIncompleteError,
     NoParentWorkspaceError,
-    ProvisioningInProgressError,
     ProvisioningIncompleteError,
+    ProvisioningInProgressError,
     UpstreamError,
     WorkspaceMisconfiguredError,
 )
@@ -183,7 +183,9 @@ def _require_parent(organization: Organization) -> str:
 
 
 def _fresh_pointer(brand_id: uuid.UUID) -> str | None:
-    return Brand.objects.filter(pk=brand_id).values_list("semrush_sub_workspace_id", flat=True).first()
+    return (
+        Brand.objects.filter(pk=brand_id).values_list("semrush_sub_workspace_id", flat=True).first()
+    )
 
 
 def _check_market_cap(brand: Brand, adding: int = 1) -> None:
@@ -219,24 +221,34 @@ def brand_create(*, organization: Organization, data: BrandInput, run_async: boo
     flat = organization.workspace_mode == WorkspaceMode.FLAT
 
     if not provisions or (flat and data.market is None):
-        return BrandCreated(brand=_brand_insert(organization=organization, data=data,
-                                                status=stored_status))
+        return BrandCreated(
+            brand=_brand_insert(organization=organization, data=data, status=stored_status)
+        )
     if flat:
         assert data.market is not None
         brand = _brand_insert(organization=organization, data=data, status=stored_status)
         if run_async:
-            accepted = market_create_flat_begin(brand=brand, market=data.market,
-                                                brand_names=None, brand_domain=None)
+            accepted = market_create_flat_begin(
+                brand=brand, market=data.market, brand_names=None, brand_domain=None
+            )
             return BrandCreated(brand=brand, job=accepted.job)
-        outcome = market_create_flat_sync(brand=brand, market=data.market, brand_names=None,
-                                          brand_domain=None)
+        outcome = market_create_flat_sync(
+            brand=brand, market=data.market, brand_names=None, brand_domain=None
+        )
         if outcome.status >= 400:
             Brand.objects.filter(pk=brand.pk).delete()
-            raise DomainError(outcome.body["message"], code=outcome.body["error"],
-                              http_status=outcome.status)
-        return BrandCreated(brand=brand, market=Market.objects.get(
-            brand=brand, geo_target_id=data.market.slice.geo_target_id,
-            language_code=data.market.slice.language_code, deleted_at__isnull=True))
+            raise DomainError(
+                outcome.body["message"], code=outcome.body["error"], http_status=outcome.status
+            )
+        return BrandCreated(
+            brand=brand,
+            market=Market.objects.get(
+                brand=brand,
+                geo_target_id=data.market.slice.geo_target_id,
+                language_code=data.market.slice.language_code,
+                deleted_at__isnull=True,
+            ),
+        )
 
     with transaction.atomic():
         brand = _brand_insert(organization=organization, data=data, status=stored_status)
@@ -245,8 +257,12 @@ def brand_create(*, organization: Organization, data: BrandInput, run_async: boo
             job = _chain_create(
                 brand=brand,
                 chained=(
-                    (JobStep.CREATE_MARKET, market_job_metadata(
-                        market=data.market, brand_names=None, brand_domain=None))
+                    (
+                        JobStep.CREATE_MARKET,
+                        market_job_metadata(
+                            market=data.market, brand_names=None, brand_domain=None
+                        ),
+                    )
                     if data.market is not None
                     else None
                 ),
@@ -257,8 +273,9 @@ def brand_create(*, organization: Organization, data: BrandInput, run_async: boo
         assert attempt is not None
         market = None
         if data.market is not None:
-            market = market_reserve(brand=brand, slice_=data.market.slice, owner=attempt.id,
-                                    name=data.market.name)
+            market = market_reserve(
+                brand=brand, slice_=data.market.slice, owner=attempt.id, name=data.market.name
+            )
         if job is not None:
             _stamp_attempt(job=job, attempt=attempt, market=market)
     if run_async:
@@ -283,7 +300,9 @@ def _brand_insert(*, organization: Organization, data: BrandInput, status: str) 
 
 
 def _chain_create(
-    *, brand: Brand, chained: tuple[JobStep, dict[str, Any]] | None,
+    *,
+    brand: Brand,
+    chained: tuple[JobStep, dict[str, Any]] | None,
     first_metadata: dict[str, Any] | None = None,
 ) -> AsyncJob:
     return job_services.job_chain_create(
@@ -306,7 +325,10 @@ def _stamp_attempt(*, job: AsyncJob, attempt: ProvisioningAttempt, market: Marke
 
 
 def _brand_create_sync(
-    *, brand: Brand, attempt: ProvisioningAttempt, market_input: MarketInput | None,
+    *,
+    brand: Brand,
+    attempt: ProvisioningAttempt,
+    market_input: MarketInput | None,
     market: Market | None,
 ) -> BrandCreated:
     organization = brand.organization
@@ -317,8 +339,9 @@ def _brand_create_sync(
         # The language is resolved before any workspace exists: an unknown one is a 400 that
         # must not leave an empty sub-workspace behind.
         request = (
-            market_request_for(client=client, brand=brand, market=market_input,
-                               brand_names=None, brand_domain=None)
+            market_request_for(
+                client=client, brand=brand, market=market_input, brand_names=None, brand_domain=None
+            )
             if market_input is not None
             else None
         )
@@ -330,14 +353,22 @@ def _brand_create_sync(
             raise UpstreamError("The workspace could not be recorded for this brand.")
         if request is not None and market is not None:
             outcome = market_provision(
-                client=client, brand=brand, market=market, owner=attempt.id,
-                workspace_id=workspace.id, request=request, owned_workspace=True,
+                client=client,
+                brand=brand,
+                market=market,
+                owner=attempt.id,
+                workspace_id=workspace.id,
+                request=request,
+                owned_workspace=True,
                 delete_on_failure=not workspace.freshly_created,
             )
             if outcome is None or outcome.status >= 400:
                 body = outcome.body if outcome else {}
-                raise DomainError(body.get("message"), code=body.get("error", "serenityUpstreamError"),
-                                  http_status=outcome.status if outcome else 502)
+                raise DomainError(
+                    body.get("message"),
+                    code=body.get("error", "serenityUpstreamError"),
+                    http_status=outcome.status if outcome else 502,
+                )
     except Exception:
         # Any failure (not only a domain error): a row left behind would keep a `pending`
         # attempt and block the name until the stale sweep.
@@ -380,18 +411,24 @@ def market_create(
     _check_market_cap(brand)
     if brand.workspace_mode == WorkspaceMode.FLAT:
         if run_async:
-            return market_create_flat_begin(brand=brand, market=market, brand_names=brand_names,
-                                            brand_domain=brand_domain)
-        return market_create_flat_sync(brand=brand, market=market, brand_names=brand_names,
-                                       brand_domain=brand_domain)
+            return market_create_flat_begin(
+                brand=brand, market=market, brand_names=brand_names, brand_domain=brand_domain
+            )
+        return market_create_flat_sync(
+            brand=brand, market=market, brand_names=brand_names, brand_domain=brand_domain
+        )
     pointer = _refuse_without_workspace(brand)
     if run_async:
         return _begin_chain(
             brand=brand,
             started_by=AttemptStartedBy.CREATE_MARKET,
             candidate=pointer,
-            chained=(JobStep.CREATE_MARKET, market_job_metadata(
-                market=market, brand_names=brand_names, brand_domain=brand_domain)),
+            chained=(
+                JobStep.CREATE_MARKET,
+                market_job_metadata(
+                    market=market, brand_names=brand_names, brand_domain=brand_domain
+                ),
+            ),
             reserve=market,
         )
     return _market_create_subworkspace_sync(
@@ -417,35 +454,52 @@ def _refuse_without_workspace(brand: Brand) -> str:
 
 
 def _market_create_subworkspace_sync(
-    *, brand: Brand, market: MarketInput, brand_names: list[str] | None,
+    *,
+    brand: Brand,
+    market: MarketInput,
+    brand_names: list[str] | None,
     brand_domain: str | None,
 ) -> Outcome:
-    attempt = attempts.attempt_begin(
-        brand_id=brand.pk, started_by=AttemptStartedBy.CREATE_MARKET
-    )
+    attempt = attempts.attempt_begin(brand_id=brand.pk, started_by=AttemptStartedBy.CREATE_MARKET)
     owner = attempt.id if attempt is not None else uuid.uuid4()
     try:
         # The guard is passed: re-read the pointer (a deactivate may have cleared it).
         pointer = _refuse_without_workspace(brand)
-        reservation = market_reserve(brand=brand, slice_=market.slice, owner=owner,
-                                     name=market.name)
+        reservation = market_reserve(
+            brand=brand, slice_=market.slice, owner=owner, name=market.name
+        )
     except DomainError as error:
         attempts.attempt_finish(attempt=attempt, ok=True)
         raise error
     client = client_for_org(brand.organization, brand_id=str(brand.pk))
     try:
-        request = market_request_for(client=client, brand=brand, market=market,
-                                     brand_names=brand_names, brand_domain=brand_domain)
+        request = market_request_for(
+            client=client,
+            brand=brand,
+            market=market,
+            brand_names=brand_names,
+            brand_domain=brand_domain,
+        )
         workspace_settle(client=client, workspace_id=pointer)
     except DomainError as error:
         market_release(market_id=reservation.pk, owner=owner)
         provisioning_failure = error.code in PROVISIONING_FAILURES
-        attempts.attempt_finish(attempt=attempt, ok=not provisioning_failure,
-                                reason=reason_for(error), error=error.message)
+        attempts.attempt_finish(
+            attempt=attempt,
+            ok=not provisioning_failure,
+            reason=reason_for(error),
+            error=error.message,
+        )
         raise
     outcome = market_provision(
-        client=client, brand=brand, market=reservation, owner=owner, workspace_id=pointer,
-        request=request, owned_workspace=True, delete_on_failure=False,
+        client=client,
+        brand=brand,
+        market=reservation,
+        owner=owner,
+        workspace_id=pointer,
+        request=request,
+        owned_workspace=True,
+        delete_on_failure=False,
     )
     attempts.attempt_finish(attempt=attempt, ok=True)
     assert outcome is not None
@@ -453,39 +507,69 @@ def _market_create_subworkspace_sync(
 
 
 def market_create_flat_sync(
-    *, brand: Brand, market: MarketInput, brand_names: list[str] | None,
+    *,
+    brand: Brand,
+    market: MarketInput,
+    brand_names: list[str] | None,
     brand_domain: str | None,
 ) -> Outcome:
     parent_id = _require_parent(brand.organization)
     owner = uuid.uuid4()
     reservation = market_reserve(brand=brand, slice_=market.slice, owner=owner, name=market.name)
-    return market_create_flat_run(brand=brand, market=market, reservation=reservation,
-                                  owner=owner, parent_id=parent_id, brand_names=brand_names,
-                                  brand_domain=brand_domain)
+    return market_create_flat_run(
+        brand=brand,
+        market=market,
+        reservation=reservation,
+        owner=owner,
+        parent_id=parent_id,
+        brand_names=brand_names,
+        brand_domain=brand_domain,
+    )
 
 
 def market_create_flat_run(
-    *, brand: Brand, market: MarketInput, reservation: Market, owner: uuid.UUID,
-    parent_id: str, brand_names: list[str] | None, brand_domain: str | None,
+    *,
+    brand: Brand,
+    market: MarketInput,
+    reservation: Market,
+    owner: uuid.UUID,
+    parent_id: str,
+    brand_names: list[str] | None,
+    brand_domain: str | None,
     renew: Callable[[], object] | None = None,
 ) -> Outcome:
     client = client_for_org(brand.organization, brand_id=str(brand.pk))
     try:
-        request = market_request_for(client=client, brand=brand, market=market,
-                                     brand_names=brand_names, brand_domain=brand_domain)
+        request = market_request_for(
+            client=client,
+            brand=brand,
+            market=market,
+            brand_names=brand_names,
+            brand_domain=brand_domain,
+        )
     except DomainError as error:
         market_release(market_id=reservation.pk, owner=owner)
         return Outcome.from_error(error)
     outcome = market_provision(
-        client=client, brand=brand, market=reservation, owner=owner, workspace_id=parent_id,
-        request=request, owned_workspace=False, delete_on_failure=True, renew=renew,
+        client=client,
+        brand=brand,
+        market=reservation,
+        owner=owner,
+        workspace_id=parent_id,
+        request=request,
+        owned_workspace=False,
+        delete_on_failure=True,
+        renew=renew,
     )
     assert outcome is not None
     return outcome
 
 
 def market_create_flat_begin(
-    *, brand: Brand, market: MarketInput, brand_names: list[str] | None,
+    *,
+    brand: Brand,
+    market: MarketInput,
+    brand_names: list[str] | None,
     brand_domain: str | None,
 ) -> Accepted:
     """Flat async: a `create-market` job with no provisioning step, after the refusal check."""
@@ -494,11 +578,16 @@ def market_create_flat_begin(
             organization_id=brand.organization_id,
             brand_id=brand.pk,
             job_type=JobType.PROVISION_WORKSPACE,
-            first=job_services.StepSpec(JobStep.CREATE_MARKET, market_job_metadata(
-                market=market, brand_names=brand_names, brand_domain=brand_domain)),
+            first=job_services.StepSpec(
+                JobStep.CREATE_MARKET,
+                market_job_metadata(
+                    market=market, brand_names=brand_names, brand_domain=brand_domain
+                ),
+            ),
         )
-        reservation = market_reserve(brand=brand, slice_=market.slice, owner=job.pk,
-                                     name=market.name)
+        reservation = market_reserve(
+            brand=brand, slice_=market.slice, owner=job.pk, name=market.name
+        )
         AsyncJob.objects.filter(pk=job.pk).update(
             metadata={**job.metadata, "marketId": str(reservation.pk), "flat": True}
         )
@@ -523,8 +612,9 @@ def _begin_chain(
             raise ProvisioningInProgressError("Async provisioning is not available yet.")
         market = None
         if reserve is not None:
-            market = market_reserve(brand=brand, slice_=reserve.slice, owner=attempt.id,
-                                    name=reserve.name)
+            market = market_reserve(
+                brand=brand, slice_=reserve.slice, owner=attempt.id, name=reserve.name
+            )
         _stamp_attempt(job=job, attempt=attempt, market=market)
     return Accepted(job=job)
 
@@ -551,44 +641,64 @@ def activate(
     else:
         branch = "C"
     if brand.workspace_mode == WorkspaceMode.FLAT:
-        return _activate_flat(brand=brand, branch=branch, brand_domain=brand_domain,
-                              brand_names=brand_names, markets=markets)
+        return _activate_flat(
+            brand=brand,
+            branch=branch,
+            brand_domain=brand_domain,
+            brand_names=brand_names,
+            markets=markets,
+        )
     pointer = _fresh_pointer(brand.pk)
     if pointer is not None and pointer == organization.semrush_parent_workspace_id:
         raise WorkspaceMisconfiguredError()
     if run_async:
         if branch == "C":
-            chained = (JobStep.ACTIVATE_MARKETS, {
-                "markets": [market_job_metadata(market=m, brand_names=brand_names,
-                                                brand_domain=brand_domain) for m in markets],
-                "brandNames": brand_names,
-                "brandDomain": brand_domain,
-            })
+            chained = (
+                JobStep.ACTIVATE_MARKETS,
+                {
+                    "markets": [
+                        market_job_metadata(
+                            market=m, brand_names=brand_names, brand_domain=brand_domain
+                        )
+                        for m in markets
+                    ],
+                    "brandNames": brand_names,
+                    "brandDomain": brand_domain,
+                },
+            )
         else:
-            chained = (JobStep.ACTIVATE_BRAND_WORKSPACE, {"wasPending": branch == "A"})
-        return _begin_chain(brand=brand, started_by=AttemptStartedBy.ACTIVATE,
-                            candidate=pointer, chained=chained)
+            chained = (JobStep.ACTIVATE_BRAND_WORKSPACE, {"wasPending": branch == "A"})  # type: ignore[dict-item]
+        return _begin_chain(
+            brand=brand, started_by=AttemptStartedBy.ACTIVATE, candidate=pointer, chained=chained
+        )
 
     attempt = attempts.attempt_begin(brand_id=brand.pk, started_by=AttemptStartedBy.ACTIVATE)
     client = client_for_org(organization, brand_id=str(brand.pk))
     try:
-        workspace = ensure_workspace(client=client, brand=brand, attempt=attempt,
-                                     settle=branch == "C")
+        workspace = ensure_workspace(
+            client=client, brand=brand, attempt=attempt, settle=branch == "C"
+        )
     except DomainError as error:
-        attempts.attempt_finish(attempt=attempt, ok=False, reason=reason_for(error),
-                                error=error.message)
+        attempts.attempt_finish(
+            attempt=attempt, ok=False, reason=reason_for(error), error=error.message
+        )
         if branch == "A" and error.code not in PROVISIONING_FAILURES and error.http_status >= 500:
             return _activation_incomplete(brand)
         raise
     try:
         if branch == "C":
             return activate_markets_in_workspace(
-                client=client, brand=brand, workspace_id=workspace.id,
-                owner=attempt.id if attempt else uuid.uuid4(), markets=markets,
-                brand_names=brand_names, brand_domain=brand_domain,
+                client=client,
+                brand=brand,
+                workspace_id=workspace.id,
+                owner=attempt.id if attempt else uuid.uuid4(),
+                markets=markets,
+                brand_names=brand_names,
+                brand_domain=brand_domain,
             )
-        return brand_workspace_activate(brand=brand, workspace_id=workspace.id,
-                                        was_pending=branch == "A")
+        return brand_workspace_activate(
+            brand=brand, workspace_id=workspace.id, was_pending=branch == "A"
+        )
     finally:
         attempts.attempt_finish(attempt=attempt, ok=True)
 
@@ -618,12 +728,12 @@ def ensure_workspace(
     return workspace
 
 
-def brand_workspace_activate(*, brand: Brand, workspace_id: str | None, was_pending: bool) -> Outcome:
+def brand_workspace_activate(
+    *, brand: Brand, workspace_id: str | None, was_pending: bool
+) -> Outcome:
     """Flip the brand `active`, conditional on the pointer still being this workspace and the
     brand pending/active. A: 200 or 502 serenityActivationIncomplete; B: 200 or 207."""
-    query = Brand.objects.filter(
-        pk=brand.pk, status__in=(BrandStatus.PENDING, BrandStatus.ACTIVE)
-    )
+    query = Brand.objects.filter(pk=brand.pk, status__in=(BrandStatus.PENDING, BrandStatus.ACTIVE))
     if workspace_id is not None:
         query = query.filter(semrush_sub_workspace_id=workspace_id)
     changed = query.update(status=BrandStatus.ACTIVE, updated_at=timezone.now())
@@ -636,8 +746,9 @@ def brand_workspace_activate(*, brand: Brand, workspace_id: str | None, was_pend
 
 def _activation_incomplete(brand: Brand) -> Outcome:
     error = ActivationIncompleteError()
-    return Outcome(502, {"brandId": str(brand.pk), "status": "pending", **error.as_body(),
-                         "markets": []})
+    return Outcome(
+        502, {"brandId": str(brand.pk), "status": "pending", **error.as_body(), "markets": []}
+    )
 
 
 def activate_markets_in_workspace(
@@ -655,19 +766,28 @@ def activate_markets_in_workspace(
 ) -> Outcome:
     """Branch C: per market create-or-resume + publish; one market's failure is its entry's.
     200 when every market is live (created now or already), else 207."""
-    entries = []
+    entries: list[dict[str, Any]] = []
     for market in markets:
         entry_outcome = _activate_one_market(
-            client=client, brand=brand, workspace_id=workspace_id, owner=owner, market=market,
-            brand_names=brand_names, brand_domain=brand_domain,
-            owned_workspace=owned_workspace, still_valid=still_valid, renew=renew,
+            client=client,
+            brand=brand,
+            workspace_id=workspace_id,
+            owner=owner,
+            market=market,
+            brand_names=brand_names,
+            brand_domain=brand_domain,
+            owned_workspace=owned_workspace,
+            still_valid=still_valid,
+            renew=renew,
         )
-        entries.append({
-            "market": market.slice.country,
-            "languageCode": market.slice.language_code,
-            "status": entry_outcome.status,
-            "body": entry_outcome.body,
-        })
+        entries.append(
+            {
+                "market": market.slice.country,
+                "languageCode": market.slice.language_code,
+                "status": entry_outcome.status,
+                "body": entry_outcome.body,
+            }
+        )
     all_live = all(
         e["status"] == 201 or (e["status"] == 409 and e["body"].get("error") == "sliceExists")
         for e in entries
@@ -675,8 +795,12 @@ def activate_markets_in_workspace(
     fresh = Brand.objects.get(pk=brand.pk)
     return Outcome(
         200 if all_live else 207,
-        {"brandId": str(brand.pk), "status": fresh.status, "baseUrl": fresh.base_url,
-         "markets": entries},
+        {
+            "brandId": str(brand.pk),
+            "status": fresh.status,
+            "baseUrl": fresh.base_url,
+            "markets": entries,
+        },
     )
 
 
@@ -694,20 +818,33 @@ def _activate_one_market(
     renew: Callable[[], object] | None,
 ) -> Outcome:
     try:
-        reservation = market_reserve(brand=brand, slice_=market.slice, owner=owner,
-                                     name=market.name)
+        reservation = market_reserve(
+            brand=brand, slice_=market.slice, owner=owner, name=market.name
+        )
     except DomainError as error:
         return Outcome.from_error(error)
     try:
-        request = market_request_for(client=client, brand=brand, market=market,
-                                     brand_names=brand_names, brand_domain=brand_domain)
+        request = market_request_for(
+            client=client,
+            brand=brand,
+            market=market,
+            brand_names=brand_names,
+            brand_domain=brand_domain,
+        )
     except DomainError as error:
         market_release(market_id=reservation.pk, owner=owner)
         return Outcome.from_error(error)
     outcome = market_provision(
-        client=client, brand=brand, market=reservation, owner=owner, workspace_id=workspace_id,
-        request=request, owned_workspace=owned_workspace,
-        delete_on_failure=not owned_workspace, still_valid=still_valid, renew=renew,
+        client=client,
+        brand=brand,
+        market=reservation,
+        owner=owner,
+        workspace_id=workspace_id,
+        request=request,
+        owned_workspace=owned_workspace,
+        delete_on_failure=not owned_workspace,
+        still_valid=still_valid,
+        renew=renew,
     )
     if outcome is None:
         from provisioning.exceptions import ProvisioningInProgressError as _Cancelled
@@ -717,7 +854,11 @@ def _activate_one_market(
 
 
 def _activate_flat(
-    *, brand: Brand, branch: str, brand_domain: str | None, brand_names: list[str] | None,
+    *,
+    brand: Brand,
+    branch: str,
+    brand_domain: str | None,
+    brand_names: list[str] | None,
     markets: list[MarketInput],
 ) -> Outcome:
     if branch in ("A", "B"):
@@ -725,8 +866,13 @@ def _activate_flat(
     parent_id = _require_parent(brand.organization)
     client = client_for_org(brand.organization, brand_id=str(brand.pk))
     return activate_markets_in_workspace(
-        client=client, brand=brand, workspace_id=parent_id, owner=uuid.uuid4(),
-        markets=markets, brand_names=brand_names, brand_domain=brand_domain,
+        client=client,
+        brand=brand,
+        workspace_id=parent_id,
+        owner=uuid.uuid4(),
+        markets=markets,
+        brand_names=brand_names,
+        brand_domain=brand_domain,
         owned_workspace=False,
     )
 
@@ -754,18 +900,22 @@ def deactivate(*, brand: Brand) -> Outcome:
         elif brand.workspace_mode == WorkspaceMode.FLAT:
             _delete_flat_projects(brand=brand)
     except DomainError as error:
-        attempts.attempt_finish(attempt=attempt, ok=False, reason=AttemptReason.UPSTREAM,
-                                error=error.message)
+        attempts.attempt_finish(
+            attempt=attempt, ok=False, reason=AttemptReason.UPSTREAM, error=error.message
+        )
         raise
     now = timezone.now()
     with transaction.atomic():
         if pointer is not None:
             Brand.objects.filter(pk=brand.pk, semrush_sub_workspace_id=pointer).update(
-                semrush_sub_workspace_id=None)
+                semrush_sub_workspace_id=None
+            )
         Market.objects.filter(brand=brand, deleted_at__isnull=True).update(
-            deleted_at=now, reserved_by=None, updated_at=now)
+            deleted_at=now, reserved_by=None, updated_at=now
+        )
         Brand.objects.filter(pk=brand.pk).exclude(status=BrandStatus.DELETED).update(
-            status=BrandStatus.PENDING, updated_at=now)
+            status=BrandStatus.PENDING, updated_at=now
+        )
     attempts.attempt_finish(attempt=attempt, ok=True)
     return Outcome(200, {"brandId": str(brand.pk), "status": "pending"})
 
@@ -773,8 +923,9 @@ def deactivate(*, brand: Brand) -> Outcome:
 def _delete_flat_projects(*, brand: Brand) -> None:
     parent_id = _require_parent(brand.organization)
     client = client_for_org(brand.organization, brand_id=str(brand.pk))
-    for market in Market.objects.filter(brand=brand, deleted_at__isnull=True,
-                                        semrush_project_id__isnull=False):
+    for market in Market.objects.filter(
+        brand=brand, deleted_at__isnull=True, semrush_project_id__isnull=False
+    ):
         try:
             client.delete_project(workspace_id=parent_id, project_id=str(market.semrush_project_id))
         except SemrushError as exc:
@@ -788,7 +939,9 @@ def market_delete(*, brand: Brand, geo_target_id: int, language_code: str) -> No
     """Idempotent: no market → done; `creating` → 409 marketBusy; delete the upstream project
     (404 counts as success), then tombstone. Any other upstream failure → 502, market kept."""
     market = Market.objects.filter(
-        brand=brand, geo_target_id=geo_target_id, language_code=language_code.lower(),
+        brand=brand,
+        geo_target_id=geo_target_id,
+        language_code=language_code.lower(),
         deleted_at__isnull=True,
     ).first()
     if market is None:
@@ -799,14 +952,16 @@ def market_delete(*, brand: Brand, geo_target_id: int, language_code: str) -> No
         client = client_for_org(brand.organization, brand_id=str(brand.pk))
         owned = market.workspace_id != brand.organization.semrush_parent_workspace_id
         try:
-            client.delete_project(workspace_id=market.workspace_id,
-                                  project_id=market.semrush_project_id, owned=owned)
+            client.delete_project(
+                workspace_id=market.workspace_id, project_id=market.semrush_project_id, owned=owned
+            )
         except SemrushError as exc:
             error = translate_upstream(exc)
             if error.code != "subworkspaceGone":
                 raise error from exc
     Market.objects.filter(pk=market.pk, deleted_at__isnull=True).update(
-        deleted_at=timezone.now(), updated_at=timezone.now())
+        deleted_at=timezone.now(), updated_at=timezone.now()
+    )
 
 
 def languages_list(*, organization: Organization) -> list[dict[str, str]]:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from django.db.models import OuterRef, QuerySet, Subquery
 
 from provisioning.models import AttemptStatus, ProvisioningAttempt
-import uuid
-
 from serenity.models import Brand, BrandStatus, Organization
 
 _LATEST_ATTEMPT = ProvisioningAttempt.objects.filter(brand_id=OuterRef("pk")).order_by(
@@ -39,9 +38,9 @@ def brand_provisioning_state(brand: Brand) -> ProvisioningState:
     """`pending` while an attempt is pending; `failed` when the latest attempt failed; `ready`
     when the brand has a pointer; else None. Uses the annotations when present."""
     if hasattr(brand, "latest_attempt_status"):
-        status = brand.latest_attempt_status
-        reason = brand.latest_attempt_reason
-        error = brand.latest_attempt_error
+        status = getattr(brand, "latest_attempt_status", None)
+        reason = getattr(brand, "latest_attempt_reason", None)
+        error = getattr(brand, "latest_attempt_error", None)
     else:
         latest = (
             ProvisioningAttempt.objects.filter(brand_id=brand.pk)

@@ -16,7 +16,7 @@ from django.db import IntegrityError, ProgrammingError, transaction
 from django.utils import timezone
 
 from jobs import services as job_services
-from jobs.models import AsyncJob, JobStatus
+from jobs.models import AsyncJob
 from provisioning import states
 from provisioning.exceptions import ProvisioningInProgressError
 from provisioning.models import (
@@ -123,7 +123,10 @@ def attempt_reconcile_stale(*, attempt: ProvisioningAttempt) -> bool:
 
 
 def attempt_finish(
-    *, attempt: ProvisioningAttempt | None, ok: bool, reason: AttemptReason | None = None,
+    *,
+    attempt: ProvisioningAttempt | None,
+    ok: bool,
+    reason: AttemptReason | None = None,
     error: str | None = None,
 ) -> bool:
     """Finish a sync attempt (conditional: a cancel or reconcile may have won)."""
@@ -165,8 +168,10 @@ def schedule_cleanup(*, attempt_id: uuid.UUID) -> None:
         try:
             cleanup_attempt.apply_async(args=[str(attempt_id)], retry=False)
         except Exception:
-            logger.warning("cleanup publish failed; the sweep will do it",
-                           extra={"attempt_id": str(attempt_id)})
+            logger.warning(
+                "cleanup publish failed; the sweep will do it",
+                extra={"attempt_id": str(attempt_id)},
+            )
 
     transaction.on_commit(send, robust=True)
 
@@ -214,7 +219,9 @@ def job_cancel(*, brand_id: uuid.UUID, job_id: uuid.UUID) -> None:
 
         market_id = view.root.metadata.get("marketId")
         Market.objects.filter(
-            pk=market_id, reserved_by=view.root.id, status=MarketStatus.CREATING,
+            pk=market_id,
+            reserved_by=view.root.id,
+            status=MarketStatus.CREATING,
             semrush_project_id=None,
         ).delete()
         return

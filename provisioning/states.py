@@ -45,7 +45,9 @@ def transition(
     return changed == 1
 
 
-def update_pending(*, attempt_id: uuid.UUID, only_if: dict[str, Any] | None = None, **fields: Any) -> bool:
+def update_pending(
+    *, attempt_id: uuid.UUID, only_if: dict[str, Any] | None = None, **fields: Any
+) -> bool:
     """Change fields of a still-pending attempt (record a candidate, mark promotion, bump the
     staleness clock). `only_if` adds conditions, e.g. `{"candidate_workspace_id": None}`."""
     query = ProvisioningAttempt.objects.filter(pk=attempt_id, status=AttemptStatus.PENDING)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -20,7 +21,7 @@ from jobs.models import AsyncJob, JobStatus
 from jobs.runner import StepRun
 from provisioning import services as attempts
 from provisioning import states
-from provisioning.exceptions import UpstreamError
+from provisioning.exceptions import UpstreamError, UpstreamRateLimitedError
 from provisioning.lifecycle import (
     Readiness,
     client_for_org,
@@ -28,6 +29,7 @@ from provisioning.lifecycle import (
     workspace_create_or_adopt,
     workspace_read_readiness,
 )
+from provisioning.markets import market_provision, market_release
 from provisioning.models import AttemptReason, AttemptStartedBy, AttemptStatus, ProvisioningAttempt
 from provisioning.orchestration import (
     PROVISIONING_FAILURES,
@@ -38,9 +40,7 @@ from provisioning.orchestration import (
     market_request_for,
     reason_for,
 )
-from provisioning.markets import market_provision, market_release
 from provisioning.outcome import Outcome
-from provisioning.semrush import SemrushRateLimitedError
 from serenity.core import context
 from serenity.core.errors import DomainError
 from serenity.models import Brand, BrandStatus, Market
@@ -54,27 +54,39 @@ def _error(code: str, message: str, *, retryable: bool) -> dict[str, Any]:
 
 JOB_ERRORS: dict[str, dict[str, Any]] = {
     "subworkspaceCreationFailed": _error(
-        "subworkspaceCreationFailed", "Semrush could not create the brand's workspace.",
-        retryable=False),
+        "subworkspaceCreationFailed",
+        "Semrush could not create the brand's workspace.",
+        retryable=False,
+    ),
     "subworkspaceCreationTimeout": _error(
-        "subworkspaceCreationTimeout", "The brand's workspace did not become ready in time.",
-        retryable=True),
+        "subworkspaceCreationTimeout",
+        "The brand's workspace did not become ready in time.",
+        retryable=True,
+    ),
     "subworkspaceGone": _error(
-        "subworkspaceGone", "The brand's workspace no longer exists; activate the brand again.",
-        retryable=True),
+        "subworkspaceGone",
+        "The brand's workspace no longer exists; activate the brand again.",
+        retryable=True,
+    ),
     "ambiguousWorkspace": _error(
-        "ambiguousWorkspace", "Several Semrush workspaces match this brand.", retryable=False),
+        "ambiguousWorkspace", "Several Semrush workspaces match this brand.", retryable=False
+    ),
     "workspaceNotEmpty": _error(
-        "workspaceNotEmpty", "A Semrush workspace with this name exists and is not empty.",
-        retryable=False),
+        "workspaceNotEmpty",
+        "A Semrush workspace with this name exists and is not empty.",
+        retryable=False,
+    ),
     "upstreamUnauthorized": _error(
-        "upstreamUnauthorized", "Semrush rejected the organization's credential.",
-        retryable=False),
+        "upstreamUnauthorized", "Semrush rejected the organization's credential.", retryable=False
+    ),
     "upstreamForbidden": _error(
-        "upstreamForbidden", "Semrush refused access with the organization's credential.",
-        retryable=False),
+        "upstreamForbidden",
+        "Semrush refused access with the organization's credential.",
+        retryable=False,
+    ),
     "serenityUpstreamError": _error(
-        "serenityUpstreamError", "Semrush could not complete the request.", retryable=True),
+        "serenityUpstreamError", "Semrush could not complete the request.", retryable=True
+    ),
 }
 
 
@@ -106,30 +118,46 @@ def _end_as_attempt_says(run: StepRun, attempt: ProvisioningAttempt) -> None:
 
 def cleanup_candidate(*, attempt_id: uuid.UUID) -> None:
     """Empty a freshly created, never promoted candidate of a failed attempt (once)."""
-    attempt = ProvisioningAttempt.objects.select_related("brand__organization").filter(
-        pk=attempt_id, status=AttemptStatus.FAILED, freshly_created=True,
-        workspace_promoted=False, cleanup_done=False, candidate_workspace_id__isnull=False,
-    ).first()
+    attempt = (
+        ProvisioningAttempt.objects.select_related("brand__organization")
+        .filter(
+            pk=attempt_id,
+            status=AttemptStatus.FAILED,
+            freshly_created=True,
+            workspace_promoted=False,
+            cleanup_done=False,
+            candidate_workspace_id__isnull=False,
+        )
+        .first()
+    )
     if attempt is None:
         return
     organization = attempt.brand.organization
     assert attempt.candidate_workspace_id is not None
     client = client_for_org(organization, attempt_id=str(attempt.id))
-    if empty_quietly(client=client, workspace_id=attempt.candidate_workspace_id,
-                     parent_id=organization.semrush_parent_workspace_id):
+    if empty_quietly(
+        client=client,
+        workspace_id=attempt.candidate_workspace_id,
+        parent_id=organization.semrush_parent_workspace_id,
+    ):
         ProvisioningAttempt.objects.filter(pk=attempt.id).update(cleanup_done=True)
 
 
 def _fail_chain(run: StepRun, attempt: ProvisioningAttempt, error: DomainError) -> None:
     """Before promotion: the attempt fails with its reason, the chain with its error code."""
     reason = reason_for(error)
-    if not states.transition(attempt_id=attempt.id, to=AttemptStatus.FAILED, reason=reason,
-                             error=error.message):
+    if not states.transition(
+        attempt_id=attempt.id, to=AttemptStatus.FAILED, reason=reason, error=error.message
+    ):
         fresh = ProvisioningAttempt.objects.get(pk=attempt.id)
         _end_as_attempt_says(run, fresh)
         return
-    job_services.job_finish(job=run.job, claim_token=run.claim_token, status=JobStatus.FAILED,
-                            error=job_error_for(error))
+    job_services.job_finish(
+        job=run.job,
+        claim_token=run.claim_token,
+        status=JobStatus.FAILED,
+        error=job_error_for(error),
+    )
     if error.code not in ("subworkspaceCreationFailed",):
         # A terminal workspace is left alone (it cannot be used or deleted); any other failure
         # empties a candidate this attempt created.
@@ -141,9 +169,12 @@ def provision_workspace(run: StepRun) -> None:
     fail, or schedule the next read after the backoff."""
     attempt = _attempt_for(run)
     if attempt is None:
-        job_services.job_finish(job=run.job, claim_token=run.claim_token,
-                                status=JobStatus.FAILED, error=_error(
-                                    "jobFailed", "The job failed unexpectedly.", retryable=False))
+        job_services.job_finish(
+            job=run.job,
+            claim_token=run.claim_token,
+            status=JobStatus.FAILED,
+            error=_error("jobFailed", "The job failed unexpectedly.", retryable=False),
+        )
         return
     context.bind(attempt_id=attempt.id)
     if attempt.status != AttemptStatus.PENDING:
@@ -151,55 +182,73 @@ def provision_workspace(run: StepRun) -> None:
         return
     brand = Brand.objects.select_related("organization").get(pk=attempt.brand_id)
     organization = brand.organization
-    client = client_for_org(organization, brand_id=str(brand.pk), attempt_id=str(attempt.id),
-                            job_id=str(run.job.id))
+    client = client_for_org(
+        organization, brand_id=str(brand.pk), attempt_id=str(attempt.id), job_id=str(run.job.id)
+    )
     states.touch(attempt_id=attempt.id)
     candidate = attempt.candidate_workspace_id
     try:
         if candidate is None:
-            if attempt.started_by != AttemptStartedBy.CREATE_BRAND and brand.semrush_sub_workspace_id:
+            if (
+                attempt.started_by != AttemptStartedBy.CREATE_BRAND
+                and brand.semrush_sub_workspace_id
+            ):
                 candidate = brand.semrush_sub_workspace_id
                 fresh = False
             else:
-                own_earlier = set(
-                    ProvisioningAttempt.objects.filter(brand_id=brand.pk)
-                    .exclude(pk=attempt.id).exclude(candidate_workspace_id=None)
+                own_earlier = {
+                    c
+                    for c in ProvisioningAttempt.objects.filter(brand_id=brand.pk)
+                    .exclude(pk=attempt.id)
                     .values_list("candidate_workspace_id", flat=True)
-                )
+                    if c
+                }
                 workspace = workspace_create_or_adopt(
-                    client=client, brand=brand,
+                    client=client,
+                    brand=brand,
                     parent_id=organization.semrush_parent_workspace_id or "",
                     own_earlier_candidates=own_earlier,
                 )
                 candidate, fresh = workspace.id, workspace.freshly_created
             recorded = states.update_pending(
-                attempt_id=attempt.id, only_if={"candidate_workspace_id": None},
-                candidate_workspace_id=candidate, freshly_created=fresh,
+                attempt_id=attempt.id,
+                only_if={"candidate_workspace_id": None},
+                candidate_workspace_id=candidate,
+                freshly_created=fresh,
             )
             if not recorded:
                 # Cancelled (or a duplicate delivery recorded one) meanwhile.
                 current = ProvisioningAttempt.objects.get(pk=attempt.id)
                 if fresh and current.candidate_workspace_id != candidate:
-                    empty_quietly(client=client, workspace_id=candidate,
-                                  parent_id=organization.semrush_parent_workspace_id)
+                    empty_quietly(
+                        client=client,
+                        workspace_id=candidate,
+                        parent_id=organization.semrush_parent_workspace_id,
+                    )
                 if current.status != AttemptStatus.PENDING:
                     _end_as_attempt_says(run, current)
                     return
                 candidate = current.candidate_workspace_id
             run.renew()
-        elif attempt.started_by != AttemptStartedBy.CREATE_BRAND and not attempt.freshly_created:
+        elif (
+            attempt.started_by != AttemptStartedBy.CREATE_BRAND
+            and not attempt.freshly_created
+            and Brand.objects.filter(pk=brand.pk)
+            .values_list("semrush_sub_workspace_id", flat=True)
+            .first()
+            != candidate
+        ):
             # Settling an existing pointer: a pointer that changed meanwhile ends the chain.
-            if Brand.objects.filter(pk=brand.pk).values_list(
-                "semrush_sub_workspace_id", flat=True
-            ).first() != candidate:
-                attempts.attempt_cancel(attempt_id=attempt.id)
-                _end_as_attempt_says(run, ProvisioningAttempt.objects.get(pk=attempt.id))
-                return
+            attempts.attempt_cancel(attempt_id=attempt.id)
+            _end_as_attempt_says(run, ProvisioningAttempt.objects.get(pk=attempt.id))
+            return
         assert candidate is not None
         readiness = workspace_read_readiness(client=client, workspace_id=candidate)
-    except SemrushRateLimitedError as exc:
-        job_services.job_release(job_id=run.job.id, claim_token=run.claim_token,
-                                 delay_seconds=exc.retry_after or 30.0)
+    except UpstreamRateLimitedError as exc:
+        # A Retry-After too long to wait in the worker: run this step again then.
+        job_services.job_release(
+            job_id=run.job.id, claim_token=run.claim_token, delay_seconds=exc.retry_after or 30.0
+        )
         return
     except DomainError as error:
         _fail_chain(run, attempt, error)
@@ -219,7 +268,8 @@ def provision_workspace(run: StepRun) -> None:
                     repeated = None
                 else:
                     repeated = job_services.job_complete_and_repeat(
-                        job=run.job, claim_token=run.claim_token,
+                        job=run.job,
+                        claim_token=run.claim_token,
                         result={"workspaceStatus": "notReady"},
                         delay_seconds=backoff[reads_done],
                     )
@@ -241,7 +291,9 @@ def _domain(code: str) -> DomainError:
     return by_code[code]()
 
 
-def _promote(*, run: StepRun, attempt: ProvisioningAttempt, brand: Brand, workspace_id: str) -> None:
+def _promote(
+    *, run: StepRun, attempt: ProvisioningAttempt, brand: Brand, workspace_id: str
+) -> None:
     """Attempt promoted, pointer set, chained job runnable: one transaction. The pointer write
     is conditional (`pointer IS NULL OR pointer = candidate`); a loser is superseded and
     empties only a workspace it created."""
@@ -250,7 +302,8 @@ def _promote(*, run: StepRun, attempt: ProvisioningAttempt, brand: Brand, worksp
     with transaction.atomic():
         locked = (
             ProvisioningAttempt.objects.select_for_update()
-            .filter(pk=attempt.id, status=AttemptStatus.PENDING).first()
+            .filter(pk=attempt.id, status=AttemptStatus.PENDING)
+            .first()
         )
         if locked is None:
             cancelled = True
@@ -260,8 +313,10 @@ def _promote(*, run: StepRun, attempt: ProvisioningAttempt, brand: Brand, worksp
                     pointed = (
                         Brand.objects.filter(pk=brand.pk)
                         .exclude(status=BrandStatus.DELETED)
-                        .filter(Q(semrush_sub_workspace_id__isnull=True)
-                                | Q(semrush_sub_workspace_id=workspace_id))
+                        .filter(
+                            Q(semrush_sub_workspace_id__isnull=True)
+                            | Q(semrush_sub_workspace_id=workspace_id)
+                        )
                         .update(semrush_sub_workspace_id=workspace_id)
                     )
             except IntegrityError:
@@ -271,24 +326,32 @@ def _promote(*, run: StepRun, attempt: ProvisioningAttempt, brand: Brand, worksp
             else:
                 states.update_pending(attempt_id=attempt.id, workspace_promoted=True)
                 if run.job.next_id is not None:
-                    if job_services.job_complete_and_release_next(
-                        job=run.job, claim_token=run.claim_token,
-                        result={"workspaceStatus": "ready"},
-                    ) is None:
+                    if (
+                        job_services.job_complete_and_release_next(
+                            job=run.job,
+                            claim_token=run.claim_token,
+                            result={"workspaceStatus": "ready"},
+                        )
+                        is None
+                    ):
                         transaction.set_rollback(True)
                         return
                 else:
                     states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
                     job_services.job_finish(
-                        job=run.job, claim_token=run.claim_token, status=JobStatus.COMPLETED,
-                        result=Outcome(200, {"brandId": str(brand.pk),
-                                             "provisioningStatus": "ready"}).as_job_result(),
+                        job=run.job,
+                        claim_token=run.claim_token,
+                        status=JobStatus.COMPLETED,
+                        result=Outcome(
+                            200, {"brandId": str(brand.pk), "provisioningStatus": "ready"}
+                        ).as_job_result(),
                     )
     if cancelled:
         _end_as_attempt_says(run, ProvisioningAttempt.objects.get(pk=attempt.id))
     elif superseded:
-        logger.warning("promotion superseded: the brand points elsewhere",
-                       extra={"workspace_id": workspace_id})
+        logger.warning(
+            "promotion superseded: the brand points elsewhere", extra={"workspace_id": workspace_id}
+        )
         _fail_chain(run, attempt, UpstreamError("The brand's workspace changed meanwhile."))
 
 
@@ -317,37 +380,61 @@ def _chained_preflight(run: StepRun) -> tuple[ProvisioningAttempt, Brand, str] |
 
 
 def _cancel_step(run: StepRun, attempt: ProvisioningAttempt | None) -> None:
-    job_services.job_finish(job=run.job, claim_token=run.claim_token,
-                            status=JobStatus.CANCELLED, error=job_services.cancelled_error())
-    if attempt is not None and attempt.status == AttemptStatus.PENDING and attempt.workspace_promoted:
+    job_services.job_finish(
+        job=run.job,
+        claim_token=run.claim_token,
+        status=JobStatus.CANCELLED,
+        error=job_services.cancelled_error(),
+    )
+    if (
+        attempt is not None
+        and attempt.status == AttemptStatus.PENDING
+        and attempt.workspace_promoted
+    ):
         # The promoted workspace is valid and stays: the attempt is done.
         states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
 
 
-def _still_valid(attempt_id: uuid.UUID, brand_id: uuid.UUID, workspace_id: str):  # type: ignore[no-untyped-def]
+def _still_valid(
+    attempt_id: uuid.UUID, brand_id: uuid.UUID, workspace_id: str
+) -> Callable[[], bool]:
     """The final write's condition: inside the caller's transaction, lock the attempt (a cancel
     then waits for our commit) and check it is pending and the pointer unchanged."""
 
     def check() -> bool:
-        locked = ProvisioningAttempt.objects.select_for_update().filter(
-            pk=attempt_id, status=AttemptStatus.PENDING).exists()
-        return locked and Brand.objects.filter(
-            pk=brand_id, semrush_sub_workspace_id=workspace_id).exists()
+        locked = (
+            ProvisioningAttempt.objects.select_for_update()
+            .filter(pk=attempt_id, status=AttemptStatus.PENDING)
+            .exists()
+        )
+        return (
+            locked
+            and Brand.objects.filter(pk=brand_id, semrush_sub_workspace_id=workspace_id).exists()
+        )
 
     return check
 
 
-def _finish_chained(run: StepRun, attempt: ProvisioningAttempt | None, outcome: Outcome | None) -> None:
+def _finish_chained(
+    run: StepRun, attempt: ProvisioningAttempt | None, outcome: Outcome | None
+) -> None:
     """Once promotion has succeeded, the chained job's end (but a cancellation) makes the
     attempt `ready`; the job reports the chained outcome."""
     with transaction.atomic():
         if outcome is None:
-            job_services.job_finish(job=run.job, claim_token=run.claim_token,
-                                    status=JobStatus.CANCELLED,
-                                    error=job_services.cancelled_error())
+            job_services.job_finish(
+                job=run.job,
+                claim_token=run.claim_token,
+                status=JobStatus.CANCELLED,
+                error=job_services.cancelled_error(),
+            )
             return
-        job_services.job_finish(job=run.job, claim_token=run.claim_token,
-                                status=JobStatus.COMPLETED, result=outcome.as_job_result())
+        job_services.job_finish(
+            job=run.job,
+            claim_token=run.claim_token,
+            status=JobStatus.COMPLETED,
+            result=outcome.as_job_result(),
+        )
         if attempt is not None:
             states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
 
@@ -363,24 +450,39 @@ def create_market(run: StepRun) -> None:
         _drop_reservation(meta)
         return
     attempt, brand, workspace_id = checked
-    client = client_for_org(brand.organization, brand_id=str(brand.pk),
-                            attempt_id=str(attempt.id), job_id=str(run.job.id))
+    client = client_for_org(
+        brand.organization,
+        brand_id=str(brand.pk),
+        attempt_id=str(attempt.id),
+        job_id=str(run.job.id),
+    )
     market = Market.objects.filter(pk=meta.get("marketId")).first()
     if market is None or market.deleted_at is not None:
         _finish_chained(run, attempt, None)
         return
     try:
-        request = market_request_for(client=client, brand=brand, market=market_input,
-                                     brand_names=meta.get("brandNames"),
-                                     brand_domain=meta.get("brandDomain"))
+        request = market_request_for(
+            client=client,
+            brand=brand,
+            market=market_input,
+            brand_names=meta.get("brandNames"),
+            brand_domain=meta.get("brandDomain"),
+        )
     except DomainError as error:
         market_release(market_id=market.pk, owner=attempt.id)
         _finish_chained(run, attempt, Outcome.from_error(error))
         return
     outcome = market_provision(
-        client=client, brand=brand, market=market, owner=attempt.id, workspace_id=workspace_id,
-        request=request, owned_workspace=True, delete_on_failure=False,
-        still_valid=_still_valid(attempt.id, brand.pk, workspace_id), renew=run.renew,
+        client=client,
+        brand=brand,
+        market=market,
+        owner=attempt.id,
+        workspace_id=workspace_id,
+        request=request,
+        owned_workspace=True,
+        delete_on_failure=False,
+        still_valid=_still_valid(attempt.id, brand.pk, workspace_id),
+        renew=run.renew,
     )
     _finish_chained(run, attempt, outcome)
 
@@ -394,20 +496,36 @@ def _drop_reservation(meta: dict[str, Any]) -> None:
 
 def _create_market_flat(run: StepRun, market_input: Any) -> None:
     meta = run.job.metadata
-    brand = Brand.objects.select_related("organization").filter(pk=run.job.brand_id).first()
+    brand = (
+        Brand.objects.select_related("organization").filter(pk=run.job.brand_id).first()
+        if run.job.brand_id
+        else None
+    )
     market = Market.objects.filter(pk=meta.get("marketId")).first()
     if brand is None or brand.status == BrandStatus.DELETED or market is None:
-        job_services.job_finish(job=run.job, claim_token=run.claim_token,
-                                status=JobStatus.CANCELLED, error=job_services.cancelled_error())
+        job_services.job_finish(
+            job=run.job,
+            claim_token=run.claim_token,
+            status=JobStatus.CANCELLED,
+            error=job_services.cancelled_error(),
+        )
         return
     outcome = market_create_flat_run(
-        brand=brand, market=market_input, reservation=market, owner=run.job.id,
+        brand=brand,
+        market=market_input,
+        reservation=market,
+        owner=run.job.id,
         parent_id=brand.organization.semrush_parent_workspace_id or "",
-        brand_names=meta.get("brandNames"), brand_domain=meta.get("brandDomain"),
+        brand_names=meta.get("brandNames"),
+        brand_domain=meta.get("brandDomain"),
         renew=run.renew,
     )
-    job_services.job_finish(job=run.job, claim_token=run.claim_token,
-                            status=JobStatus.COMPLETED, result=outcome.as_job_result())
+    job_services.job_finish(
+        job=run.job,
+        claim_token=run.claim_token,
+        status=JobStatus.COMPLETED,
+        result=outcome.as_job_result(),
+    )
 
 
 def activate_markets(run: StepRun) -> None:
@@ -416,13 +534,22 @@ def activate_markets(run: StepRun) -> None:
         return
     attempt, brand, workspace_id = checked
     meta = run.job.metadata
-    client = client_for_org(brand.organization, brand_id=str(brand.pk),
-                            attempt_id=str(attempt.id), job_id=str(run.job.id))
+    client = client_for_org(
+        brand.organization,
+        brand_id=str(brand.pk),
+        attempt_id=str(attempt.id),
+        job_id=str(run.job.id),
+    )
     outcome = activate_markets_in_workspace(
-        client=client, brand=brand, workspace_id=workspace_id, owner=attempt.id,
+        client=client,
+        brand=brand,
+        workspace_id=workspace_id,
+        owner=attempt.id,
         markets=[market_input_from_metadata(m) for m in meta.get("markets", [])],
-        brand_names=meta.get("brandNames"), brand_domain=meta.get("brandDomain"),
-        still_valid=_still_valid(attempt.id, brand.pk, workspace_id), renew=run.renew,
+        brand_names=meta.get("brandNames"),
+        brand_domain=meta.get("brandDomain"),
+        still_valid=_still_valid(attempt.id, brand.pk, workspace_id),
+        renew=run.renew,
     )
     _finish_chained(run, attempt, outcome)
 
@@ -433,7 +560,8 @@ def activate_brand_workspace(run: StepRun) -> None:
         return
     attempt, brand, workspace_id = checked
     outcome = brand_workspace_activate(
-        brand=brand, workspace_id=workspace_id,
+        brand=brand,
+        workspace_id=workspace_id,
         was_pending=bool(run.job.metadata.get("wasPending")),
     )
     _finish_chained(run, attempt, outcome)
@@ -446,16 +574,22 @@ def on_unexpected(run: StepRun, exc: BaseException) -> None:
     attempt = _attempt_for(run)
     promoted = bool(attempt and attempt.workspace_promoted)
     job_services.job_finish(
-        job=run.job, claim_token=run.claim_token, status=JobStatus.FAILED,
+        job=run.job,
+        claim_token=run.claim_token,
+        status=JobStatus.FAILED,
         error=_error("jobFailed", "The job failed unexpectedly.", retryable=promoted),
     )
     if attempt is None:
         return
     if promoted:
         states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
-    elif states.transition(attempt_id=attempt.id, to=AttemptStatus.FAILED,
-                           reason=AttemptReason.UNEXPECTED, error="Unexpected error."):
+    elif states.transition(
+        attempt_id=attempt.id,
+        to=AttemptStatus.FAILED,
+        reason=AttemptReason.UNEXPECTED,
+        error="Unexpected error.",
+    ):
         cleanup_candidate(attempt_id=attempt.id)
 
 
-__all__ = ["AsyncJob", "PROVISIONING_FAILURES"]
+__all__ = ["PROVISIONING_FAILURES", "AsyncJob"]

@@ -23,6 +23,9 @@ def attempts_sweep() -> dict[str, int]:
             cleanup_candidate(attempt_id=attempt.id)
             cleaned += 1
         except Exception:
-            logger.warning("cleanup failed; will retry at the next sweep", exc_info=True,
-                           extra={"attempt_id": str(attempt.id)})
+            logger.warning(
+                "cleanup failed; will retry at the next sweep",
+                exc_info=True,
+                extra={"attempt_id": str(attempt.id)},
+            )
     return {"reconciled": reconciled, "cleaned": cleaned}

@@ -29,14 +29,16 @@ def activate_markets(job_id: str) -> None:
 
 @shared_task(name=task_name_for(JobStep.ACTIVATE_BRAND_WORKSPACE), ignore_result=True)
 def activate_brand_workspace(job_id: str) -> None:
-    run_step(job_id=job_id, handler=steps.activate_brand_workspace,
-             on_unexpected=steps.on_unexpected)
+    run_step(
+        job_id=job_id, handler=steps.activate_brand_workspace, on_unexpected=steps.on_unexpected
+    )
 
 
 @shared_task(name=task_name_for(JobStep.CLASSIFY_PROMPTS), ignore_result=True)
 def classify_prompts(job_id: str) -> None:
-    run_step(job_id=job_id, handler=prompts.classify_prompts_step,
-             on_unexpected=prompts.on_unexpected)
+    run_step(
+        job_id=job_id, handler=prompts.classify_prompts_step, on_unexpected=prompts.on_unexpected
+    )
 
 
 @shared_task(name="provisioning.cleanup_attempt", ignore_result=True)

@@ -72,7 +72,7 @@ def caller_scope_resolve(
         membership = Membership.objects.filter(user=user, organization=organization).first()
         if membership is None:
             raise NotAMemberError()
-        role = membership.role
+        role = Role(membership.role)
     if write and role != Role.WRITER:
         raise NotAMemberError("Your role does not allow changes in this organization.")
 
@@ -88,4 +88,3 @@ def caller_scope_resolve(
         if require_serenity_active and not brand.is_serenity_active:
             raise SerenityNotActiveError()
     return CallerScope(organization=organization, brand=brand, role=role)
-

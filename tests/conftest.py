@@ -7,8 +7,8 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,9 +21,7 @@ from tests.factories import MembershipFactory, OrganizationFactory, UserFactory,
 ROOT = Path(__file__).resolve().parent.parent
 
 # Each run gets its own test database, so that concurrent runs on one machine never collide.
-settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = (
-    f"test_serenity_{os.getpid()}"
-)
+settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = f"test_serenity_{os.getpid()}"
 
 
 @dataclass
@@ -119,7 +117,8 @@ def sim(simulator, settings):  # type: ignore[no-untyped-def]
 @pytest.fixture
 def serenity_org(db, sim) -> Organization:  # type: ignore[no-untyped-def]
     return OrganizationFactory(
-        serenity_enabled=True, semrush_parent_workspace_id=sim.parent_id,
+        serenity_enabled=True,
+        semrush_parent_workspace_id=sim.parent_id,
         workspace_mode="subworkspace",
     )
 
@@ -200,12 +199,28 @@ class WorkerProcess:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [
-                sys.executable, "-m", "celery", "-A", "config", "worker",
-                "-Q", TEST_QUEUE, "-c", str(self.concurrency), "-l", "INFO",
-                "--without-gossip", "--without-mingle", "--without-heartbeat",
-                "-n", f"test-{RUN_ID}-{time.monotonic_ns()}@%h",
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "-Q",
+                TEST_QUEUE,
+                "-c",
+                str(self.concurrency),
+                "-l",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-n",
+                f"test-{RUN_ID}-{time.monotonic_ns()}@%h",
             ],
-            env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT),
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=str(ROOT),
             start_new_session=True,
         )
         deadline = time.monotonic() + 60

@@ -187,7 +187,7 @@ def _empty(status: int) -> _Response:
     return _Response(status)
 
 
-class _Abort(Exception):
+class _AbortError(Exception):
     """Raised inside an operation to answer with ``response`` at once."""
 
     def __init__(self, response: _Response) -> None:
@@ -774,7 +774,7 @@ class SemrushSimulator:
             )
             try:
                 return operation(self, request)
-            except _Abort as abort:
+            except _AbortError as abort:
                 return abort.response
         return _text(404, "404 page not found")
 
@@ -783,20 +783,20 @@ class SemrushSimulator:
     def _workspace(self, workspace_id: str) -> _Workspace:
         workspace = self._workspaces.get(workspace_id)
         if workspace is None:
-            raise _Abort(_json(403, _FORBIDDEN))
+            raise _AbortError(_json(403, _FORBIDDEN))
         return workspace
 
     def _ready_workspace(self, workspace_id: str) -> _Workspace:
         """A Project Engine write needs a settled workspace; upstream answers 500 otherwise."""
         workspace = self._workspace(workspace_id)
         if workspace.status(time.monotonic()) != "created":
-            raise _Abort(_json(500, _INTERNAL))
+            raise _AbortError(_json(500, _INTERNAL))
         return workspace
 
     def _project(self, workspace_id: str, project_id: str) -> _Project:
         project = self._projects.get(project_id)
         if project is None or project.workspace_id != workspace_id:
-            raise _Abort(_json(404, _NOT_FOUND))
+            raise _AbortError(_json(404, _NOT_FOUND))
         return project
 
     @staticmethod
@@ -807,7 +807,9 @@ class SemrushSimulator:
             data = None
         if not isinstance(data, dict):
             message = "request body must be a JSON object"
-            raise _Abort(_text(400, message) if text_errors else _json(400, {"message": message}))
+            raise _AbortError(
+                _text(400, message) if text_errors else _json(400, {"message": message})
+            )
         return data
 
     def _workspace_payload(self, workspace: _Workspace, now: float) -> dict[str, Any]:

@@ -9,6 +9,7 @@ whichever process serves `/metrics`.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -31,7 +32,7 @@ STEP_DURATION = Histogram(
 class DatabaseCollector:
     """Jobs by type/status and attempts by outcome, counted in the database."""
 
-    def collect(self):  # type: ignore[no-untyped-def]
+    def collect(self) -> Iterator[GaugeMetricFamily]:
         from django.db.models import Count
 
         from jobs.models import AsyncJob
@@ -48,8 +49,10 @@ class DatabaseCollector:
             "Provisioning attempts by status and reason",
             labels=["status", "reason"],
         )
-        for row in ProvisioningAttempt.objects.values("status", "reason").annotate(n=Count("id")):
-            attempts.add_metric([row["status"], row["reason"] or ""], row["n"])
+        for status, reason, n in ProvisioningAttempt.objects.values_list(
+            "status", "reason"
+        ).annotate(n=Count("id")):
+            attempts.add_metric([status, reason or ""], n)
         yield attempts
 
 
@@ -60,13 +63,7 @@ def render_metrics() -> tuple[bytes, str]:
 
         multiprocess.MultiProcessCollector(registry)
     else:
-        from prometheus_client import REGISTRY
-
         for collector in (HTTP_REQUESTS, UPSTREAM_CALLS, STEP_DURATION):
-            try:
-                registry.register(collector)
-            except ValueError:
-                pass
-        del REGISTRY
-    registry.register(DatabaseCollector())  # type: ignore[arg-type]
+            registry.register(collector)
+    registry.register(DatabaseCollector())
     return generate_latest(registry), CONTENT_TYPE_LATEST

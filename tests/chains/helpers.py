@@ -28,8 +28,10 @@ def create_brand(caller: Caller, name: str, **extra: Any) -> dict[str, Any]:
 def without_ids(value: Any) -> Any:
     """Replace UUIDs (and upstream ids) so that two runs on different brands compare equal."""
     if isinstance(value, dict):
-        return {k: ("<id>" if k in {"brandId", "workspaceId", "projectId", "id"} else without_ids(v))
-                for k, v in value.items()}
+        return {
+            k: ("<id>" if k in {"brandId", "workspaceId", "projectId", "id"} else without_ids(v))
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [without_ids(v) for v in value]
     if isinstance(value, str):

@@ -28,7 +28,9 @@ def test_async_market_create_equals_sync(sw_writer, sim, worker):
     payload = {"market": "de", "languageCode": "DE"}
     # when one creates the market synchronously and the other asynchronously
     sync = sw_writer.post(f"{serenity_path(sw_writer, a['id'])}/markets", payload)
-    accepted = sw_writer.post(f"{serenity_path(sw_writer, b['id'])}/markets", {**payload, "async": True})
+    accepted = sw_writer.post(
+        f"{serenity_path(sw_writer, b['id'])}/markets", {**payload, "async": True}
+    )
     # then
     assert sync.status_code == 201, sync.json()
     assert_accepted(accepted)
@@ -65,7 +67,10 @@ def test_malformed_async_flag_is_400_and_writes_nothing(sw_writer, sim, worker, 
     calls_before = len(sim.requests_log())
     counts = (AsyncJob.objects.count(), ProvisioningAttempt.objects.count(), Market.objects.count())
     for path, body in [
-        (f"{serenity_path(sw_writer, brand['id'])}/markets", {"market": "US", "languageCode": "en"}),
+        (
+            f"{serenity_path(sw_writer, brand['id'])}/markets",
+            {"market": "US", "languageCode": "en"},
+        ),
         (f"{serenity_path(sw_writer, brand['id'])}/activate", {}),
         (brands_path(sw_writer), {"name": "Other", "baseUrl": "https://o.example"}),
     ]:
@@ -73,7 +78,11 @@ def test_malformed_async_flag_is_400_and_writes_nothing(sw_writer, sim, worker, 
         assert response.status_code == 400, (path, response.json())
         assert response.json()["error"] == "invalidRequest"
         assert "async" in response.json()["message"]
-    assert (AsyncJob.objects.count(), ProvisioningAttempt.objects.count(), Market.objects.count()) == counts
+    assert (
+        AsyncJob.objects.count(),
+        ProvisioningAttempt.objects.count(),
+        Market.objects.count(),
+    ) == counts
     assert len(sim.requests_log()) == calls_before
 
 
@@ -83,8 +92,10 @@ def test_async_flat_market_create_is_one_create_market_job(sw_writer, sim, worke
     sw_writer.org.refresh_from_db()
     brand = create_brand(sw_writer, "Flat")
     # when
-    accepted = sw_writer.post(f"{serenity_path(sw_writer, brand['id'])}/markets",
-                              {"market": "US", "languageCode": "en", "async": True})
+    accepted = sw_writer.post(
+        f"{serenity_path(sw_writer, brand['id'])}/markets",
+        {"market": "US", "languageCode": "en", "async": True},
+    )
     # then
     assert_accepted(accepted)
     final = poll_job(sw_writer, accepted["Location"])
@@ -108,8 +119,11 @@ def test_async_activate_a_equals_sync(sw_writer, sim, worker):
     assert_accepted(accepted)
     final = poll_job(sw_writer, accepted["Location"])
     assert final["status"] == "COMPLETED", final
-    assert final["result"] == {"status": 200, "body": {"brandId": b["id"], "status": "active", "markets": []},
-                               "outcome": "succeeded"}
+    assert final["result"] == {
+        "status": 200,
+        "body": {"brandId": b["id"], "status": "active", "markets": []},
+        "outcome": "succeeded",
+    }
     assert without_ids(final["result"]["body"]) == without_ids(sync.json())
     assert [s["step"] for s in final["steps"]][-1] == "activateBrandWorkspace"
     brand = sw_writer.get(f"{brands_path(sw_writer)}/{b['id']}").json()
@@ -133,10 +147,14 @@ def test_async_activate_b_equals_sync(sw_writer, sim, worker):
 def test_async_activate_c_equals_sync(sw_writer, sim, worker):
     a = create_brand(sw_writer, "Alpha", baseUrl="https://example.com")
     b = create_brand(sw_writer, "Beta", baseUrl="https://example.com")
-    body = {"brandDomain": "example.com", "markets": [{"market": "US", "languageCode": "en"},
-                                                      {"market": "FR", "languageCode": "fr"}]}
+    body = {
+        "brandDomain": "example.com",
+        "markets": [{"market": "US", "languageCode": "en"}, {"market": "FR", "languageCode": "fr"}],
+    }
     sync = sw_writer.post(f"{serenity_path(sw_writer, a['id'])}/activate", body)
-    accepted = sw_writer.post(f"{serenity_path(sw_writer, b['id'])}/activate", {**body, "async": True})
+    accepted = sw_writer.post(
+        f"{serenity_path(sw_writer, b['id'])}/activate", {**body, "async": True}
+    )
     assert sync.status_code == 200, sync.json()
     assert_accepted(accepted)
     final = poll_job(sw_writer, accepted["Location"])
@@ -148,9 +166,15 @@ def test_async_activate_c_equals_sync(sw_writer, sim, worker):
 
 
 def test_async_brand_create_with_market_equals_sync_market_answer(sw_writer, sim, worker):
-    accepted = sw_writer.post(brands_path(sw_writer), {
-        "name": "Acme", "baseUrl": "https://acme.example", "async": True,
-        "semrushMarket": {"market": "US", "languageCode": "en"}})
+    accepted = sw_writer.post(
+        brands_path(sw_writer),
+        {
+            "name": "Acme",
+            "baseUrl": "https://acme.example",
+            "async": True,
+            "semrushMarket": {"market": "US", "languageCode": "en"},
+        },
+    )
     assert accepted.status_code == 202, accepted.json()
     body = accepted.json()
     assert body["semrushProvisioningStatus"] == "pending"
@@ -161,8 +185,14 @@ def test_async_brand_create_with_market_equals_sync_market_answer(sw_writer, sim
     project = sim.state()["projects"][0]["id"]
     assert final["result"] == {
         "status": 201,
-        "body": {"brandId": body["id"], "geoTargetId": 2840, "languageCode": "en",
-                 "workspaceId": ws, "projectId": project, "published": True},
+        "body": {
+            "brandId": body["id"],
+            "geoTargetId": 2840,
+            "languageCode": "en",
+            "workspaceId": ws,
+            "projectId": project,
+            "published": True,
+        },
         "outcome": "succeeded",
     }
 
@@ -170,8 +200,9 @@ def test_async_brand_create_with_market_equals_sync_market_answer(sw_writer, sim
 def test_brand_reads_show_pending_then_failed_with_reason(sw_writer, sim, worker):
     # given a workspace that will fail to settle
     sim.configure({"settleOutcome": "failed", "settleSeconds": 0.5})
-    accepted = sw_writer.post(brands_path(sw_writer), {"name": "Doomed", "baseUrl": "https://d.example",
-                                                       "async": True})
+    accepted = sw_writer.post(
+        brands_path(sw_writer), {"name": "Doomed", "baseUrl": "https://d.example", "async": True}
+    )
     brand_id = accepted.json()["id"]
     listed = sw_writer.get(brands_path(sw_writer)).json()["brands"]
     assert [b["semrushProvisioningStatus"] for b in listed] == ["pending"]
@@ -179,9 +210,11 @@ def test_brand_reads_show_pending_then_failed_with_reason(sw_writer, sim, worker
     final = poll_job(sw_writer, accepted["Location"])
     # then
     assert final["status"] == "FAILED"
-    assert final["error"] == {"code": "subworkspaceCreationFailed",
-                              "message": "Semrush could not create the brand's workspace.",
-                              "retryable": False}
+    assert final["error"] == {
+        "code": "subworkspaceCreationFailed",
+        "message": "Semrush could not create the brand's workspace.",
+        "retryable": False,
+    }
     brand = sw_writer.get(f"{brands_path(sw_writer)}/{brand_id}").json()
     assert brand["semrushProvisioningStatus"] == "failed"
     assert brand["semrushProvisioningError"]["code"] == "terminal"

@@ -25,9 +25,16 @@ def published():
 
 
 def start(caller, **extra):
-    response = caller.post(brands_path(caller), {
-        "name": "Alpha", "baseUrl": "https://a.example", "async": True,
-        "semrushMarket": {"market": "US", "languageCode": "en"}, **extra})
+    response = caller.post(
+        brands_path(caller),
+        {
+            "name": "Alpha",
+            "baseUrl": "https://a.example",
+            "async": True,
+            "semrushMarket": {"market": "US", "languageCode": "en"},
+            **extra,
+        },
+    )
     assert response.status_code == 202
     return response.json()
 
@@ -47,8 +54,11 @@ def test_cancel_before_promotion_fails_the_attempt_and_cancels_the_chain(sw_writ
     body = response.json()
     assert body["jobId"] == accepted["jobId"]
     assert body["status"] == "CANCELLED"
-    assert body["error"] == {"code": "provisioningCancelled", "message": "Provisioning was cancelled.",
-                             "retryable": True}
+    assert body["error"] == {
+        "code": "provisioningCancelled",
+        "message": "Provisioning was cancelled.",
+        "retryable": True,
+    }
     attempt = ProvisioningAttempt.objects.get(job_id=accepted["jobId"])
     assert (attempt.status, attempt.reason) == ("failed", "cancelled")
     assert not AsyncJob.objects.filter(status="IN_PROGRESS").exists()
@@ -71,7 +81,10 @@ def test_cancel_after_promotion_cancels_the_unstarted_chained_job(sw_writer, sim
     assert response.json()["status"] == "CANCELLED"
     attempt = ProvisioningAttempt.objects.get(job_id=accepted["jobId"])
     assert attempt.status == "ready"
-    assert Brand.objects.get(pk=accepted["id"]).semrush_sub_workspace_id == sim.state()["workspaces"][0]["id"]
+    assert (
+        Brand.objects.get(pk=accepted["id"]).semrush_sub_workspace_id
+        == sim.state()["workspaces"][0]["id"]
+    )
     chained = AsyncJob.objects.get(pk=accepted["jobId"]).current
     tasks.create_market(str(chained.pk))
     assert sim.state()["projects"] == []
@@ -97,9 +110,16 @@ def test_cancel_of_a_running_chained_job_is_409(sw_writer, sim, published):
     thread.join()
     # then
     assert response.status_code == 409
-    assert response.json() == {"error": "jobNotCancellable",
-                               "message": "The job cannot be cancelled at this point."}
-    assert sw_writer.get(f"{serenity_path(sw_writer, accepted['id'])}/jobs/{accepted['jobId']}").json()["status"] == "COMPLETED"
+    assert response.json() == {
+        "error": "jobNotCancellable",
+        "message": "The job cannot be cancelled at this point.",
+    }
+    assert (
+        sw_writer.get(
+            f"{serenity_path(sw_writer, accepted['id'])}/jobs/{accepted['jobId']}"
+        ).json()["status"]
+        == "COMPLETED"
+    )
 
 
 def test_cancel_of_a_finished_job_is_409(sw_writer, sim, published):

@@ -24,7 +24,9 @@ def test_100_concurrent_async_market_creates_over_20_brands(sw_writer, sim, work
     # given 20 ready brands
     brand_ids = []
     for n in range(20):
-        response = sw_writer.post(brands_path(sw_writer), {"name": f"Brand {n}", "baseUrl": f"https://b{n}.example"})
+        response = sw_writer.post(
+            brands_path(sw_writer), {"name": f"Brand {n}", "baseUrl": f"https://b{n}.example"}
+        )
         assert response.status_code == 201, response.json()
         brand_ids.append(response.json()["id"])
     work = [(b, m) for b in brand_ids for m in MARKETS]
@@ -40,7 +42,11 @@ def test_100_concurrent_async_market_creates_over_20_brands(sw_writer, sim, work
         barrier.wait()
         for brand_id, market in items:
             url = f"{live_server.url}/v2/orgs/{sw_writer.org.id}/brands/{brand_id}/serenity/markets"
-            r = session.post(url, json={"market": market, "languageCode": LANG[market], "async": True}, timeout=30)
+            r = session.post(
+                url,
+                json={"market": market, "languageCode": LANG[market], "async": True},
+                timeout=30,
+            )
             with lock:
                 answers.append((brand_id, market, r.status_code, r.json()))
 
@@ -68,5 +74,7 @@ def test_100_concurrent_async_market_creates_over_20_brands(sw_writer, sim, work
     got = sorted((p["workspaceId"], p["locationId"]) for p in projects)
     from serenity.slices import geo_target_id_for
 
-    want = sorted((pointers[__import__("uuid").UUID(b)], geo_target_id_for(m)[1]) for b, m in accepted)
+    want = sorted(
+        (pointers[__import__("uuid").UUID(b)], geo_target_id_for(m)[1]) for b, m in accepted
+    )
     assert got == want

@@ -24,19 +24,30 @@ def published():
 
 def run_current(root_id) -> AsyncJob:
     job = AsyncJob.objects.get(pk=root_id).current
-    getattr(tasks, {"provisionWorkspace": "provision_workspace", "createMarket": "create_market"}[job.step])(str(job.pk))
+    getattr(
+        tasks,
+        {"provisionWorkspace": "provision_workspace", "createMarket": "create_market"}[job.step],
+    )(str(job.pk))
     return job
 
 
 def start_chain(caller):
-    response = caller.post(brands_path(caller), {
-        "name": "Alpha", "baseUrl": "https://a.example", "async": True,
-        "semrushMarket": {"market": "US", "languageCode": "en"}})
+    response = caller.post(
+        brands_path(caller),
+        {
+            "name": "Alpha",
+            "baseUrl": "https://a.example",
+            "async": True,
+            "semrushMarket": {"market": "US", "languageCode": "en"},
+        },
+    )
     assert response.status_code == 202
     return response.json()
 
 
-def test_root_is_in_progress_in_every_phase_until_the_chained_job_finished(sw_writer, sim, published, settings):
+def test_root_is_in_progress_in_every_phase_until_the_chained_job_finished(
+    sw_writer, sim, published, settings
+):
     # given a workspace that needs three reads to settle
     sim.configure({"settleSeconds": 0.5})
     settings.SERENITY_PROVISION_BACKOFF_SECONDS = (0.0, 0.0, 0.0, 0.0, 0.0)
@@ -73,9 +84,15 @@ def test_polling_costs_the_same_queries_for_2_and_6_steps(sw_writer, sim, publis
     # a 6-step chain: five reads (stuck), then a ready one and the market
     sim.configure({"settleOutcome": "stuck"})
     sw_writer.org.refresh_from_db()
-    response = sw_writer.post(brands_path(sw_writer), {
-        "name": "Beta", "baseUrl": "https://b.example", "async": True,
-        "semrushMarket": {"market": "US", "languageCode": "en"}})
+    response = sw_writer.post(
+        brands_path(sw_writer),
+        {
+            "name": "Beta",
+            "baseUrl": "https://b.example",
+            "async": True,
+            "semrushMarket": {"market": "US", "languageCode": "en"},
+        },
+    )
     long = response.json()
     for _ in range(4):
         run_current(long["jobId"])
@@ -87,7 +104,9 @@ def test_polling_costs_the_same_queries_for_2_and_6_steps(sw_writer, sim, publis
         read.return_value = Readiness.READY
         run_current(long["jobId"])
     run_current(long["jobId"])
-    short_body = sw_writer.get(f"{serenity_path(sw_writer, short['id'])}/jobs/{short['jobId']}").json()
+    short_body = sw_writer.get(
+        f"{serenity_path(sw_writer, short['id'])}/jobs/{short['jobId']}"
+    ).json()
     long_body = sw_writer.get(f"{serenity_path(sw_writer, long['id'])}/jobs/{long['jobId']}").json()
     assert len(short_body["steps"]) == 2
     assert len(long_body["steps"]) == 6
@@ -102,14 +121,23 @@ def test_polling_costs_the_same_queries_for_2_and_6_steps(sw_writer, sim, publis
 
 def test_unknown_job_and_job_of_another_brand_are_the_same_404(sw_writer, sim, published):
     accepted = start_chain(sw_writer)
-    other = sw_writer.post(brands_path(sw_writer), {"name": "Other", "baseUrl": "https://o.example"}).json()
+    other = sw_writer.post(
+        brands_path(sw_writer), {"name": "Other", "baseUrl": "https://o.example"}
+    ).json()
     import uuid
 
     wrong_brand = sw_writer.get(f"{serenity_path(sw_writer, other['id'])}/jobs/{accepted['jobId']}")
     unknown = sw_writer.get(f"{serenity_path(sw_writer, accepted['id'])}/jobs/{uuid.uuid4()}")
     assert wrong_brand.status_code == unknown.status_code == 404
-    assert wrong_brand.json() == unknown.json() == {"error": "jobNotFound", "message": "Job not found."}
-    assert sw_writer.get(f"{serenity_path(sw_writer, accepted['id'])}/jobs/not-a-uuid").json()["error"] == "invalidRequest"
+    assert (
+        wrong_brand.json()
+        == unknown.json()
+        == {"error": "jobNotFound", "message": "Job not found."}
+    )
+    assert (
+        sw_writer.get(f"{serenity_path(sw_writer, accepted['id'])}/jobs/not-a-uuid").json()["error"]
+        == "invalidRequest"
+    )
 
 
 def test_in_progress_poll_sends_retry_after_and_pending_steps(sw_writer, sim, published):
@@ -119,6 +147,17 @@ def test_in_progress_poll_sends_retry_after_and_pending_steps(sw_writer, sim, pu
     assert int(response["Retry-After"]) >= 1
     assert body["status"] == "IN_PROGRESS"
     assert body["result"] is None and body["error"] is None
-    assert body["steps"] == [{"step": "provisionWorkspace", "status": "PENDING", "startedAt": None, "finishedAt": None}]
+    assert body["steps"] == [
+        {"step": "provisionWorkspace", "status": "PENDING", "startedAt": None, "finishedAt": None}
+    ]
     assert body["jobType"] == "provisionWorkspace"
-    assert set(body) == {"jobId", "jobType", "status", "result", "error", "steps", "createdAt", "updatedAt"}
+    assert set(body) == {
+        "jobId",
+        "jobType",
+        "status",
+        "result",
+        "error",
+        "steps",
+        "createdAt",
+        "updatedAt",
+    }

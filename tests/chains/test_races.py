@@ -32,7 +32,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def published():
     """Record publishes instead of sending them: the test runs each step itself."""
     sent: list[str] = []
-    with mock.patch("jobs.services.publish_job", side_effect=lambda **kw: sent.append(str(kw["job_id"])) or True):
+    with mock.patch(
+        "jobs.services.publish_job", side_effect=lambda **kw: sent.append(str(kw["job_id"])) or True
+    ):
         yield sent
 
 
@@ -59,7 +61,9 @@ def poll(caller, brand_id, job_id):
 
 
 def project_posts(sim) -> list[dict]:
-    return [r for r in sim.requests_log() if r["method"] == "POST" and r["path"].endswith("/projects")]
+    return [
+        r for r in sim.requests_log() if r["method"] == "POST" and r["path"].endswith("/projects")
+    ]
 
 
 def in_thread(fn, *args):
@@ -89,7 +93,11 @@ def test_two_async_begins_on_one_brand_one_wins(sw_writer, sim, published):
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {sw_writer.token}")
         barrier.wait()
-        answers.append(client.post(path, {"market": market, "languageCode": "en", "async": True}, format="json"))
+        answers.append(
+            client.post(
+                path, {"market": market, "languageCode": "en", "async": True}, format="json"
+            )
+        )
         connection.close()
 
     threads = [threading.Thread(target=begin, args=(m,)) for m in ("US", "GB")]
@@ -132,7 +140,9 @@ def test_stale_attempt_is_reconciled_at_the_next_begin(sw_writer, sim, published
     first = sw_writer.post(path, {"market": "US", "languageCode": "en", "async": True}).json()
     # given the chain was abandoned long ago
     ProvisioningAttempt.objects.filter(brand_id=brand["id"], status="pending").update(
-        updated_at=timezone.now() - timedelta(seconds=settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS + 5))
+        updated_at=timezone.now()
+        - timedelta(seconds=settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS + 5)
+    )
     # when
     second = sw_writer.post(path, {"market": "GB", "languageCode": "en", "async": True})
     # then
@@ -141,15 +151,18 @@ def test_stale_attempt_is_reconciled_at_the_next_begin(sw_writer, sim, published
     assert (old.status, old.reason) == ("failed", "stale")
     polled = poll(sw_writer, brand["id"], first["jobId"])
     assert polled["status"] == "FAILED"
-    assert polled["error"] == {"code": "provisioningStale",
-                               "message": "Provisioning was abandoned and has been reconciled.",
-                               "retryable": True}
+    assert polled["error"] == {
+        "code": "provisioningStale",
+        "message": "Provisioning was abandoned and has been reconciled.",
+        "retryable": True,
+    }
 
 
 def test_deactivate_between_status_read_and_promote(sw_writer, sim, published):
     # given an async bare create whose status read is slow upstream
-    accepted = sw_writer.post(brands_path(sw_writer), {"name": "Alpha", "baseUrl": "https://a.example",
-                                                       "async": True}).json()
+    accepted = sw_writer.post(
+        brands_path(sw_writer), {"name": "Alpha", "baseUrl": "https://a.example", "async": True}
+    ).json()
     sim.configure({"settleSeconds": 0})
     sim.add_fault({"method": "GET", "pathRegex": "/status$", "delayMs": 1500})
     thread, _ = in_thread(run, accepted["jobId"])
@@ -163,7 +176,11 @@ def test_deactivate_between_status_read_and_promote(sw_writer, sim, published):
     brand = Brand.objects.get(pk=accepted["id"])
     assert brand.semrush_sub_workspace_id is None
     attempt = ProvisioningAttempt.objects.get(job_id=accepted["jobId"])
-    assert (attempt.status, attempt.reason, attempt.workspace_promoted) == ("failed", "cancelled", False)
+    assert (attempt.status, attempt.reason, attempt.workspace_promoted) == (
+        "failed",
+        "cancelled",
+        False,
+    )
     assert sim.state()["projects"] == []
     assert poll(sw_writer, accepted["id"], accepted["jobId"])["status"] == "CANCELLED"
 
@@ -171,9 +188,15 @@ def test_deactivate_between_status_read_and_promote(sw_writer, sim, published):
 def test_promote_between_deactivate_load_and_cancel_is_decommissioned(sw_writer, sim, published):
     # given an async create with a market, about to be promoted
     sim.configure({"settleSeconds": 0})
-    accepted = sw_writer.post(brands_path(sw_writer), {
-        "name": "Alpha", "baseUrl": "https://a.example", "async": True,
-        "semrushMarket": {"market": "US", "languageCode": "en"}}).json()
+    accepted = sw_writer.post(
+        brands_path(sw_writer),
+        {
+            "name": "Alpha",
+            "baseUrl": "https://a.example",
+            "async": True,
+            "semrushMarket": {"market": "US", "languageCode": "en"},
+        },
+    ).json()
     from provisioning import services
 
     real_cancel = services.attempt_cancel
@@ -185,7 +208,9 @@ def test_promote_between_deactivate_load_and_cancel_is_decommissioned(sw_writer,
         return real_cancel(attempt_id=attempt_id)
 
     # when
-    with mock.patch.object(services, "attempt_cancel", side_effect=cancel_after_promotion_and_market):
+    with mock.patch.object(
+        services, "attempt_cancel", side_effect=cancel_after_promotion_and_market
+    ):
         response = sw_writer.post(f"{serenity_path(sw_writer, accepted['id'])}/deactivate")
     # then the fresh pointer wins: the promoted workspace is emptied
     assert response.status_code == 200, response.json()
@@ -196,9 +221,15 @@ def test_promote_between_deactivate_load_and_cancel_is_decommissioned(sw_writer,
 
 def test_deactivate_between_promote_and_chained_job(sw_writer, sim, published):
     sim.configure({"settleSeconds": 0})
-    accepted = sw_writer.post(brands_path(sw_writer), {
-        "name": "Alpha", "baseUrl": "https://a.example", "async": True,
-        "semrushMarket": {"market": "US", "languageCode": "en"}}).json()
+    accepted = sw_writer.post(
+        brands_path(sw_writer),
+        {
+            "name": "Alpha",
+            "baseUrl": "https://a.example",
+            "async": True,
+            "semrushMarket": {"market": "US", "languageCode": "en"},
+        },
+    ).json()
     run(accepted["jobId"])  # promotes
     chained = current_step(accepted["jobId"])
     assert chained.step == "createMarket"
@@ -216,9 +247,15 @@ def test_deactivate_between_promote_and_chained_job(sw_writer, sim, published):
 
 def test_deactivate_while_chained_job_creates_its_project(sw_writer, sim, published):
     sim.configure({"settleSeconds": 0})
-    accepted = sw_writer.post(brands_path(sw_writer), {
-        "name": "Alpha", "baseUrl": "https://a.example", "async": True,
-        "semrushMarket": {"market": "US", "languageCode": "en"}}).json()
+    accepted = sw_writer.post(
+        brands_path(sw_writer),
+        {
+            "name": "Alpha",
+            "baseUrl": "https://a.example",
+            "async": True,
+            "semrushMarket": {"market": "US", "languageCode": "en"},
+        },
+    ).json()
     run(accepted["jobId"])
     chained = current_step(accepted["jobId"])
     sim.add_fault({"method": "POST", "pathRegex": "/projects$", "delayMs": 1000})
@@ -237,9 +274,15 @@ def test_deactivate_while_chained_job_creates_its_project(sw_writer, sim, publis
 
 def test_duplicate_delivery_of_a_step_runs_once(sw_writer, sim, published):
     sim.configure({"settleSeconds": 0})
-    accepted = sw_writer.post(brands_path(sw_writer), {
-        "name": "Alpha", "baseUrl": "https://a.example", "async": True,
-        "semrushMarket": {"market": "US", "languageCode": "en"}}).json()
+    accepted = sw_writer.post(
+        brands_path(sw_writer),
+        {
+            "name": "Alpha",
+            "baseUrl": "https://a.example",
+            "async": True,
+            "semrushMarket": {"market": "US", "languageCode": "en"},
+        },
+    ).json()
     sim.add_fault({"method": "GET", "pathRegex": "/family$", "delayMs": 300})
     barrier = threading.Barrier(2)
 
@@ -267,14 +310,22 @@ def test_two_attempts_promoting_one_workspace(sim, published, db):
     org_b = OrganizationFactory(semrush_parent_workspace_id=sim.parent_id)
     a, b = make_caller(org_a), make_caller(org_b)
     sim.configure({"settleSeconds": 0})
-    created = a.post(brands_path(a), {"name": "Shared", "baseUrl": "https://s.example",
-                                      "semrushMarket": {"market": "US", "languageCode": "en"}}).json()
+    created = a.post(
+        brands_path(a),
+        {
+            "name": "Shared",
+            "baseUrl": "https://s.example",
+            "semrushMarket": {"market": "US", "languageCode": "en"},
+        },
+    ).json()
     workspace = created["semrushSubWorkspaceId"]
-    accepted = b.post(brands_path(b), {"name": "Shared", "baseUrl": "https://s.example",
-                                       "async": True}).json()
+    accepted = b.post(
+        brands_path(b), {"name": "Shared", "baseUrl": "https://s.example", "async": True}
+    ).json()
     # and B's attempt adopted the same workspace before A promoted it
     ProvisioningAttempt.objects.filter(job_id=accepted["jobId"]).update(
-        candidate_workspace_id=workspace, freshly_created=False)
+        candidate_workspace_id=workspace, freshly_created=False
+    )
     # when B's step tries to promote it
     run(accepted["jobId"])
     # then B is superseded, and A's workspace keeps its project
@@ -286,8 +337,9 @@ def test_two_attempts_promoting_one_workspace(sim, published, db):
 
 
 def test_add_market_while_provisioning_failed_or_decommissioned(sw_writer, sim, published):
-    accepted = sw_writer.post(brands_path(sw_writer), {"name": "Alpha", "baseUrl": "https://a.example",
-                                                       "async": True}).json()
+    accepted = sw_writer.post(
+        brands_path(sw_writer), {"name": "Alpha", "baseUrl": "https://a.example", "async": True}
+    ).json()
     markets = f"{serenity_path(sw_writer, accepted['id'])}/markets"
     body = {"market": "US", "languageCode": "en"}
     # while provisioning
@@ -308,10 +360,14 @@ def test_add_market_while_provisioning_failed_or_decommissioned(sw_writer, sim, 
     # after a decommission of a healthy brand
     sim.configure({"settleOutcome": "created"})
     healthy = create_brand(sw_writer, "Beta")
-    assert sw_writer.post(f"{serenity_path(sw_writer, healthy['id'])}/deactivate").status_code == 200
+    assert (
+        sw_writer.post(f"{serenity_path(sw_writer, healthy['id'])}/deactivate").status_code == 200
+    )
     response = sw_writer.post(f"{serenity_path(sw_writer, healthy['id'])}/markets", body)
     assert response.status_code == 409
     assert response.json()["error"] == "semrush_provisioning_incomplete"
     # never anything in the parent
     assert [p for p in sim.state()["projects"] if p["workspaceId"] == sim.parent_id] == []
-    assert not [r for r in sim.requests_log() if sim.parent_id in r["path"] and "/projects" in r["path"]]
+    assert not [
+        r for r in sim.requests_log() if sim.parent_id in r["path"] and "/projects" in r["path"]
+    ]

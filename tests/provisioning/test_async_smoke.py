@@ -30,8 +30,12 @@ def test_async_bare_brand_create_completes(sw_writer, sim, worker):
 def test_async_brand_create_with_market_runs_the_chain(sw_writer, sim, worker):
     response = sw_writer.post(
         f"/v2/orgs/{sw_writer.org.id}/brands",
-        {"name": "Acme", "baseUrl": "https://acme.example", "async": True,
-         "semrushMarket": {"market": "US", "languageCode": "en"}},
+        {
+            "name": "Acme",
+            "baseUrl": "https://acme.example",
+            "async": True,
+            "semrushMarket": {"market": "US", "languageCode": "en"},
+        },
     )
     assert response.status_code == 202, response.json()
     final = poll_job(sw_writer, response["Location"])

@@ -9,7 +9,9 @@ def brands_path(caller):
 
 def test_bare_brand_create_makes_one_child_and_no_status_read(sw_writer, sim):
     # when
-    response = sw_writer.post(brands_path(sw_writer), {"name": "Acme", "baseUrl": "https://acme.example"})
+    response = sw_writer.post(
+        brands_path(sw_writer), {"name": "Acme", "baseUrl": "https://acme.example"}
+    )
     # then
     assert response.status_code == 201, response.json()
     body = response.json()
@@ -25,7 +27,11 @@ def test_bare_brand_create_makes_one_child_and_no_status_read(sw_writer, sim):
 def test_brand_create_with_market_settles_and_publishes(sw_writer, sim):
     response = sw_writer.post(
         brands_path(sw_writer),
-        {"name": "Acme", "baseUrl": "https://www.acme.example/", "semrushMarket": {"market": "us", "languageCode": "EN"}},
+        {
+            "name": "Acme",
+            "baseUrl": "https://www.acme.example/",
+            "semrushMarket": {"market": "us", "languageCode": "EN"},
+        },
     )
     assert response.status_code == 201, response.json()
     body = response.json()
@@ -39,7 +45,9 @@ def test_brand_create_with_market_settles_and_publishes(sw_writer, sim):
 
 
 def test_market_create_then_activate_then_deactivate(sw_writer, sim):
-    brand = sw_writer.post(brands_path(sw_writer), {"name": "Acme", "baseUrl": "https://acme.example"}).json()
+    brand = sw_writer.post(
+        brands_path(sw_writer), {"name": "Acme", "baseUrl": "https://acme.example"}
+    ).json()
     b = f"{brands_path(sw_writer)}/{brand['id']}/serenity"
     created = sw_writer.post(f"{b}/markets", {"market": "DE", "languageCode": "de"})
     assert created.status_code == 201, created.json()
@@ -48,7 +56,16 @@ def test_market_create_then_activate_then_deactivate(sw_writer, sim):
     assert again.status_code == 409 and again.json()["error"] == "sliceExists"
     listed = sw_writer.get(f"{b}/markets").json()["items"]
     assert [m["market"] for m in listed] == ["DE"]
-    act = sw_writer.post(f"{b}/activate", {"brandDomain": "acme.example", "markets": [{"market": "US", "languageCode": "en"}, {"market": "DE", "languageCode": "de"}]})
+    act = sw_writer.post(
+        f"{b}/activate",
+        {
+            "brandDomain": "acme.example",
+            "markets": [
+                {"market": "US", "languageCode": "en"},
+                {"market": "DE", "languageCode": "de"},
+            ],
+        },
+    )
     assert act.status_code == 200, act.json()
     assert [m["status"] for m in act.json()["markets"]] == [201, 409]
     deact = sw_writer.post(f"{b}/deactivate")
