@@ -107,6 +107,20 @@ class PromptItemSerializer(serializers.Serializer):
 class PromptsSerializer(BodyObjectSerializer):
     prompts = serializers.ListField(child=PromptItemSerializer(), allow_empty=False)
 
+    def to_internal_value(self, data: Any) -> Any:
+        # Name an item's field `prompts[3].text`, as the service names its own checks, not
+        # DRF's `prompts.3.text`.
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            detail = exc.detail
+            items = detail.get("prompts") if isinstance(detail, dict) else None
+            if isinstance(items, dict):
+                rest = {k: v for k, v in detail.items() if k != "prompts"}
+                indexed = {f"prompts[{index}]": error for index, error in items.items()}
+                raise serializers.ValidationError({**indexed, **rest}) from None
+            raise
+
     def validate_prompts(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if len(value) > settings.SERENITY_MAX_PROMPTS:
             raise serializers.ValidationError(
