@@ -1,0 +1,244 @@
+"""The concurrency guard (SPEC §6.2): one pending attempt per brand, stale ones reconciled, the
+partial unique constraint as the last line of defence, and a deploy ahead of its migration."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+from unittest import mock
+
+import pytest
+from django.db import ProgrammingError, connection
+from django.utils import timezone
+
+from jobs.models import AsyncJob, JobStatus, JobStep, JobType
+from jobs.services import CHAINED_POSITION
+from provisioning import services
+from provisioning.exceptions import ProvisioningInProgressError
+from provisioning.models import (
+    AttemptReason,
+    AttemptStartedBy,
+    AttemptStatus,
+    ProvisioningAttempt,
+)
+from provisioning.services import attempt_begin
+from serenity.models import Brand
+from tests.factories import BrandFactory
+
+STALE_ERROR = {
+    "code": "provisioningStale",
+    "message": "Provisioning was abandoned and has been reconciled.",
+    "retryable": True,
+}
+
+
+@pytest.fixture
+def brand(db: Any) -> Brand:
+    return BrandFactory()
+
+
+def chain_for(brand: Brand) -> tuple[AsyncJob, AsyncJob, AsyncJob]:
+    """A provisioning chain mid-flight: a finished settle read, the next read (claimed), and the
+    chained create-market waiting for promotion."""
+    common = {
+        "organization_id": brand.organization_id,
+        "brand_id": brand.id,
+        "job_type": JobType.PROVISION_WORKSPACE,
+    }
+    chained = AsyncJob.objects.create(
+        **common, step=JobStep.CREATE_MARKET, position=CHAINED_POSITION, run_after=None
+    )
+    root = AsyncJob.objects.create(
+        **common,
+        step=JobStep.PROVISION_WORKSPACE,
+        status=JobStatus.COMPLETED,
+        run_after=timezone.now(),
+    )
+    read = AsyncJob.objects.create(
+        **common,
+        step=JobStep.PROVISION_WORKSPACE,
+        root=root,
+        position=1,
+        next=chained,
+        run_after=timezone.now(),
+        claim_token=uuid.uuid4(),
+        lease_expires_at=timezone.now() + timedelta(seconds=60),
+    )
+    AsyncJob.objects.filter(pk=root.pk).update(next=read, current=read)
+    AsyncJob.objects.filter(pk=chained.pk).update(root=root)
+    return root, read, chained
+
+
+def pending(brand: Brand, **fields: Any) -> ProvisioningAttempt:
+    return ProvisioningAttempt.objects.create(
+        brand=brand, started_by=fields.pop("started_by", AttemptStartedBy.CREATE_MARKET), **fields
+    )
+
+
+def age(attempt: ProvisioningAttempt, seconds: float) -> None:
+    ProvisioningAttempt.objects.filter(pk=attempt.pk).update(
+        updated_at=timezone.now() - timedelta(seconds=seconds)
+    )
+
+
+def test_no_pending_attempt_begins_one(brand):
+    # when
+    attempt = attempt_begin(brand_id=brand.id, started_by=AttemptStartedBy.ACTIVATE)
+    # then
+    assert attempt is not None
+    stored = ProvisioningAttempt.objects.get(brand=brand)
+    assert stored.pk == attempt.pk
+    assert (stored.status, stored.started_by, stored.reason) == (
+        AttemptStatus.PENDING,
+        AttemptStartedBy.ACTIVATE,
+        None,
+    )
+
+
+def test_finished_attempts_do_not_block(brand):
+    pending(brand, status=AttemptStatus.FAILED, reason=AttemptReason.UPSTREAM)
+    pending(brand, status=AttemptStatus.READY)
+    assert attempt_begin(brand_id=brand.id, started_by=AttemptStartedBy.ACTIVATE) is not None
+    assert ProvisioningAttempt.objects.filter(brand=brand).count() == 3
+
+
+def test_a_fresh_pending_attempt_of_a_job_answers_409_naming_the_job(brand):
+    # given
+    root, _, _ = chain_for(brand)
+    blocking = pending(brand, job=root)
+    # when
+    with pytest.raises(ProvisioningInProgressError) as caught:
+        attempt_begin(brand_id=brand.id, started_by=AttemptStartedBy.CREATE_MARKET)
+    # then
+    assert caught.value.http_status == 409
+    assert caught.value.as_body() == {
+        "error": "semrush_provisioning_in_progress",
+        "message": "A Semrush provisioning job is already in progress for this brand.",
+        "details": {"jobId": str(root.id)},
+    }
+    assert list(ProvisioningAttempt.objects.filter(brand=brand)) == [blocking]
+    assert ProvisioningAttempt.objects.get(pk=blocking.pk).status == AttemptStatus.PENDING
+
+
+def test_a_fresh_pending_sync_attempt_answers_409_with_a_null_job(brand):
+    pending(brand)
+    with pytest.raises(ProvisioningInProgressError) as caught:
+        attempt_begin(brand_id=brand.id, started_by=AttemptStartedBy.DEACTIVATE)
+    assert caught.value.details == {"jobId": None}
+    assert ProvisioningAttempt.objects.filter(brand=brand).count() == 1
+
+
+def test_a_stale_pending_attempt_is_reconciled_and_the_new_one_begins(brand, settings):
+    # given: an abandoned chain, older than the stale threshold
+    settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS = 900
+    root, read, chained = chain_for(brand)
+    stale = pending(brand, job=root, candidate_workspace_id="ws-1", freshly_created=True)
+    age(stale, 901)
+    # when
+    attempt = attempt_begin(brand_id=brand.id, started_by=AttemptStartedBy.ACTIVATE)
+    # then: the old attempt failed/stale ...
+    stale.refresh_from_db()
+    assert (stale.status, stale.reason) == (AttemptStatus.FAILED, AttemptReason.STALE)
+    assert stale.error == "Provisioning was abandoned and reconciled as stale."
+    # ... its chain's unfinished jobs FAILED provisioningStale, finished ones untouched ...
+    for job in (read, chained):
+        job.refresh_from_db()
+        assert (job.status, job.error) == (JobStatus.FAILED, STALE_ERROR)
+        assert job.claim_token is None and job.finished_at is not None
+    root.refresh_from_db()
+    assert (root.status, root.error) == (JobStatus.COMPLETED, None)
+    # ... and the new attempt is the brand's one pending attempt
+    assert attempt is not None
+    assert list(ProvisioningAttempt.objects.filter(brand=brand, status=AttemptStatus.PENDING)) == [
+        attempt
+    ]
+
+
+def test_an_attempt_just_under_the_threshold_still_blocks(brand, settings):
+    settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS = 900
+    blocking = pending(brand)
+    age(blocking, 880)
+    with pytest.raises(ProvisioningInProgressError):
+        attempt_begin(brand_id=brand.id, started_by=AttemptStartedBy.ACTIVATE)
+    assert ProvisioningAttempt.objects.get(pk=blocking.pk).status == AttemptStatus.PENDING
+
+
+def test_the_unique_constraint_answers_409_when_the_read_missed_a_concurrent_insert(brand):
+    # given: a concurrent request inserted its pending attempt after our read
+    root, _, _ = chain_for(brand)
+    pending(brand, job=root)
+    real_read = services.pending_attempt_for
+    reads: list[uuid.UUID] = []
+
+    def missed_then_real(brand_id: uuid.UUID) -> ProvisioningAttempt | None:
+        reads.append(brand_id)
+        return None if len(reads) == 1 else real_read(brand_id)
+
+    # when
+    with (
+        mock.patch.object(services, "pending_attempt_for", side_effect=missed_then_real),
+        pytest.raises(ProvisioningInProgressError) as caught,
+    ):
+        attempt_begin(brand_id=brand.id, started_by=AttemptStartedBy.ACTIVATE)
+    # then: the same 409 (never a 500), still naming the blocking job; nothing inserted
+    assert caught.value.http_status == 409
+    assert caught.value.details == {"jobId": str(root.id)}
+    assert len(reads) == 2
+    assert ProvisioningAttempt.objects.filter(brand=brand).count() == 1
+
+
+def test_the_unique_constraint_409_when_every_read_misses(brand):
+    pending(brand)
+    with (
+        mock.patch.object(services, "pending_attempt_for", return_value=None),
+        pytest.raises(ProvisioningInProgressError) as caught,
+    ):
+        attempt_begin(brand_id=brand.id, started_by=AttemptStartedBy.ACTIVATE)
+    assert caught.value.code == "semrush_provisioning_in_progress"
+    assert caught.value.details == {"jobId": None}
+    # the surrounding transaction is still usable (the insert ran in a savepoint)
+    assert ProvisioningAttempt.objects.filter(brand=brand).count() == 1
+
+
+def _schema_error(sqlstate: str | None) -> ProgrammingError:
+    cause = Exception("from the driver")
+    cause.sqlstate = sqlstate  # type: ignore[attr-defined]
+    error = ProgrammingError("schema")
+    error.__cause__ = cause
+    return error
+
+
+@pytest.mark.parametrize("sqlstate", ["42P01", "42703"])
+def test_missing_table_or_column_lets_the_guard_proceed(brand, sqlstate):
+    # given: a deploy running ahead of its migration
+    with mock.patch.object(services, "pending_attempt_for", side_effect=_schema_error(sqlstate)):
+        # when
+        attempt = attempt_begin(brand_id=brand.id, started_by=AttemptStartedBy.ACTIVATE)
+    # then: no table means no attempt can be in flight; nothing is written
+    assert attempt is None
+    assert not ProvisioningAttempt.objects.filter(brand=brand).exists()
+
+
+def test_a_real_undefined_table_error_leaves_the_transaction_usable(brand):
+    # given: the read hits a table that does not exist (the driver's own 42P01)
+    def read_missing_table(brand_id: uuid.UUID) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1 FROM provisioning_attempt_not_migrated_yet")
+
+    with mock.patch.object(services, "pending_attempt_for", side_effect=read_missing_table):
+        # when
+        attempt = attempt_begin(brand_id=brand.id, started_by=AttemptStartedBy.ACTIVATE)
+    # then: the guard proceeds and the test's own transaction still answers queries
+    assert attempt is None
+    assert Brand.objects.filter(pk=brand.id).exists()
+
+
+@pytest.mark.parametrize("sqlstate", ["42501", None])
+def test_any_other_read_error_fails_closed(brand, sqlstate):
+    with (
+        mock.patch.object(services, "pending_attempt_for", side_effect=_schema_error(sqlstate)),
+        pytest.raises(ProgrammingError),
+    ):
+        attempt_begin(brand_id=brand.id, started_by=AttemptStartedBy.ACTIVATE)
+    assert not ProvisioningAttempt.objects.filter(brand=brand).exists()
