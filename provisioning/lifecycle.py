@@ -41,6 +41,7 @@ from provisioning.semrush import (
 )
 from provisioning.semrush.errors import SemrushAuthError
 from serenity.core.errors import ConfigurationError, DomainError
+from serenity.core.metrics import record_upstream_call
 from serenity.models import Brand, BrandStatus, Organization
 
 logger = logging.getLogger("serenity.provisioning")
@@ -74,7 +75,9 @@ def client_for_org(organization: Organization, **log_context: object) -> Semrush
         raise ConfigurationError("The organization's Semrush credential cannot be read.") from exc
     try:
         return semrush_client_for(
-            token=token, log_context={"org_id": str(organization.id), **log_context}
+            token=token,
+            log_context={"org_id": str(organization.id), **log_context},
+            on_call=record_upstream_call,
         )
     except SemrushConfigurationError as exc:
         raise ConfigurationError() from exc

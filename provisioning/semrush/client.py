@@ -138,6 +138,7 @@ class SemrushClient:
         session: requests.Session | None = None,
         log_context: Mapping[str, Any] | None = None,
         wall_clock: Callable[[], float] = time.time,
+        on_call: Callable[[str, int | None], None] | None = None,
     ) -> None:
         self.base_url = _normalize_base_url(base_url)
         if not token or not token.strip():
@@ -156,6 +157,9 @@ class SemrushClient:
         self._owns_session = session is None
         self._session = session if session is not None else requests.Session()
         self.log_context: dict[str, Any] = dict(log_context or {})
+        # Observer of every attempt (operation, status or None): metrics, without this module
+        # knowing about them.
+        self._on_call = on_call
         self._um = self.base_url + USER_MANAGER_PREFIX
         self._pe = self.base_url + PROJECT_ENGINE_PREFIX
 
@@ -670,10 +674,15 @@ class SemrushClient:
             message += " error=%s retry_in_s=%s"
             args.extend([type(error).__name__, wait])
         logger.log(level, message, *args, extra=fields)
+        if self._on_call is not None:
+            self._on_call(operation, status)
 
 
 def semrush_client_for(
-    *, token: str | None = None, log_context: Mapping[str, Any] | None = None
+    *,
+    token: str | None = None,
+    log_context: Mapping[str, Any] | None = None,
+    on_call: Callable[[str, int | None], None] | None = None,
 ) -> SemrushClient:
     """Build a client from Django settings, read at call time (never at import).
 
@@ -691,6 +700,7 @@ def semrush_client_for(
         token=chosen_token or "",
         timeout=float(timeout if timeout else DEFAULT_TIMEOUT_SECONDS),
         log_context=log_context,
+        on_call=on_call,
     )
 
 

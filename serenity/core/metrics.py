@@ -29,6 +29,10 @@ STEP_DURATION = Histogram(
 )
 
 
+def record_upstream_call(operation: str, status: int | None) -> None:
+    UPSTREAM_CALLS.labels(operation, str(status) if status is not None else "none").inc()
+
+
 class DatabaseCollector:
     """Jobs by type/status and attempts by outcome, counted in the database."""
 

@@ -28,3 +28,17 @@ class RequestContextMiddleware:
             context.clear()
         response["X-Request-Id"] = request_id
         return response
+
+
+class RequestMetricsMiddleware:
+    """Counts served requests by method and status (Prometheus)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        from serenity.core.metrics import HTTP_REQUESTS
+
+        response = self.get_response(request)
+        HTTP_REQUESTS.labels(request.method or "", str(response.status_code)).inc()
+        return response
