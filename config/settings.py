@@ -51,7 +51,6 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "serenity.core.middleware.RequestContextMiddleware",
-    "serenity.core.middleware.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -127,6 +126,17 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "2.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "serenity.api.schemas.postprocess_schema",
+    ],
+    "GET_LIB_DOC_EXCLUDES": "serenity.api.schemas.doc_excludes",
+    # Several bodies have a `status` field with different choice sets: name each set once.
+    "ENUM_NAME_OVERRIDES": {
+        "BrandStatusEnum": "serenity.models.BrandStatus",
+        "UndeletedBrandStatusEnum": ["active", "pending"],
+        "JobStatusEnum": "jobs.models.JobStatus",
+    },
 }
 
 # --- Semrush ------------------------------------------------------------------------------
@@ -168,7 +178,6 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     CELERY_BROKER_TRANSPORT_OPTIONS.update(
         data_folder_in=str(_BROKER_DIR),
         data_folder_out=str(_BROKER_DIR),
-        control_folder=str(_BROKER_DIR / "control"),
         store_processed=False,
     )
 else:

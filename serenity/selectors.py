@@ -7,6 +7,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from django.db.models import OuterRef, Subquery
+
 from serenity.core.errors import InvalidRequestError
 from serenity.exceptions import (
     BrandNotFoundError,
@@ -62,17 +64,28 @@ def caller_scope_resolve(
     if geo_target_id is not None:
         parse_geo_target_id(geo_target_id)
 
-    organization = Organization.objects.filter(pk=org_uuid).first()
+    # The org and the caller's role in it, in one query.
+    organization = (
+        Organization.objects.filter(pk=org_uuid)
+        .annotate(
+            caller_role=Subquery(
+                Membership.objects.filter(
+                    organization_id=OuterRef("pk"), user_id=getattr(user, "pk", None)
+                ).values("role")[:1]
+            )
+        )
+        .first()
+    )
     if organization is None:
         raise OrganizationNotFoundError()
 
     if getattr(user, "is_staff", False):
         role = Role.WRITER
     else:
-        membership = Membership.objects.filter(user=user, organization=organization).first()
-        if membership is None:
+        caller_role = getattr(organization, "caller_role", None)
+        if caller_role is None:
             raise NotAMemberError()
-        role = Role(membership.role)
+        role = Role(caller_role)
     if write and role != Role.WRITER:
         raise NotAMemberError("Your role does not allow changes in this organization.")
 

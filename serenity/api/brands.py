@@ -10,6 +10,7 @@ from rest_framework.response import Response
 
 from provisioning import orchestration, selectors
 from serenity import services
+from serenity.api import schemas
 from serenity.api.base import OrgScopedView
 from serenity.api.jobs import accepted_headers
 from serenity.api.payloads import brand_payload, market_payload
@@ -41,6 +42,7 @@ def _brand_input(data: dict[str, Any]) -> orchestration.BrandInput:
 
 
 class BrandCollectionView(OrgScopedView):
+    @schemas.brand_list_schema
     def get(self, request: Request, org_id: str) -> Response:
         query = BrandListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -49,6 +51,7 @@ class BrandCollectionView(OrgScopedView):
         )
         return Response({"brands": [brand_payload(b) for b in brands]})
 
+    @schemas.brand_create_schema
     def post(self, request: Request, org_id: str) -> Response:
         body = BrandCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -67,10 +70,12 @@ class BrandCollectionView(OrgScopedView):
 
 
 class BrandDetailView(OrgScopedView):
+    @schemas.brand_get_schema
     def get(self, request: Request, org_id: str, brand_id: str) -> Response:
         assert self.scope.brand is not None
         return Response(brand_payload(selectors.brand_get(brand_id=self.scope.brand.pk)))
 
+    @schemas.brand_update_schema
     def patch(self, request: Request, org_id: str, brand_id: str) -> Response:
         assert self.scope.brand is not None
         body = BrandUpdateSerializer(data=request.data)

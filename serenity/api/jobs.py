@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from jobs.models import AsyncJob, JobStatus
 from jobs.selectors import chain_payload, job_chain_get
 from provisioning import services as provisioning_services
+from serenity.api import schemas
 from serenity.api.base import OrgScopedView
 
 
@@ -41,6 +42,7 @@ def _render(job_id: str, brand_id: uuid.UUID) -> Response:
 class JobDetailView(OrgScopedView):
     serenity_route = True
 
+    @schemas.job_get_schema
     def get(self, request: Request, org_id: str, brand_id: str, job_id: str) -> Response:
         assert self.scope.brand is not None
         return _render(job_id, self.scope.brand.pk)
@@ -49,6 +51,7 @@ class JobDetailView(OrgScopedView):
 class JobCancelView(OrgScopedView):
     serenity_route = True
 
+    @schemas.job_cancel_schema
     def post(self, request: Request, org_id: str, brand_id: str, job_id: str) -> Response:
         assert self.scope.brand is not None
         provisioning_services.job_cancel(brand_id=self.scope.brand.pk, job_id=uuid.UUID(job_id))

@@ -6,12 +6,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from provisioning.prompts import prompts_add
+from serenity.api import schemas
 from serenity.api.base import SerenityView
 from serenity.api.serenity_routes import render
 from serenity.api.serializers import PromptsSerializer
 
 
 class PromptCollectionView(SerenityView):
+    @schemas.prompts_create_schema
     def post(self, request: Request, org_id: str, brand_id: str) -> Response:
         assert self.scope.brand is not None
         body = PromptsSerializer(data=request.data)

@@ -9,6 +9,7 @@ from rest_framework.response import Response
 
 from provisioning import orchestration
 from provisioning.outcome import Outcome
+from serenity.api import schemas
 from serenity.api.base import OrgScopedView, SerenityView
 from serenity.api.jobs import accepted_body, accepted_headers
 from serenity.api.payloads import market_payload
@@ -44,10 +45,12 @@ def _market_inputs(items: list[dict[str, Any]]) -> list[orchestration.MarketInpu
 
 
 class MarketCollectionView(SerenityView):
+    @schemas.market_list_schema
     def get(self, request: Request, org_id: str, brand_id: str) -> Response:
         markets = Market.objects.filter(brand=self.scope.brand, deleted_at__isnull=True)
         return Response({"items": [market_payload(m) for m in markets]})
 
+    @schemas.market_create_schema
     def post(self, request: Request, org_id: str, brand_id: str) -> Response:
         assert self.scope.brand is not None
         body = MarketCreateSerializer(data=request.data)
@@ -70,6 +73,7 @@ class MarketDetailView(SerenityView):
             language_code=language_code.lower(), deleted_at__isnull=True,
         ).first()
 
+    @schemas.market_get_schema
     def get(self, request: Request, org_id: str, brand_id: str, geo_target_id: str,
             language_code: str) -> Response:
         market = self._market(geo_target_id, language_code)
@@ -77,6 +81,7 @@ class MarketDetailView(SerenityView):
             raise MarketNotFoundError()
         return Response(market_payload(market))
 
+    @schemas.market_delete_schema
     def delete(self, request: Request, org_id: str, brand_id: str, geo_target_id: str,
                language_code: str) -> Response:
         assert self.scope.brand is not None
@@ -86,6 +91,7 @@ class MarketDetailView(SerenityView):
 
 
 class ActivateView(SerenityView):
+    @schemas.activate_schema
     def post(self, request: Request, org_id: str, brand_id: str) -> Response:
         assert self.scope.brand is not None
         body = ActivateSerializer(data=request.data if request.data else {})
@@ -103,12 +109,14 @@ class ActivateView(SerenityView):
 class DeactivateView(OrgScopedView):
     serenity_route = True
 
+    @schemas.deactivate_schema
     def post(self, request: Request, org_id: str, brand_id: str) -> Response:
         assert self.scope.brand is not None
         return render(orchestration.deactivate(brand=self.scope.brand))
 
 
 class LanguagesView(OrgScopedView):
+    @schemas.language_list_schema
     def get(self, request: Request, org_id: str) -> Response:
         return Response({"items": orchestration.languages_list(
             organization=self.scope.organization)})
