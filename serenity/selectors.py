@@ -69,9 +69,9 @@ def caller_scope_resolve(
         Organization.objects.filter(pk=org_uuid)
         .annotate(
             caller_role=Subquery(
-                Membership.objects.filter(
-                    organization_id=OuterRef("pk"), user_id=getattr(user, "pk", None)
-                ).values("role")[:1]
+                Membership.objects.filter(organization_id=OuterRef("pk"), user_id=user.pk).values(
+                    "role"
+                )[:1]
             )
         )
         .first()
