@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, ProgrammingError, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from jobs import services as job_services
@@ -177,14 +178,25 @@ def schedule_cleanup(*, attempt_id: uuid.UUID) -> None:
 
 
 def attempts_needing_cleanup() -> list[ProvisioningAttempt]:
+    """Failed attempts whose freshly created, never promoted candidate is not emptied yet.
+
+    Never a terminal workspace (SPEC §6.3: failed `terminal`, no cleanup), and never a candidate
+    that is now some brand's pointer: a sync brand create persists the pointer without marking
+    the attempt promoted, and another brand may have adopted an empty shell; emptying either
+    would delete canonical projects.
+    """
+    pointed_at = Brand.objects.filter(semrush_sub_workspace_id=OuterRef("candidate_workspace_id"))
     return list(
-        ProvisioningAttempt.objects.select_related("brand__organization").filter(
+        ProvisioningAttempt.objects.select_related("brand__organization")
+        .filter(
             status=AttemptStatus.FAILED,
             freshly_created=True,
             workspace_promoted=False,
             cleanup_done=False,
             candidate_workspace_id__isnull=False,
-        )[:200]
+        )
+        .exclude(reason=AttemptReason.TERMINAL)
+        .exclude(Exists(pointed_at))[:200]
     )
 
 
