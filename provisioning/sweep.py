@@ -1,11 +1,19 @@
-"""The stale sweep (SPEC §6.4): reconcile attempts pending past the threshold, and empty the
-freshly created candidates of failed attempts that nobody cleaned up."""
+"""The stale sweep (SPEC §6.4): reconcile attempts pending past the threshold, empty the
+freshly created candidates of failed attempts that nobody cleaned up, and clear leftover market
+reservations (SPEC §3)."""
 
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
+from django.conf import settings
+from django.utils import timezone
+
+from jobs.models import AsyncJob, JobStatus
 from provisioning import services as attempts
+from provisioning.models import AttemptStatus, ProvisioningAttempt
+from serenity.models import Market, MarketStatus
 
 logger = logging.getLogger("serenity.provisioning")
 
@@ -28,4 +36,59 @@ def attempts_sweep() -> dict[str, int]:
                 exc_info=True,
                 extra={"attempt_id": str(attempt.id)},
             )
-    return {"reconciled": reconciled, "cleaned": cleaned}
+    released = reservations_release_abandoned()
+    return {"reconciled": reconciled, "cleaned": cleaned, "released": released}
+
+
+def reservations_release_abandoned(*, limit: int = 500) -> int:
+    """Clear `creating` reservations left behind by work that ended without finishing them.
+
+    Abandoned: unchanged for the stale threshold and its owner is not live (no pending attempt
+    and no IN_PROGRESS job with that id; a sync request's own id has neither). The threshold
+    leaves a worker whose attempt just ended the time to clean up after itself. One that recorded
+    no project is deleted (the slice is free again); one whose project exists becomes
+    `publish_failed` without an owner, so a create resumes that project and a DELETE can remove
+    it (a `creating` market answers 409 marketBusy). Every write is conditional on the row being
+    unchanged (still `creating`, same owner, same project id, not touched since), so a create
+    that took the reservation over meanwhile wins. Returns how many were released.
+    """
+    cutoff = timezone.now() - timedelta(seconds=settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS)
+    leftovers = list(
+        Market.objects.filter(
+            status=MarketStatus.CREATING,
+            deleted_at__isnull=True,
+            reserved_by__isnull=False,
+            updated_at__lt=cutoff,
+        ).values_list("pk", "reserved_by", "semrush_project_id")[:limit]
+    )
+    owners = {owner for _, owner, _ in leftovers if owner is not None}
+    live_owners = set(
+        ProvisioningAttempt.objects.filter(pk__in=owners, status=AttemptStatus.PENDING).values_list(
+            "id", flat=True
+        )
+    ) | set(
+        AsyncJob.objects.filter(pk__in=owners, status=JobStatus.IN_PROGRESS).values_list(
+            "id", flat=True
+        )
+    )
+    released = 0
+    for market_id, owner, project_id in leftovers:
+        if owner in live_owners:
+            continue
+        unchanged = Market.objects.filter(
+            pk=market_id,
+            status=MarketStatus.CREATING,
+            reserved_by=owner,
+            semrush_project_id=project_id,
+            updated_at__lt=cutoff,
+        )
+        if project_id is None:
+            _, per_model = unchanged.delete()
+            released += per_model.get(Market._meta.label, 0)
+        else:
+            released += unchanged.update(
+                status=MarketStatus.PUBLISH_FAILED, reserved_by=None, updated_at=timezone.now()
+            )
+    if released:
+        logger.warning("sweep released abandoned market reservations", extra={"count": released})
+    return released
