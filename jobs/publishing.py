@@ -11,6 +11,7 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.db.models import F
 from django.utils import timezone
 
@@ -37,10 +38,17 @@ def publish_job(*, job_id: uuid.UUID, task_name: str, countdown: float = 0.0) ->
             extra={"job_id": str(job_id), "task": task_name, "error_class": type(exc).__name__},
         )
         return False
-    AsyncJob.objects.filter(pk=job_id).update(
-        published_at=timezone.now() + timedelta(seconds=max(countdown, 0.0)),
-        publish_count=F("publish_count") + 1,
-    )
+    try:
+        AsyncJob.objects.filter(pk=job_id).update(
+            published_at=timezone.now() + timedelta(seconds=max(countdown, 0.0)),
+            publish_count=F("publish_count") + 1,
+        )
+    except DatabaseError:
+        # The message is out; without the mark the dispatcher sends a harmless duplicate.
+        logger.warning(
+            "job published but not marked; the dispatcher may publish it again",
+            extra={"job_id": str(job_id), "task": task_name},
+        )
     return True
 
 
