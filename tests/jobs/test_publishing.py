@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -91,3 +92,23 @@ def test_publish_records_when_the_message_is_due(db):
     job.refresh_from_db()
     assert job.publish_count == 1
     assert job.published_at > job.created_at
+
+
+def test_a_database_error_after_a_successful_send_does_not_raise(db, monkeypatch):
+    # given: the broker takes the message, then the database refuses the "published" mark
+    from django.db import OperationalError
+
+    sent: list[str] = []
+    monkeypatch.setattr(publishing.celery_app, "send_task", lambda name, **kw: sent.append(name))
+
+    class RefusingManager:
+        def filter(self, **kwargs: object) -> RefusingManager:
+            return self
+
+        def update(self, **kwargs: object) -> int:
+            raise OperationalError("connection lost")
+
+    monkeypatch.setattr(publishing.AsyncJob, "objects", RefusingManager())
+    # when / then: the message is out, so the publish counts as accepted
+    assert publish_job(job_id=uuid.uuid4(), task_name="serenity.step.createMarket") is True
+    assert sent == ["serenity.step.createMarket"]
