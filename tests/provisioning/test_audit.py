@@ -435,3 +435,25 @@ def test_audit_run_changes_nothing(serenity_org, sim, upstream):
     assert report.exit_code == 1
     assert sim.state() == before
     assert {r["method"] for r in sim.requests_log()[logged:]} == {"GET"}
+
+
+def test_what_the_service_provisions_is_clean(sw_writer, sim, upstream):
+    # given: a brand with a market made through the API, then a second market
+    response = sw_writer.post(
+        f"/v2/orgs/{sw_writer.org.id}/brands",
+        {
+            "name": "Acme",
+            "baseUrl": "https://acme.example",
+            "semrushMarket": {"market": "US", "languageCode": "en"},
+        },
+    )
+    assert response.status_code == 201, response.json()
+    brand_path = f"/v2/orgs/{sw_writer.org.id}/brands/{response.json()['id']}/serenity"
+    created = sw_writer.post(f"{brand_path}/markets", {"market": "DE", "languageCode": "de"})
+    assert created.status_code == 201, created.json()
+    assert len(sim.state()["projects"]) == 2
+    # when / then
+    assert run_audit_json() == (0, EMPTY)
+    # and after a deactivate the emptied shell is still clean
+    assert sw_writer.post(f"{brand_path}/deactivate").status_code == 200
+    assert run_audit_json() == (0, EMPTY)
