@@ -37,6 +37,8 @@ Decisions:
   re-run after a crash resumes after the last finished unit with the same counts. The one
   window left is a crash between a successful push and that transaction: the re-run pushes
   that unit again (Semrush has no idempotency key for prompts).
+- Two concurrent requests adding the same new prompt may both push it (the model has no
+  reservation state for a prompt); the database keeps one row.
 - A job run processes units until about half a lease has passed, then checkpoints and hands
   itself over to a fresh delivery, so no run nears the task's time limit.
 """
@@ -342,10 +344,10 @@ class _ClaimLostError(Exception):
 class RunPolicy:
     """How `_prompts_run` differs between the sync path and the job.
 
-    `checkpoint(progress)` runs inside the transaction that stores a unit's rows and returns
-    False when the claim is lost; `renew()` after each upstream call, likewise; `defer` makes a
-    429 postpone the run instead of counting `failed`; `deadline` (monotonic) hands the rest
-    of the work to a later delivery.
+    `checkpoint(progress)` runs after every unit (inside the transaction that stores its rows)
+    and every publish, and returns False when the claim is lost; `renew()` extends the lease
+    after each checkpoint; `defer_rate_limited` makes a 429 postpone the run instead of
+    counting `failed`; `deadline` (monotonic) hands the rest of the work to a later delivery.
     """
 
     batch_size: int | None = None
@@ -429,8 +431,9 @@ def _store_unit(
     )
 
 
-def _checkpoint(policy: RunPolicy, progress: Progress) -> None:
-    if not policy.checkpoint(progress):
+def _still_claimed(policy: RunPolicy, kept_claim: bool) -> None:
+    """After a checkpoint: stop if the claim was lost, else extend the lease."""
+    if not kept_claim or not policy.renew():
         raise _ClaimLostError()
 
 
@@ -503,8 +506,9 @@ def _prompts_run(
                 else:
                     pushed = new
                     ids = _upstream_ids(answer, new)
-                if not policy.renew():
-                    raise _ClaimLostError()
+        # The rows are committed even when the checkpoint finds the claim lost: they record
+        # what is upstream, and whoever holds the job now then skips them instead of pushing
+        # them again.
         with transaction.atomic():
             if pushed and market is not None:
                 _store_unit(market=market, pushed=pushed, intents=intents, ids=ids)
@@ -514,9 +518,17 @@ def _prompts_run(
             progress.created += len(pushed)
             progress.skipped += skipped
             progress.failed += failed
-            _checkpoint(policy, progress)
+            kept_claim = policy.checkpoint(progress)
+        _still_claimed(policy, kept_claim)
 
-    _publish_touched(brand=brand, plan=plan, policy=policy, progress=progress, client=client)
+    _publish_touched(
+        brand=brand,
+        plan=plan,
+        policy=policy,
+        progress=progress,
+        client=client,
+        moved=progress.units_done > started_at,
+    )
     return progress.counts(plan)
 
 
@@ -527,9 +539,11 @@ def _publish_touched(
     policy: RunPolicy,
     progress: Progress,
     client: Callable[[], SemrushClient],
+    moved: bool,
 ) -> None:
     """Publish each project this run pushed to, once, and any project of the request's markets
-    still flagged with unpublished updates (an earlier publish failed or was interrupted)."""
+    still flagged with unpublished updates (an earlier publish failed or was interrupted).
+    `moved`: this run has done some work already (so it may hand over at the deadline)."""
     markets = prompt_markets(brand)
     by_id = {str(m.pk): m for m in markets.values()}
     wanted = list(progress.touched)
@@ -545,7 +559,7 @@ def _publish_touched(
         market = by_id.get(market_id)
         if market_id in progress.published or market is None:
             continue
-        if policy.deadline is not None and time.monotonic() > policy.deadline:
+        if moved and policy.deadline and time.monotonic() > policy.deadline:
             raise _RunDeferredError(0.0)
         try:
             client().publish_project(
@@ -568,11 +582,9 @@ def _publish_touched(
             Market.objects.filter(
                 pk=market.pk, status=MarketStatus.LIVE_WITH_UNPUBLISHED_UPDATES
             ).update(status=MarketStatus.LIVE, updated_at=timezone.now())
-        if not policy.renew():
-            raise _ClaimLostError()
-        with transaction.atomic():
-            progress.published.append(market_id)
-            _checkpoint(policy, progress)
+        progress.published.append(market_id)
+        _still_claimed(policy, policy.checkpoint(progress))
+        moved = True
 
 
 # --- Services -------------------------------------------------------------------------------
@@ -627,8 +639,8 @@ def _job_checkpoint(job: AsyncJob, claim_token: uuid.UUID) -> Callable[[Progress
 
 
 def classify_prompts_step(run: StepRun) -> None:
-    """The `classifyPrompts` job: the sync path in batches of `BATCH_SIZE`, checkpointing after
-    every unit, renewing the lease after every upstream call. Ends COMPLETED with
+    """The `classifyPrompts` job: the sync path in batches of `BATCH_SIZE`, checkpointing and
+    renewing the lease after every unit and every publish. Ends COMPLETED with
     `{status: 200, body: {created, skipped, failed}, outcome: "succeeded"}`. A re-run resumes
     from `metadata.progress`. No attempt is involved (nothing is provisioned)."""
     job = run.job

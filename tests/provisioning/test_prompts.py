@@ -482,6 +482,53 @@ def test_a_rerun_after_a_crash_skips_stored_prompts_and_never_pushes_them_twice(
     assert calls() == []
 
 
+def test_a_run_that_lost_its_claim_keeps_the_rows_it_pushed_and_writes_nothing_to_the_job(
+    sw_writer, sim
+):
+    # given: a run whose lease expired and whose job another delivery has claimed meanwhile
+    b = make_brand(sw_writer, ("US", "en"), ("DE", "de"))
+    job = _begin_job(sw_writer, b, [us("a"), de("b")])
+    stale_token = job_claim(job_id=job.pk)
+    other_token = uuid.uuid4()
+    AsyncJob.objects.filter(pk=job.pk).update(claim_token=other_token)
+    calls = Calls(sim)
+    # when
+    classify_prompts_step(StepRun(job=AsyncJob.objects.get(pk=job.pk), claim_token=stale_token))
+    # then: it stopped after its first push, whose rows it kept; the job is untouched
+    assert calls() == [("POST", prompts_path(market(2840, "en")))]
+    assert list(Prompt.objects.values_list("text", flat=True)) == ["a"]
+    job.refresh_from_db()
+    assert (job.status, job.claim_token, job.result) == ("IN_PROGRESS", other_token, None)
+    assert "progress" not in job.metadata
+
+
+def test_a_long_run_hands_over_to_a_fresh_delivery_and_finishes_with_the_same_counts(
+    sw_writer, sim, settings
+):
+    # given: a lease so short that every run stops after one unit
+    settings.JOBS_LEASE_SECONDS = 0.0001
+    b = make_brand(sw_writer, ("US", "en"), ("DE", "de"))
+    us_market, de_market = market(2840, "en"), market(2276, "de")
+    job = _begin_job(sw_writer, b, [us("a"), de("b"), us("c")])
+    calls = Calls(sim)
+    runs = 0
+    # when: deliveries come until the job is done
+    while AsyncJob.objects.get(pk=job.pk).status == "IN_PROGRESS" and runs < 10:
+        AsyncJob.objects.filter(pk=job.pk).update(lease_expires_at=None, claim_token=None)
+        _run_once(job)
+        runs += 1
+    # then
+    job.refresh_from_db()
+    assert runs == 4  # US; DE; the US publish; the DE publish (handing over each time)
+    assert job.result["body"] == {"created": 3, "skipped": 0, "failed": 0}
+    assert calls() == [
+        ("POST", prompts_path(us_market)),
+        ("POST", prompts_path(de_market)),
+        ("POST", publish_path(us_market)),
+        ("POST", publish_path(de_market)),
+    ]
+
+
 def test_the_job_pushes_in_batches_of_100_and_publishes_once(sw_writer, sim):
     b = make_brand(sw_writer, ("US", "en"))
     us_market = market(2840, "en")
