@@ -51,6 +51,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "serenity.core.middleware.RequestContextMiddleware",
+    "serenity.core.middleware.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -178,6 +179,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     CELERY_BROKER_TRANSPORT_OPTIONS.update(
         data_folder_in=str(_BROKER_DIR),
         data_folder_out=str(_BROKER_DIR),
+        control_folder=str(_BROKER_DIR / "control"),
         store_processed=False,
     )
 else:
