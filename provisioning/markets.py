@@ -54,23 +54,39 @@ def _owner_is_live(market: Market) -> bool:
     return age < timedelta(seconds=settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS)
 
 
+def _live_slice_market(*, brand: Brand, slice_: Slice) -> Market | None:
+    return Market.objects.filter(
+        brand=brand,
+        geo_target_id=slice_.geo_target_id,
+        language_code=slice_.language_code,
+        deleted_at__isnull=True,
+    ).first()
+
+
+def _resumable(market: Market) -> bool:
+    return market.status in RESUMABLE or (
+        market.status == MarketStatus.CREATING and not _owner_is_live(market)
+    )
+
+
+def market_slice_check(*, brand: Brand, slice_: Slice) -> None:
+    """Raise `SliceExistsError` when the slice has a market a create could not resume (a live
+    one, or a reservation whose owner is still working). Reads only; `market_reserve` is the
+    write that settles a race."""
+    existing = _live_slice_market(brand=brand, slice_=slice_)
+    if existing is not None and not _resumable(existing):
+        raise SliceExistsError()
+
+
 def market_reserve(*, brand: Brand, slice_: Slice, owner: uuid.UUID, name: str | None) -> Market:
     """Reserve the slice for `owner`, or take over a resumable market of it.
 
     Resumable: `draft`, `publish_failed`, or `creating` whose owner has finished. Raises
     `SliceExistsError` when the slice has a live market or a live reservation.
     """
-    existing = Market.objects.filter(
-        brand=brand,
-        geo_target_id=slice_.geo_target_id,
-        language_code=slice_.language_code,
-        deleted_at__isnull=True,
-    ).first()
+    existing = _live_slice_market(brand=brand, slice_=slice_)
     if existing is not None:
-        resumable = existing.status in RESUMABLE or (
-            existing.status == MarketStatus.CREATING and not _owner_is_live(existing)
-        )
-        if not resumable:
+        if not _resumable(existing):
             raise SliceExistsError()
         taken = Market.objects.filter(
             pk=existing.pk, status=existing.status, reserved_by=existing.reserved_by

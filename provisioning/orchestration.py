@@ -43,7 +43,13 @@ from provisioning.lifecycle import (
     workspace_empty,
     workspace_settle,
 )
-from provisioning.markets import MarketRequest, market_provision, market_release, market_reserve
+from provisioning.markets import (
+    MarketRequest,
+    market_provision,
+    market_release,
+    market_reserve,
+    market_slice_check,
+)
 from provisioning.models import AttemptReason, AttemptStartedBy, AttemptStatus, ProvisioningAttempt
 from provisioning.outcome import Outcome
 from provisioning.semrush import SemrushClient, SemrushError
@@ -453,6 +459,11 @@ def _refuse_without_workspace(brand: Brand) -> str:
     return pointer
 
 
+def _lock_brand(brand_id: uuid.UUID) -> None:
+    """Lock the brand row until the surrounding transaction commits (the guard's lock)."""
+    Brand.objects.select_for_update().filter(pk=brand_id).values_list("pk").first()
+
+
 def _market_create_subworkspace_sync(
     *,
     brand: Brand,
@@ -460,26 +471,36 @@ def _market_create_subworkspace_sync(
     brand_names: list[str] | None,
     brand_domain: str | None,
 ) -> Outcome:
-    attempt = attempts.attempt_begin(brand_id=brand.pk, started_by=AttemptStartedBy.CREATE_MARKET)
-    owner = attempt.id if attempt is not None else uuid.uuid4()
-    try:
-        # The guard is passed: re-read the pointer (a deactivate may have cleared it).
+    """Refusals first, writing nothing: a taken slice (409 sliceExists) and other work holding
+    the brand (409 semrush_provisioning_in_progress) before any upstream call, then the language
+    against the (cached) catalogue. Then, in one transaction under the brand's row lock: the
+    pointer is re-read, the slice re-checked, the guard inserts our attempt and the slice is
+    reserved. A concurrent create of the same slice therefore meets our reservation (409
+    sliceExists) rather than our attempt, and any refusal rolls back the attempt with it.
+    """
+    client = client_for_org(brand.organization, brand_id=str(brand.pk))
+    market_slice_check(brand=brand, slice_=market.slice)
+    attempts.attempt_guard_precheck(brand_id=brand.pk)
+    request = market_request_for(
+        client=client,
+        brand=brand,
+        market=market,
+        brand_names=brand_names,
+        brand_domain=brand_domain,
+    )
+    with transaction.atomic():
+        _lock_brand(brand.pk)
+        # Under the lock: a deactivate may have cleared the pointer since the first check.
         pointer = _refuse_without_workspace(brand)
+        market_slice_check(brand=brand, slice_=market.slice)
+        attempt = attempts.attempt_begin(
+            brand_id=brand.pk, started_by=AttemptStartedBy.CREATE_MARKET
+        )
+        owner = attempt.id if attempt is not None else uuid.uuid4()
         reservation = market_reserve(
             brand=brand, slice_=market.slice, owner=owner, name=market.name
         )
-    except DomainError as error:
-        attempts.attempt_finish(attempt=attempt, ok=True)
-        raise error
-    client = client_for_org(brand.organization, brand_id=str(brand.pk))
     try:
-        request = market_request_for(
-            client=client,
-            brand=brand,
-            market=market,
-            brand_names=brand_names,
-            brand_domain=brand_domain,
-        )
         workspace_settle(client=client, workspace_id=pointer)
     except DomainError as error:
         market_release(market_id=reservation.pk, owner=owner)
@@ -491,16 +512,26 @@ def _market_create_subworkspace_sync(
             error=error.message,
         )
         raise
-    outcome = market_provision(
-        client=client,
-        brand=brand,
-        market=reservation,
-        owner=owner,
-        workspace_id=pointer,
-        request=request,
-        owned_workspace=True,
-        delete_on_failure=False,
-    )
+    except Exception:
+        market_release(market_id=reservation.pk, owner=owner)
+        attempts.attempt_finish(attempt=attempt, ok=False, reason=AttemptReason.UNEXPECTED)
+        raise
+    try:
+        outcome = market_provision(
+            client=client,
+            brand=brand,
+            market=reservation,
+            owner=owner,
+            workspace_id=pointer,
+            request=request,
+            owned_workspace=True,
+            delete_on_failure=False,
+        )
+    except Exception:
+        # Never leave the brand leased to a request that is gone (a kept reservation is
+        # resumable once its owner has finished).
+        attempts.attempt_finish(attempt=attempt, ok=False, reason=AttemptReason.UNEXPECTED)
+        raise
     attempts.attempt_finish(attempt=attempt, ok=True)
     assert outcome is not None
     return outcome
@@ -602,8 +633,13 @@ def _begin_chain(
     chained: tuple[JobStep, dict[str, Any]] | None,
     reserve: MarketInput | None = None,
 ) -> Accepted:
-    """Guard, attempt, reservation and jobs in one transaction (§6.2, §6.3)."""
+    """Guard, attempt, reservation and jobs in one transaction (§6.2, §6.3). A slice that is
+    already taken answers 409 sliceExists before the guard (under the brand's lock), so a create
+    racing another create of the same slice gets the same answer in both modes."""
     with transaction.atomic():
+        if reserve is not None:
+            _lock_brand(brand.pk)
+            market_slice_check(brand=brand, slice_=reserve.slice)
         job = _chain_create(brand=brand, chained=chained)
         attempt = attempts.attempt_begin(
             brand_id=brand.pk, started_by=started_by, candidate_workspace_id=candidate, job=job

@@ -66,6 +66,23 @@ def pending_attempt_for(brand_id: uuid.UUID) -> ProvisioningAttempt | None:
     ).first()
 
 
+def _raise_if_fresh(blocking: ProvisioningAttempt) -> None:
+    if blocking.updated_at is None or blocking.updated_at >= _stale_cutoff():
+        raise ProvisioningInProgressError(
+            details={"jobId": str(blocking.job_id) if blocking.job_id else None}
+        )
+
+
+def attempt_guard_precheck(*, brand_id: uuid.UUID) -> None:
+    """The guard's answer without its write: 409 `semrush_provisioning_in_progress` when a
+    fresh pending attempt holds the brand. Lets a sync request refuse before its first upstream
+    call; `attempt_begin` (under the lock) stays the authority. Reads only; a missing attempts
+    table or a stale attempt passes (the begin deals with them)."""
+    schema_present, blocking = _read_pending_attempt(brand_id)
+    if schema_present and blocking is not None:
+        _raise_if_fresh(blocking)
+
+
 def attempt_begin(
     *,
     brand_id: uuid.UUID,
@@ -87,10 +104,7 @@ def attempt_begin(
         if not schema_present:
             return None
         if blocking is not None:
-            if blocking.updated_at is None or blocking.updated_at >= _stale_cutoff():
-                raise ProvisioningInProgressError(
-                    details={"jobId": str(blocking.job_id) if blocking.job_id else None}
-                )
+            _raise_if_fresh(blocking)
             attempt_reconcile_stale(attempt=blocking)
         try:
             with transaction.atomic():
