@@ -1,0 +1,404 @@
+"""`POST B/serenity/activate`, synchronous: branches A, B and C (SPEC §4.3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from provisioning.models import ProvisioningAttempt
+from serenity.models import Brand, Market
+from tests.factories import BrandFactory
+from tests.support import (
+    assert_clean,
+    assert_error,
+    calls,
+    create_child,
+    create_project,
+    db_counts,
+    family,
+    foreign_ids,
+    languages,
+    list_projects,
+    publish,
+    set_tracked_url,
+    sim_create_workspace,
+    status_read,
+)
+
+
+def activate_path(caller, brand) -> str:  # type: ignore[no-untyped-def]
+    return f"/v2/orgs/{caller.org.id}/brands/{brand.id}/serenity/activate"
+
+
+@pytest.fixture
+def workspace(sim) -> str:  # type: ignore[no-untyped-def]
+    return sim_create_workspace(sim, "Acme")
+
+
+@pytest.fixture
+def active_brand(sw_writer, workspace) -> Brand:  # type: ignore[no-untyped-def]
+    return BrandFactory(
+        organization=sw_writer.org,
+        name="Acme",
+        status="active",
+        base_url="https://acme.example",
+        semrush_sub_workspace_id=workspace,
+    )
+
+
+@pytest.fixture
+def draft_brand(sw_writer) -> Brand:  # type: ignore[no-untyped-def]
+    """A pending brand that was never provisioned."""
+    return BrandFactory(
+        organization=sw_writer.org,
+        name="Acme",
+        status="pending",
+        base_url="https://acme.example",
+        semrush_sub_workspace_id=None,
+    )
+
+
+# --- Branch A: pending → active --------------------------------------------------------------
+
+
+def test_a_provisions_the_workspace_without_settling_and_activates(sw_writer, sim, draft_brand):
+    # when
+    response = sw_writer.post(activate_path(sw_writer, draft_brand))
+    # then
+    assert response.status_code == 200, response.json()
+    assert response.json() == {"brandId": str(draft_brand.id), "status": "active", "markets": []}
+    [workspace] = sim.state()["workspaces"]
+    assert calls(sim) == [family(sim.parent_id), create_child(sim.parent_id)]
+    draft_brand.refresh_from_db()
+    assert (draft_brand.status, draft_brand.semrush_sub_workspace_id) == ("active", workspace["id"])
+    [attempt] = ProvisioningAttempt.objects.all()
+    assert (attempt.status, attempt.started_by) == ("ready", "activate")
+
+
+def test_a_with_a_workspace_already_makes_no_upstream_call(sw_writer, sim, workspace):
+    # given a pending brand that already has its workspace (e.g. a bare create without baseUrl
+    # whose baseUrl was patched in later); markets in the body are ignored on branch A
+    brand = BrandFactory(
+        organization=sw_writer.org, status="pending", semrush_sub_workspace_id=workspace
+    )
+    setup = len(calls(sim))
+    # when
+    response = sw_writer.post(
+        activate_path(sw_writer, brand), {"markets": [{"market": "DE", "languageCode": "de"}]}
+    )
+    # then
+    assert response.status_code == 200, response.json()
+    assert response.json() == {"brandId": str(brand.id), "status": "active", "markets": []}
+    assert calls(sim)[setup:] == []
+    assert Market.objects.count() == 0
+
+
+def test_a_without_base_url_is_400_before_any_upstream_call(sw_writer, sim):
+    # given
+    brand = BrandFactory(
+        organization=sw_writer.org, status="pending", base_url=None, semrush_sub_workspace_id=None
+    )
+    before = db_counts()
+    # when
+    response = sw_writer.post(activate_path(sw_writer, brand), {"brandDomain": "acme.example"})
+    # then
+    assert_error(response, 400, "baseUrlRequired")
+    assert db_counts() == before
+    assert calls(sim) == []
+    brand.refresh_from_db()
+    assert brand.status == "pending"
+
+
+def test_a_failing_upstream_is_502_activation_incomplete(sw_writer, sim, draft_brand):
+    # given the family read fails on every try
+    sim.add_fault(
+        {
+            "method": "GET",
+            "pathRegex": "/family$",
+            "status": 500,
+            "times": 3,
+            "body": {"message": "internal server error"},
+        }
+    )
+    # when
+    response = sw_writer.post(activate_path(sw_writer, draft_brand))
+    # then the A-shaped 502; the brand stays pending and nothing was created upstream
+    assert response.status_code == 502
+    assert response.json() == {
+        "brandId": str(draft_brand.id),
+        "status": "pending",
+        "error": "serenityActivationIncomplete",
+        "message": "The brand could not be activated.",
+        "markets": [],
+    }
+    assert_clean(response, forbidden=foreign_ids(sim))
+    assert calls(sim) == [family(sim.parent_id)] * 3
+    assert sim.state()["workspaces"] == []
+    draft_brand.refresh_from_db()
+    assert (draft_brand.status, draft_brand.semrush_sub_workspace_id) == ("pending", None)
+    [attempt] = ProvisioningAttempt.objects.all()
+    assert (attempt.status, attempt.reason) == ("failed", "upstream")
+
+
+# --- Branch B: bare re-activation -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body", [None, {}, {"brandNames": ["Acme"]}], ids=["absent", "{}", "names"]
+)
+def test_b_reaffirms_active_with_no_upstream_call(sw_writer, sim, active_brand, body):
+    # given
+    setup = len(calls(sim))
+    # when
+    response = sw_writer.post(activate_path(sw_writer, active_brand), body)
+    # then
+    assert response.status_code == 200, response.json()
+    assert response.json() == {"brandId": str(active_brand.id), "status": "active", "markets": []}
+    assert calls(sim)[setup:] == []
+    assert [a.status for a in ProvisioningAttempt.objects.all()] == ["ready"]
+
+
+def test_b_without_workspace_creates_one_without_settling(sw_writer, sim):
+    # given an active brand with no workspace (it was provisioned before Serenity was on)
+    brand = BrandFactory(organization=sw_writer.org, name="Acme", semrush_sub_workspace_id=None)
+    # when
+    response = sw_writer.post(activate_path(sw_writer, brand))
+    # then
+    assert response.status_code == 200, response.json()
+    [workspace] = sim.state()["workspaces"]
+    assert calls(sim) == [family(sim.parent_id), create_child(sim.parent_id)]
+    brand.refresh_from_db()
+    assert brand.semrush_sub_workspace_id == workspace["id"]
+
+
+# --- Branch C: project activation -------------------------------------------------------------
+
+
+def test_c_creates_and_publishes_every_market(sw_writer, sim, active_brand, workspace):
+    # given
+    setup = len(calls(sim))
+    # when
+    response = sw_writer.post(
+        activate_path(sw_writer, active_brand),
+        {
+            "brandDomain": "acme.example",
+            "brandNames": ["Acme", "ACME Inc"],
+            "markets": [
+                {"market": "us", "languageCode": "EN"},
+                {"market": "DE", "languageCode": "de", "name": "Germany"},
+            ],
+        },
+    )
+    # then
+    assert response.status_code == 200, response.json()
+    projects = {p["name"]: p for p in sim.state()["projects"]}
+    us, de = projects["US-en"]["id"], projects["Germany"]["id"]
+    brand_id = str(active_brand.id)
+    assert response.json() == {
+        "brandId": brand_id,
+        "status": "active",
+        "baseUrl": "https://acme.example",
+        "markets": [
+            {
+                "market": "US",
+                "languageCode": "en",
+                "status": 201,
+                "body": {
+                    "brandId": brand_id,
+                    "geoTargetId": 2840,
+                    "languageCode": "en",
+                    "workspaceId": workspace,
+                    "projectId": us,
+                    "published": True,
+                },
+            },
+            {
+                "market": "DE",
+                "languageCode": "de",
+                "status": 201,
+                "body": {
+                    "brandId": brand_id,
+                    "geoTargetId": 2276,
+                    "languageCode": "de",
+                    "workspaceId": workspace,
+                    "projectId": de,
+                    "published": True,
+                },
+            },
+        ],
+    }
+    assert calls(sim)[setup:] == [
+        status_read(workspace),
+        languages(),
+        list_projects(workspace),
+        create_project(workspace),
+        set_tracked_url(workspace, us),
+        publish(workspace, us),
+        list_projects(workspace),
+        create_project(workspace),
+        set_tracked_url(workspace, de),
+        publish(workspace, de),
+    ]
+    assert sorted((m.geo_target_id, m.language_code, m.status) for m in Market.objects.all()) == [
+        (2276, "de", "live"),
+        (2840, "en", "live"),
+    ]
+    assert_clean(response, forbidden=foreign_ids(sim, own=[workspace, us, de]))
+
+
+def test_c_defaults_to_us_english(sw_writer, sim, active_brand, workspace):
+    # when
+    response = sw_writer.post(
+        activate_path(sw_writer, active_brand), {"brandDomain": "acme.example"}
+    )
+    # then
+    assert response.status_code == 200, response.json()
+    assert [(m["market"], m["languageCode"], m["status"]) for m in response.json()["markets"]] == [
+        ("US", "en", 201)
+    ]
+
+
+def test_c_counts_an_already_live_market_as_live(sw_writer, sim, active_brand, workspace):
+    # given US-en is live already
+    Market.objects.create(
+        brand=active_brand,
+        geo_target_id=2840,
+        language_code="en",
+        name="US-en",
+        status="live",
+        semrush_project_id="p-1",
+        workspace_id=workspace,
+    )
+    # when
+    response = sw_writer.post(
+        activate_path(sw_writer, active_brand),
+        {"brandDomain": "acme.example", "markets": [{"market": "US", "languageCode": "en"}]},
+    )
+    # then
+    assert response.status_code == 200, response.json()
+    [entry] = response.json()["markets"]
+    assert entry["status"] == 409
+    assert entry["body"]["error"] == "sliceExists"
+    assert sim.state()["projects"] == []
+
+
+def test_c_with_one_failing_market_is_207(sw_writer, sim, active_brand, workspace):
+    # given Greek is not in the upstream catalogue
+    # when
+    response = sw_writer.post(
+        activate_path(sw_writer, active_brand),
+        {
+            "brandDomain": "acme.example",
+            "markets": [
+                {"market": "US", "languageCode": "en"},
+                {"market": "GR", "languageCode": "el"},
+            ],
+        },
+    )
+    # then the failed market is recorded in its entry, the other is live
+    assert response.status_code == 207, response.json()
+    body = response.json()
+    assert [(m["market"], m["languageCode"], m["status"]) for m in body["markets"]] == [
+        ("US", "en", 201),
+        ("GR", "el", 400),
+    ]
+    assert body["markets"][1]["body"] == {
+        "error": "unknownLanguage",
+        "message": "languageCode: el is not in the upstream catalogue.",
+    }
+    assert (body["brandId"], body["status"], body["baseUrl"]) == (
+        str(active_brand.id),
+        "active",
+        "https://acme.example",
+    )
+    assert [(m.geo_target_id, m.status) for m in Market.objects.all()] == [(2840, "live")]
+    [project] = sim.state()["projects"]
+    assert_clean(response, forbidden=foreign_ids(sim, own=[workspace, project["id"]]))
+
+
+# --- Refusals ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"markets": []},
+        {"markets": [{"market": "US", "languageCode": "en"}] * 2},
+        {
+            "markets": [
+                {"market": "US", "languageCode": "en"},
+                {"market": "us", "languageCode": "EN"},
+            ]
+        },
+        {"markets": [{"market": "US"}]},
+        {"markets": [{"market": "USA", "languageCode": "en"}]},
+        {"markets": {"market": "US", "languageCode": "en"}},
+        {"brandDomain": 42},
+        {"brandNames": []},
+        {"async": "true"},
+        {"async": None},
+    ],
+    ids=lambda b: repr(b)[:60],
+)
+def test_invalid_body_is_400_with_nothing_written(sw_writer, sim, active_brand, body):
+    # given
+    before = db_counts()
+    setup = len(calls(sim))
+    # when
+    response = sw_writer.post(activate_path(sw_writer, active_brand), body)
+    # then
+    assert_error(response, 400, "invalidRequest")
+    assert db_counts() == before
+    assert calls(sim)[setup:] == []
+
+
+def test_more_than_fifty_markets_is_400(sw_writer, sim, active_brand, settings):
+    # given 51 distinct slices
+    import pycountry
+
+    countries = [c.alpha_2 for c in pycountry.countries if c.alpha_2 != "XK"][:51]
+    markets = [{"market": code, "languageCode": "en"} for code in countries]
+    setup = len(calls(sim))
+    # when
+    response = sw_writer.post(
+        activate_path(sw_writer, active_brand), {"brandDomain": "acme.example", "markets": markets}
+    )
+    # then
+    assert_error(response, 400, "invalidRequest")
+    assert calls(sim)[setup:] == []
+    # and fifty pass validation
+    assert settings.SERENITY_MAX_ACTIVATE_MARKETS == 50
+
+
+def test_unknown_market_code_is_400_unknown_market(sw_writer, sim, active_brand):
+    # when
+    response = sw_writer.post(
+        activate_path(sw_writer, active_brand),
+        {"brandDomain": "acme.example", "markets": [{"market": "XK", "languageCode": "en"}]},
+    )
+    # then
+    assert_error(response, 400, "unknownMarket")
+
+
+def test_activate_while_work_is_pending_is_409(sw_writer, sim, active_brand):
+    # given another sync request holds the brand
+    ProvisioningAttempt.objects.create(brand=active_brand, started_by="create-market")
+    before = db_counts()
+    setup = len(calls(sim))
+    # when
+    response = sw_writer.post(activate_path(sw_writer, active_brand), {"brandDomain": "a.example"})
+    # then
+    body = assert_error(response, 409, "semrush_provisioning_in_progress")
+    assert body["details"] == {"jobId": None}
+    assert db_counts() == before
+    assert calls(sim)[setup:] == []
+
+
+def test_activate_with_the_parent_as_pointer_is_409(sw_writer, sim):
+    # given
+    brand = BrandFactory(organization=sw_writer.org, semrush_sub_workspace_id=sim.parent_id)
+    # when
+    response = sw_writer.post(activate_path(sw_writer, brand), {"brandDomain": "acme.example"})
+    # then
+    assert_error(response, 409, "workspaceMisconfigured", forbidden=foreign_ids(sim))
+    assert calls(sim) == []
+    assert db_counts()["attempts"] == 0
