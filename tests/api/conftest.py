@@ -1,0 +1,28 @@
+"""A safety net under every API test of this package: no response body, success or error,
+carries an upstream URL, token or error text, and no error body carries any upstream id
+(SPEC §4, §7; issue 3 acceptance 6). Tests still assert their error envelopes with
+`tests.support.assert_error`, which also knows the ids a caller legitimately owns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from tests.support import assert_clean, upstream_ids
+
+
+@pytest.fixture(autouse=True)
+def no_upstream_leaks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    sim = request.getfixturevalue("sim") if "sim" in request.fixturenames else None
+    original = APIClient.request
+
+    def checked(self: APIClient, **kwargs: Any) -> Any:
+        response = original(self, **kwargs)
+        if response.content and response.get("Content-Type", "").startswith("application/json"):
+            failed = response.status_code >= 400
+            assert_clean(response, forbidden=upstream_ids(sim) if failed and sim else ())
+        return response
+
+    monkeypatch.setattr(APIClient, "request", checked)
