@@ -29,6 +29,9 @@ def test_100_concurrent_async_market_creates_over_20_brands(sw_writer, sim, work
         )
         assert response.status_code == 201, response.json()
         brand_ids.append(response.json()["id"])
+    # every chain's first status read is held upstream, so that all 100 requests meet a live
+    # attempt (otherwise a fast chain could finish and a later request rightly get a 202)
+    sim.add_fault({"method": "GET", "pathRegex": "/status$", "delayMs": 4000, "times": 20})
     work = [(b, m) for b in brand_ids for m in MARKETS]
     random.Random(7).shuffle(work)
     queues = [work[i::20] for i in range(20)]
