@@ -232,15 +232,22 @@ def brand_create(*, organization: Organization, data: BrandInput, run_async: boo
         )
     if flat:
         assert data.market is not None
-        brand = _brand_insert(organization=organization, data=data, status=stored_status)
         if run_async:
-            accepted = market_create_flat_begin(
+            # One transaction: the row exists with its job and reservation, or not at all.
+            with transaction.atomic():
+                brand = _brand_insert(organization=organization, data=data, status=stored_status)
+                accepted = market_create_flat_begin(
+                    brand=brand, market=data.market, brand_names=None, brand_domain=None
+                )
+            return BrandCreated(brand=brand, job=accepted.job)
+        brand = _brand_insert(organization=organization, data=data, status=stored_status)
+        try:
+            outcome = market_create_flat_sync(
                 brand=brand, market=data.market, brand_names=None, brand_domain=None
             )
-            return BrandCreated(brand=brand, job=accepted.job)
-        outcome = market_create_flat_sync(
-            brand=brand, market=data.market, brand_names=None, brand_domain=None
-        )
+        except Exception:
+            Brand.objects.filter(pk=brand.pk).delete()
+            raise
         if outcome.status >= 400:
             Brand.objects.filter(pk=brand.pk).delete()
             raise DomainError(
@@ -339,9 +346,10 @@ def _brand_create_sync(
 ) -> BrandCreated:
     organization = brand.organization
     parent_id = _require_parent(organization)
-    client = client_for_org(organization, brand_id=str(brand.pk), attempt_id=str(attempt.id))
     workspace: Workspace | None = None
+    client: SemrushClient | None = None
     try:
+        client = client_for_org(organization, brand_id=str(brand.pk), attempt_id=str(attempt.id))
         # The language is resolved before any workspace exists: an unknown one is a 400 that
         # must not leave an empty sub-workspace behind.
         request = (
@@ -378,7 +386,7 @@ def _brand_create_sync(
     except Exception:
         # Any failure (not only a domain error): a row left behind would keep a `pending`
         # attempt and block the name until the stale sweep.
-        if workspace is not None and workspace.freshly_created:
+        if client is not None and workspace is not None and workspace.freshly_created:
             empty_quietly(client=client, workspace_id=workspace.id, parent_id=parent_id)
         # The row goes with its attempt and reservation (cascade); the name is free again.
         Brand.objects.filter(pk=brand.pk).delete()
@@ -569,8 +577,10 @@ def market_create_flat_run(
     brand_domain: str | None,
     renew: Callable[[], object] | None = None,
 ) -> Outcome:
-    client = client_for_org(brand.organization, brand_id=str(brand.pk))
     try:
+        # Inside the try: a missing configuration (503) must free the reservation too, or the
+        # slice would answer sliceExists/marketBusy until the stale threshold.
+        client = client_for_org(brand.organization, brand_id=str(brand.pk))
         request = market_request_for(
             client=client,
             brand=brand,
@@ -708,8 +718,9 @@ def activate(
             brand=brand, started_by=AttemptStartedBy.ACTIVATE, candidate=pointer, chained=chained
         )
 
-    attempt = attempts.attempt_begin(brand_id=brand.pk, started_by=AttemptStartedBy.ACTIVATE)
+    # The client first: a missing configuration (503) must not leave the brand leased.
     client = client_for_org(organization, brand_id=str(brand.pk))
+    attempt = attempts.attempt_begin(brand_id=brand.pk, started_by=AttemptStartedBy.ACTIVATE)
     try:
         workspace = ensure_workspace(
             client=client, brand=brand, attempt=attempt, settle=branch == "C"

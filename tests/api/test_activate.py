@@ -402,3 +402,15 @@ def test_activate_with_the_parent_as_pointer_is_409(sw_writer, sim):
     assert_error(response, 409, "workspaceMisconfigured", forbidden=foreign_ids(sim))
     assert calls(sim) == []
     assert db_counts()["attempts"] == 0
+
+
+def test_activate_without_semrush_configuration_is_503_and_leaves_no_lease(
+    sw_writer, sim, active_brand, settings
+):
+    # given
+    settings.SEMRUSH_BASE_URL = ""
+    # when
+    response = sw_writer.post(activate_path(sw_writer, active_brand), {"brandDomain": "a.example"})
+    # then the brand is not left leased to a pending attempt
+    assert_error(response, 503, "configurationError")
+    assert ProvisioningAttempt.objects.filter(status="pending").count() == 0

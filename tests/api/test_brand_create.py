@@ -587,3 +587,26 @@ def test_flat_org_market_failure_deletes_the_project_and_the_row(flat_writer, si
     assert_error(response, 502, "serenityUpstreamError", forbidden=foreign_ids(sim))
     assert sim.state()["projects"] == []
     assert db_counts() == {"brands": 0, "markets": 0, "attempts": 0, "jobs": 0, "prompts": 0}
+
+
+@pytest.mark.parametrize("mode", ["subworkspace", "flat"])
+def test_missing_semrush_configuration_is_503_and_leaves_no_row(db, sim, settings, mode):
+    # given a Serenity org, and no Semrush base URL configured
+    org = OrganizationFactory(
+        serenity_enabled=True, semrush_parent_workspace_id=sim.parent_id, workspace_mode=mode
+    )
+    caller = make_caller(org, Role.WRITER)
+    settings.SEMRUSH_BASE_URL = ""
+    # when
+    response = caller.post(
+        brands_path(caller),
+        {
+            "name": "Acme",
+            "baseUrl": "https://acme.example",
+            "semrushMarket": {"market": "US", "languageCode": "en"},
+        },
+    )
+    # then
+    assert_error(response, 503, "configurationError")
+    assert db_counts() == {"brands": 0, "markets": 0, "attempts": 0, "jobs": 0, "prompts": 0}
+    assert calls(sim) == []

@@ -12,6 +12,7 @@ from tests.support import (
     assert_error,
     calls,
     delete_project,
+    family,
     foreign_ids,
     list_projects,
     sim_create_project,
@@ -214,3 +215,33 @@ def test_deactivate_of_a_flat_brand_deletes_its_projects_in_the_parent(db, sim):
     assert calls(sim)[setup:] == [delete_project(sim.parent_id, mine)]
     assert [p["id"] for p in sim.state()["projects"]] == [other]
     assert Market.objects.filter(deleted_at__isnull=True).count() == 0
+
+
+def test_reactivation_after_deactivate_adopts_the_emptied_workspace(sw_writer, sim):
+    # given a provisioned brand with a live market, then deactivated
+    brands = f"/v2/orgs/{sw_writer.org.id}/brands"
+    created = sw_writer.post(
+        brands,
+        {
+            "name": "Acme",
+            "baseUrl": "https://acme.example",
+            "semrushMarket": {"market": "US", "languageCode": "en"},
+        },
+    )
+    assert created.status_code == 201, created.json()
+    workspace = created.json()["semrushSubWorkspaceId"]
+    serenity = f"{brands}/{created.json()['id']}/serenity"
+    assert sw_writer.post(f"{serenity}/deactivate").status_code == 200
+    setup = len(calls(sim))
+    # when it is activated again (branch A: it is pending now)
+    response = sw_writer.post(f"{serenity}/activate")
+    # then the same, now empty, workspace is adopted: no second workspace
+    assert response.status_code == 200, response.json()
+    assert calls(sim)[setup:] == [family(sim.parent_id), list_projects(workspace)]
+    assert [w["id"] for w in sim.state()["workspaces"]] == [workspace]
+    read = sw_writer.get(f"{brands}/{created.json()['id']}").json()
+    assert (read["status"], read["semrushSubWorkspaceId"]) == ("active", workspace)
+    # and the market can be created again
+    again = sw_writer.post(f"{serenity}/markets", {"market": "US", "languageCode": "en"})
+    assert again.status_code == 201, again.json()
+    assert len(sim.state()["projects"]) == 1

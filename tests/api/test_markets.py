@@ -538,3 +538,33 @@ def test_delete_failing_upstream_is_502_and_keeps_the_market(sw_writer, sim, bra
     market.refresh_from_db()
     assert market.deleted_at is None
     assert [p["id"] for p in sim.state()["projects"]] == [pid]
+
+
+def test_flat_create_without_semrush_configuration_is_503_and_frees_the_slice(db, sim, settings):
+    # given a flat brand, and no Semrush base URL configured
+    org = OrganizationFactory(
+        serenity_enabled=True,
+        semrush_parent_workspace_id=sim.parent_id,
+        workspace_mode=WorkspaceMode.FLAT,
+    )
+    caller = make_caller(org, Role.WRITER)
+    brand = BrandFactory(organization=org)
+    settings.SEMRUSH_BASE_URL = ""
+    # when
+    response = caller.post(markets_path(caller, brand), {"market": "US", "languageCode": "en"})
+    # then no reservation is left to block the slice
+    assert_error(response, 503, "configurationError")
+    assert db_counts()["markets"] == 0
+
+
+def test_create_without_semrush_configuration_is_503_with_nothing_written(
+    sw_writer, sim, brand, settings
+):
+    # given
+    before = db_counts()
+    settings.SEMRUSH_BASE_URL = ""
+    # when
+    response = sw_writer.post(markets_path(sw_writer, brand), {"market": "US", "languageCode": "en"})
+    # then
+    assert_error(response, 503, "configurationError")
+    assert db_counts() == before
