@@ -6,6 +6,7 @@ logged and left to the dispatcher, which re-publishes every due job that has no 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from datetime import timedelta
@@ -21,9 +22,15 @@ from jobs.models import AsyncJob
 logger = logging.getLogger("serenity.jobs")
 
 
-def publish_job(*, job_id: uuid.UUID, task_name: str, countdown: float = 0.0) -> bool:
+def publish_job(
+    *, job_id: uuid.UUID, task_name: str, countdown: float = 0.0, premarked: bool = False
+) -> bool:
     """Send one message for `job_id` (with a countdown for a settle wait). Returns whether the
-    broker accepted it; never raises. Waits at most about JOBS_PUBLISH_TIMEOUT_SECONDS."""
+    broker accepted it; never raises. Waits at most about JOBS_PUBLISH_TIMEOUT_SECONDS.
+
+    The row's `published_at` records when the message is due; with `premarked` the row already
+    says so (set when it was written) and only a failure is recorded (`published_at` cleared,
+    so that the dispatcher re-sends it at its next round)."""
     try:
         celery_app.send_task(
             task_name,
@@ -37,7 +44,14 @@ def publish_job(*, job_id: uuid.UUID, task_name: str, countdown: float = 0.0) ->
             "job publish failed; the dispatcher will re-publish",
             extra={"job_id": str(job_id), "task": task_name, "error_class": type(exc).__name__},
         )
+        if premarked:
+            with contextlib.suppress(DatabaseError):
+                AsyncJob.objects.filter(pk=job_id, claim_token__isnull=True).update(
+                    published_at=None
+                )
         return False
+    if premarked:
+        return True
     try:
         AsyncJob.objects.filter(pk=job_id).update(
             published_at=timezone.now() + timedelta(seconds=max(countdown, 0.0)),

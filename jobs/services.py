@@ -40,10 +40,19 @@ class StepSpec:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-def publish_on_commit(*, job_id: uuid.UUID, step: str, countdown: float = 0.0) -> None:
-    """Publish after the surrounding transaction commits; a failure is left to the dispatcher."""
+def publish_on_commit(
+    *, job_id: uuid.UUID, step: str, countdown: float = 0.0, premarked: bool = False
+) -> None:
+    """Publish after the surrounding transaction commits; a failure is left to the dispatcher.
+    `premarked`: the row was written with its `published_at` already set."""
     transaction.on_commit(
-        partial(publish_job, job_id=job_id, task_name=task_name_for(step), countdown=countdown),
+        partial(
+            publish_job,
+            job_id=job_id,
+            task_name=task_name_for(step),
+            countdown=countdown,
+            premarked=premarked,
+        ),
         robust=True,
     )
 
@@ -55,36 +64,47 @@ def job_chain_create(
     job_type: JobType,
     first: StepSpec,
     then: StepSpec | None = None,
+    root_id: uuid.UUID | None = None,
 ) -> AsyncJob:
     """Create a chain's root (runnable now) and its optional chained job (not runnable until the
-    root hands over). Must run inside the caller's transaction; publishes the root on commit."""
+    root hands over), in one INSERT. Must run inside the caller's transaction; publishes the root
+    on commit. `root_id` lets the caller reference the job (e.g. from its attempt) before the
+    rows exist (foreign keys are checked at commit)."""
     now = timezone.now()
-    root_id = uuid.uuid4()
-    chained = None
-    if then is not None:
-        chained = AsyncJob.objects.create(
-            organization_id=organization_id,
-            brand_id=brand_id,
-            job_type=job_type,
-            step=then.step,
-            metadata=then.metadata,
-            root_id=root_id,
-            position=CHAINED_POSITION,
-            run_after=None,
-        )
-    root = AsyncJob.objects.create(
+    root_id = root_id or uuid.uuid4()
+    chained_id = uuid.uuid4() if then is not None else None
+    # `published_at` is set now: the on-commit publish then needs no UPDATE, and clears it
+    # when it fails so that the dispatcher re-sends at once.
+    root = AsyncJob(
         id=root_id,
         organization_id=organization_id,
         brand_id=brand_id,
         job_type=job_type,
         step=first.step,
         metadata=first.metadata,
-        next=chained,
+        next_id=chained_id,
         current_id=root_id,
         position=0,
         run_after=now,
+        published_at=now,
     )
-    publish_on_commit(job_id=root.id, step=root.step)
+    rows = [root]
+    if then is not None:
+        rows.append(
+            AsyncJob(
+                id=chained_id,
+                organization_id=organization_id,
+                brand_id=brand_id,
+                job_type=job_type,
+                step=then.step,
+                metadata=then.metadata,
+                root_id=root_id,
+                position=CHAINED_POSITION,
+                run_after=None,
+            )
+        )
+    AsyncJob.objects.bulk_create(rows)
+    publish_on_commit(job_id=root.id, step=root.step, premarked=True)
     return root
 
 
@@ -174,14 +194,14 @@ def job_complete_and_release_next(
     assert job.next_id is not None
     now = timezone.now()
     AsyncJob.objects.filter(pk=job.next_id, status=JobStatus.IN_PROGRESS).update(
-        run_after=now, updated_at=now
+        run_after=now, published_at=now, updated_at=now
     )
     root_id = job.root_id or job.id
     AsyncJob.objects.filter(pk=root_id).update(
         current_id=job.next_id, step_count=F("step_count") + 1, updated_at=now
     )
     successor = AsyncJob.objects.get(pk=job.next_id)
-    publish_on_commit(job_id=successor.id, step=successor.step)
+    publish_on_commit(job_id=successor.id, step=successor.step, premarked=True)
     return successor
 
 
@@ -211,12 +231,13 @@ def job_complete_and_repeat(
         next_id=successor_id,
         position=job.position + 1,
         run_after=now + timedelta(seconds=delay_seconds),
+        published_at=now + timedelta(seconds=delay_seconds),
     )
     AsyncJob.objects.filter(pk=job.id).update(next=repeat)
     AsyncJob.objects.filter(pk=root_id).update(
         current_id=repeat.id, step_count=F("step_count") + 1, updated_at=now
     )
-    publish_on_commit(job_id=repeat.id, step=repeat.step, countdown=delay_seconds)
+    publish_on_commit(job_id=repeat.id, step=repeat.step, countdown=delay_seconds, premarked=True)
     return repeat
 
 

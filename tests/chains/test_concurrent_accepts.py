@@ -53,10 +53,10 @@ def test_100_concurrent_async_market_creates_over_20_brands(sw_writer, sim, work
                 answers.append((brand_id, market, r.status_code, r.json()))
 
     threads = [threading.Thread(target=client, args=(q,)) for q in queues]
-    # when the burst arrives, its jobs are held back (not published) until it is over, so that
+    # when the burst arrives, its jobs are held back (publishing fails) until it is over, so that
     # every request meets a live attempt: otherwise a fast chain could finish first and a later
     # request for its brand would rightly get a second 202
-    with mock.patch("jobs.services.publish_job", return_value=True):
+    with mock.patch("jobs.publishing.celery_app.send_task", side_effect=ConnectionError("held")):
         for t in threads:
             t.start()
         for t in threads:
