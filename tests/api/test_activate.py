@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from provisioning.models import ProvisioningAttempt
-from serenity.models import Brand, Market
-from tests.factories import BrandFactory
+from serenity.models import Brand, Market, Role, WorkspaceMode
+from tests.conftest import make_caller
+from tests.factories import BrandFactory, OrganizationFactory
 from tests.support import (
     assert_clean,
     assert_error,
@@ -414,3 +415,56 @@ def test_activate_without_semrush_configuration_is_503_and_leaves_no_lease(
     # then the brand is not left leased to a pending attempt
     assert_error(response, 503, "configurationError")
     assert ProvisioningAttempt.objects.filter(status="pending").count() == 0
+
+
+def test_c_without_workspace_creates_settles_then_creates_markets(sw_writer, sim):
+    # given an active brand with no workspace yet
+    brand = BrandFactory(
+        organization=sw_writer.org,
+        name="Acme",
+        base_url="https://acme.example",
+        semrush_sub_workspace_id=None,
+    )
+    # when
+    response = sw_writer.post(activate_path(sw_writer, brand), {"brandDomain": "acme.example"})
+    # then the workspace is created, polled until ready, recorded, and the market made in it
+    assert response.status_code == 200, response.json()
+    [workspace] = sim.state()["workspaces"]
+    [project] = sim.state()["projects"]
+    ws, pid = workspace["id"], project["id"]
+    made = calls(sim)
+    reads = [c for c in made if c == status_read(ws)]
+    assert len(reads) >= 1
+    assert made == [
+        family(sim.parent_id),
+        create_child(sim.parent_id),
+        *reads,
+        languages(),
+        list_projects(ws),
+        create_project(ws),
+        set_tracked_url(ws, pid),
+        publish(ws, pid),
+    ]
+    brand.refresh_from_db()
+    assert brand.semrush_sub_workspace_id == ws
+    assert response.json()["markets"][0]["body"]["workspaceId"] == ws
+
+
+def test_c_for_a_flat_brand_creates_markets_in_the_parent(db, sim):
+    # given a flat org's active brand
+    org = OrganizationFactory(
+        serenity_enabled=True,
+        semrush_parent_workspace_id=sim.parent_id,
+        workspace_mode=WorkspaceMode.FLAT,
+    )
+    caller = make_caller(org, Role.WRITER)
+    brand = BrandFactory(organization=org, semrush_sub_workspace_id=None)
+    # when
+    response = caller.post(activate_path(caller, brand), {"brandDomain": "acme.example"})
+    # then no workspace and no attempt: the project lives in the parent
+    assert response.status_code == 200, response.json()
+    [project] = sim.state()["projects"]
+    assert project["workspaceId"] == sim.parent_id
+    assert sim.state()["workspaces"] == []
+    assert not [c for c in calls(sim) if "/status" in c[1] or "/family" in c[1]]
+    assert ProvisioningAttempt.objects.count() == 0

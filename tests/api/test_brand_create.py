@@ -251,27 +251,31 @@ def test_non_json_content_type_is_415(sw_writer, sim):
 
 
 @pytest.mark.parametrize(
-    "body",
+    ("body", "field"),
     [
-        {},
-        {"name": ""},
-        {"name": "   "},
-        {"name": 42},
-        {"name": "Acme", "baseUrl": "acme.example"},
-        {"name": "Acme", "baseUrl": "ftp://acme.example"},
-        {"name": "Acme", "status": "deleted"},
-        {"name": "Acme", "urls": "https://acme.example"},
-        {"name": "Acme", "aliases": [1]},
-        {"name": "Acme", "baseUrl": "https://a.example", "semrushMarket": {"market": "US"}},
-        {"name": "Acme", "baseUrl": "https://a.example", "semrushMarket": "US"},
+        ({}, "name"),
+        ({"name": ""}, "name"),
+        ({"name": "   "}, "name"),
+        ({"name": 42}, "name"),
+        ({"name": "Acme", "baseUrl": "acme.example"}, "baseUrl"),
+        ({"name": "Acme", "baseUrl": "ftp://acme.example"}, "baseUrl"),
+        ({"name": "Acme", "status": "deleted"}, "status"),
+        ({"name": "Acme", "urls": "https://acme.example"}, "urls"),
+        ({"name": "Acme", "aliases": [1]}, "aliases"),
+        (
+            {"name": "Acme", "baseUrl": "https://a.example", "semrushMarket": {"market": "US"}},
+            "semrushMarket.languageCode",
+        ),
+        ({"name": "Acme", "baseUrl": "https://a.example", "semrushMarket": "US"}, "semrushMarket"),
     ],
-    ids=lambda b: repr(b)[:60],
+    ids=lambda v: repr(v)[:60],
 )
-def test_malformed_fields_are_400_naming_the_field(sw_writer, sim, body):
+def test_malformed_fields_are_400_naming_the_field(sw_writer, sim, body, field):
     # when
     response = sw_writer.post(brands_path(sw_writer), body)
     # then
-    assert_error(response, 400, "invalidRequest")
+    message = assert_error(response, 400, "invalidRequest")["message"]
+    assert message.startswith(f"{field}"), message
     assert db_counts()["brands"] == 0
     assert calls(sim) == []
 

@@ -23,6 +23,7 @@ from tests.support import (
     set_tracked_url,
     sim_create_project,
     sim_create_workspace,
+    sim_request,
     stamps,
     status_read,
 )
@@ -147,6 +148,7 @@ def test_create_settles_the_workspace_first_then_creates_and_publishes(sw_writer
         organization=sw_writer.org,
         name="Acme",
         base_url="https://www.acme.example/",
+        aliases=["Acme Corp", " acme "],
         semrush_sub_workspace_id=workspace,
     )
     setup = len(calls(sim))
@@ -197,6 +199,11 @@ def test_create_settles_the_workspace_first_then_creates_and_publishes(sw_writer
     [attempt] = ProvisioningAttempt.objects.all()
     assert (attempt.status, attempt.started_by) == ("ready", "create-market")
     assert_clean(response, forbidden=foreign_ids(sim, own=[workspace, pid]))
+    # the project tracks the brand's names (name, then aliases, de-duplicated) and its domain
+    # (baseUrl's host without www.)
+    upstream = sim_request(sim, "GET", f"{set_tracked_url(workspace, pid)[1]}?draft=true&type=ai")
+    assert upstream["domain"] == "acme.example"
+    assert upstream["settings"]["ai"]["brand_names"] == ["Acme", "Acme Corp"]
 
 
 def test_create_resumes_a_draft_project_of_the_slice(sw_writer, sim, brand, workspace):
@@ -226,10 +233,7 @@ def test_create_when_the_slice_is_already_published_upstream_is_409(
 ):
     # given a live project for the slice upstream that no market row knows
     pid = sim_create_project(sim, workspace, name="US-en", location_id=2840)
-    sim.configure({})
-    from tests.support import sim_request
-
-    sim_request(sim, "POST", f"{publish(workspace, pid)[1]}")
+    sim_request(sim, "POST", publish(workspace, pid)[1])
     # when
     response = sw_writer.post(
         markets_path(sw_writer, brand), {"market": "US", "languageCode": "en"}
@@ -564,7 +568,9 @@ def test_create_without_semrush_configuration_is_503_with_nothing_written(
     before = db_counts()
     settings.SEMRUSH_BASE_URL = ""
     # when
-    response = sw_writer.post(markets_path(sw_writer, brand), {"market": "US", "languageCode": "en"})
+    response = sw_writer.post(
+        markets_path(sw_writer, brand), {"market": "US", "languageCode": "en"}
+    )
     # then
     assert_error(response, 503, "configurationError")
     assert db_counts() == before
