@@ -488,7 +488,13 @@ def _market_create_subworkspace_sync(
     """
     client = client_for_org(brand.organization, brand_id=str(brand.pk))
     market_slice_check(brand=brand, slice_=market.slice)
-    attempts.attempt_guard_precheck(brand_id=brand.pk)
+    try:
+        attempts.attempt_guard_precheck(brand_id=brand.pk)
+    except ProvisioningInProgressError:
+        # The holder may be a create of this very slice that committed a moment ago (its
+        # attempt and reservation together): the slice's answer wins, as under the lock below.
+        market_slice_check(brand=brand, slice_=market.slice)
+        raise
     request = market_request_for(
         client=client,
         brand=brand,
