@@ -187,17 +187,35 @@ def market_provision(
                     return Outcome.from_error(SliceExistsError())
                 project_id = str(existing["id"])
         if project_id is None:
-            project = client.create_project(
-                workspace_id=workspace_id,
-                name=request.name or request.slice.default_name,
-                location_id=request.slice.geo_target_id,
-                language=request.language_id,
-                brand_names=request.brand_names,
-                brand_domain=request.brand_domain,
-                country_code=request.slice.country.lower(),
-                location_name=request.slice.country_name,
-                owned=owned_workspace,
-            )
+            try:
+                project = client.create_project(
+                    workspace_id=workspace_id,
+                    name=request.name or request.slice.default_name,
+                    location_id=request.slice.geo_target_id,
+                    language=request.language_id,
+                    brand_names=request.brand_names,
+                    brand_domain=request.brand_domain,
+                    country_code=request.slice.country.lower(),
+                    location_name=request.slice.country_name,
+                    owned=owned_workspace,
+                )
+            except SemrushError as exc:
+                # An ambiguous create (a timeout or a 5xx) may have made the project upstream:
+                # reconcile through the listing, as a workspace create does (SPEC §5), instead
+                # of releasing the slice and leaving a project no market points at. Only in
+                # the brand's own workspace, where the slice identifies the project.
+                if not (exc.ambiguous and owned_workspace):
+                    raise
+                existing = _find_slice_project(
+                    client.list_projects(workspace_id=workspace_id, owned=True), request.slice
+                )
+                if existing is None:
+                    raise
+                logger.warning(
+                    "project create was ambiguous; resuming the project it made",
+                    extra={"project_id": str(existing["id"])},
+                )
+                project = existing
             project_id = str(project["id"])
             created_here = True
         # Record the project the moment it exists: a crash from here on resumes it.
