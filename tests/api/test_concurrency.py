@@ -6,6 +6,7 @@ Each thread has its own API client and database connection; a barrier releases t
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -98,3 +99,49 @@ def test_two_creates_of_one_market_slice_make_one_project(sw_writer, sim, round_
     [market] = Market.objects.all()
     assert (market.status, market.semrush_project_id) == ("live", project["id"])
     assert len([c for c in calls(sim) if c[0] == "POST" and c[1].endswith("/projects")]) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_market_create_during_a_brand_create_meets_its_pending_attempt(sw_writer, sim):
+    # given a sync brand create with a market whose child create upstream is slow
+    sim.add_fault({"method": "POST", "pathRegex": "/child$", "delayMs": 700})
+    path = f"/v2/orgs/{sw_writer.org.id}/brands"
+    body = {
+        "name": "Acme",
+        "baseUrl": "https://acme.example",
+        "semrushMarket": {"market": "US", "languageCode": "en"},
+    }
+    created: list[Any] = []
+
+    def create() -> None:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {sw_writer.token}")
+        try:
+            created.append(client.post(path, body, format="json"))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=create)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while not Brand.objects.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    brand = Brand.objects.get()
+    # when, while it is in flight, the brand is read and another market is created on it
+    read = sw_writer.get(f"{path}/{brand.id}")
+    other = sw_writer.post(
+        f"{path}/{brand.id}/serenity/markets", {"market": "DE", "languageCode": "de"}
+    )
+    thread.join(timeout=30)
+    # then the read shows the provisioning as pending, the market create is refused without
+    # touching Semrush, and the brand create finishes
+    assert read.json()["semrushProvisioningStatus"] == "pending"
+    assert read.json()["semrushSubWorkspaceId"] is None
+    refused = assert_error(
+        other, 409, "semrush_provisioning_in_progress", forbidden=foreign_ids(sim)
+    )
+    assert refused["details"] == {"jobId": None}
+    [response] = created
+    assert response.status_code == 201, response.json()
+    assert [(m.geo_target_id, m.status) for m in Market.objects.all()] == [(2840, "live")]
+    assert len(sim.state()["projects"]) == 1
