@@ -134,6 +134,11 @@ def cleanup_candidate(*, attempt_id: uuid.UUID) -> None:
         return
     organization = attempt.brand.organization
     assert attempt.candidate_workspace_id is not None
+    if Brand.objects.filter(semrush_sub_workspace_id=attempt.candidate_workspace_id).exists():
+        # It became a brand's canonical workspace after all (a sync path set the pointer, or
+        # another brand adopted the empty shell): it is not ours to empty.
+        ProvisioningAttempt.objects.filter(pk=attempt.id).update(cleanup_done=True)
+        return
     client = client_for_org(organization, attempt_id=str(attempt.id))
     if empty_quietly(
         client=client,
