@@ -1,4 +1,4 @@
-"""`B/serenity/*` routes: markets, activate, deactivate, languages (SPEC §4.2–§4.4)."""
+"""`B/serenity/*` routes: markets, activate, deactivate, languages (SPEC §4.2 to §4.4)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,7 @@ DEFAULT_ACTIVATE_MARKETS = [{"market": "US", "languageCode": "en"}]
 
 def render(result: Outcome | orchestration.Accepted) -> Response:
     if isinstance(result, orchestration.Accepted):
-        return Response(accepted_body(result.job), status=202,
-                        headers=accepted_headers(result.job))
+        return Response(accepted_body(result.job), status=202, headers=accepted_headers(result.job))
     return Response(result.body, status=result.status, headers=result.headers)
 
 
@@ -32,8 +31,9 @@ def _market_inputs(items: list[dict[str, Any]]) -> list[orchestration.MarketInpu
     inputs = []
     seen = set()
     for index, item in enumerate(items):
-        parsed = slice_parse(market=item["market"], language_code=item["languageCode"],
-                             prefix=f"markets[{index}].")
+        parsed = slice_parse(
+            market=item["market"], language_code=item["languageCode"], prefix=f"markets[{index}]."
+        )
         key = (parsed.geo_target_id, parsed.language_code)
         if key in seen:
             from serenity.core.errors import InvalidRequestError
@@ -60,33 +60,45 @@ class MarketCollectionView(SerenityView):
             slice=slice_parse(market=data["market"], language_code=data["languageCode"]),
             name=data.get("name"),
         )
-        return render(orchestration.market_create(
-            brand=self.scope.brand, market=market, brand_names=data.get("brandNames"),
-            brand_domain=data.get("brandDomain"), run_async=data["run_async"],
-        ))
+        return render(
+            orchestration.market_create(
+                brand=self.scope.brand,
+                market=market,
+                brand_names=data.get("brandNames"),
+                brand_domain=data.get("brandDomain"),
+                run_async=data["run_async"],
+            )
+        )
 
 
 class MarketDetailView(SerenityView):
     def _market(self, geo_target_id: str, language_code: str) -> Market | None:
         return Market.objects.filter(
-            brand=self.scope.brand, geo_target_id=int(geo_target_id),
-            language_code=language_code.lower(), deleted_at__isnull=True,
+            brand=self.scope.brand,
+            geo_target_id=int(geo_target_id),
+            language_code=language_code.lower(),
+            deleted_at__isnull=True,
         ).first()
 
     @schemas.market_get_schema
-    def get(self, request: Request, org_id: str, brand_id: str, geo_target_id: str,
-            language_code: str) -> Response:
+    def get(
+        self, request: Request, org_id: str, brand_id: str, geo_target_id: str, language_code: str
+    ) -> Response:
         market = self._market(geo_target_id, language_code)
         if market is None:
             raise MarketNotFoundError()
         return Response(market_payload(market))
 
     @schemas.market_delete_schema
-    def delete(self, request: Request, org_id: str, brand_id: str, geo_target_id: str,
-               language_code: str) -> Response:
+    def delete(
+        self, request: Request, org_id: str, brand_id: str, geo_target_id: str, language_code: str
+    ) -> Response:
         assert self.scope.brand is not None
-        orchestration.market_delete(brand=self.scope.brand, geo_target_id=int(geo_target_id),
-                                    language_code=normalize_language(language_code))
+        orchestration.market_delete(
+            brand=self.scope.brand,
+            geo_target_id=int(geo_target_id),
+            language_code=normalize_language(language_code),
+        )
         return Response(status=204)
 
 
@@ -94,16 +106,19 @@ class ActivateView(SerenityView):
     @schemas.activate_schema
     def post(self, request: Request, org_id: str, brand_id: str) -> Response:
         assert self.scope.brand is not None
-        body = ActivateSerializer(data=request.data if request.data else {})
+        # An absent body parses as {}; `null`, a list or a string is not a JSON object: 400.
+        body = ActivateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        return render(orchestration.activate(
-            brand=self.scope.brand,
-            brand_domain=data.get("brandDomain"),
-            brand_names=data.get("brandNames"),
-            markets=_market_inputs(data.get("markets") or DEFAULT_ACTIVATE_MARKETS),
-            run_async=data["run_async"],
-        ))
+        return render(
+            orchestration.activate(
+                brand=self.scope.brand,
+                brand_domain=data.get("brandDomain"),
+                brand_names=data.get("brandNames"),
+                markets=_market_inputs(data.get("markets") or DEFAULT_ACTIVATE_MARKETS),
+                run_async=data["run_async"],
+            )
+        )
 
 
 class DeactivateView(OrgScopedView):
@@ -118,5 +133,6 @@ class DeactivateView(OrgScopedView):
 class LanguagesView(OrgScopedView):
     @schemas.language_list_schema
     def get(self, request: Request, org_id: str) -> Response:
-        return Response({"items": orchestration.languages_list(
-            organization=self.scope.organization)})
+        return Response(
+            {"items": orchestration.languages_list(organization=self.scope.organization)}
+        )

@@ -468,3 +468,38 @@ def test_c_for_a_flat_brand_creates_markets_in_the_parent(db, sim):
     assert sim.state()["workspaces"] == []
     assert not [c for c in calls(sim) if "/status" in c[1] or "/family" in c[1]]
     assert ProvisioningAttempt.objects.count() == 0
+
+
+@pytest.mark.parametrize("raw", ["[]", "null", '"x"', "[{}]", "{bad"])
+def test_a_body_that_is_not_a_json_object_is_400(sw_writer, sim, active_brand, raw):
+    # given
+    setup = len(calls(sim))
+    # when
+    response = sw_writer.client.post(
+        activate_path(sw_writer, active_brand), data=raw, content_type="application/json"
+    )
+    # then
+    assert_error(response, 400, "invalidRequest")
+    assert calls(sim)[setup:] == []
+    assert db_counts()["attempts"] == 0
+
+
+def test_an_empty_body_is_valid(sw_writer, sim, active_brand):
+    # when the request has no body at all, with a JSON content type
+    response = sw_writer.client.post(
+        activate_path(sw_writer, active_brand), data="", content_type="application/json"
+    )
+    # then it is branch B
+    assert response.status_code == 200, response.json()
+
+
+def test_a_form_body_is_415(sw_writer, sim, active_brand):
+    # when
+    response = sw_writer.client.post(
+        activate_path(sw_writer, active_brand),
+        data="brandDomain=acme.example",
+        content_type="application/x-www-form-urlencoded",
+    )
+    # then
+    assert_error(response, 415, "unsupportedMediaType")
+    assert db_counts()["attempts"] == 0
