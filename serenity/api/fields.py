@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,6 +37,22 @@ class HttpUrlField(StrictCharField):
         value = super().to_internal_value(data)
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname or " " in value:
+            self.fail("invalid")
+        return value
+
+
+class HostField(StrictCharField):
+    """A bare host name (`acme.example`), lower-cased: no scheme, path, port or spaces. Semrush
+    rejects anything else as a project domain, so it is a 400 here, not a 502 there."""
+
+    default_error_messages = {"invalid": "must be a bare host name such as acme.example."}
+    _HOST = re.compile(
+        r"^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$"
+    )
+
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data).lower()
+        if not self._HOST.match(value):
             self.fail("invalid")
         return value
 

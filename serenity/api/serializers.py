@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from rest_framework import serializers
 
-from serenity.api.fields import BodyObjectSerializer, HttpUrlField, StrictCharField
+from serenity.api.fields import BodyObjectSerializer, HostField, HttpUrlField, StrictCharField
 from serenity.models import BrandStatus
 
 
@@ -23,10 +23,12 @@ class BrandCreateSerializer(BodyObjectSerializer):
         choices=[BrandStatus.ACTIVE, BrandStatus.PENDING], required=False
     )
     baseUrl = HttpUrlField(required=False, allow_null=True, max_length=2000)  # noqa: N815
-    urls = serializers.ListField(child=HttpUrlField(max_length=2000), required=False,
-                                 max_length=100)
-    aliases = serializers.ListField(child=StrictCharField(max_length=200), required=False,
-                                    max_length=100)
+    urls = serializers.ListField(
+        child=HttpUrlField(max_length=2000), required=False, max_length=100
+    )
+    aliases = serializers.ListField(
+        child=StrictCharField(max_length=200), required=False, max_length=100
+    )
     semrushMarket = SemrushMarketSerializer(required=False, allow_null=True)  # noqa: N815
 
     def validate_name(self, value: str) -> str:
@@ -37,10 +39,12 @@ class BrandCreateSerializer(BodyObjectSerializer):
 
 class BrandUpdateSerializer(serializers.Serializer):
     baseUrl = HttpUrlField(required=False, allow_null=True, max_length=2000)  # noqa: N815
-    urls = serializers.ListField(child=HttpUrlField(max_length=2000), required=False,
-                                 max_length=100)
-    aliases = serializers.ListField(child=StrictCharField(max_length=200), required=False,
-                                    max_length=100)
+    urls = serializers.ListField(
+        child=HttpUrlField(max_length=2000), required=False, max_length=100
+    )
+    aliases = serializers.ListField(
+        child=StrictCharField(max_length=200), required=False, max_length=100
+    )
     serenityEnabled = serializers.BooleanField(required=False, allow_null=True)  # noqa: N815
 
     def to_internal_value(self, data: Any) -> Any:
@@ -63,7 +67,7 @@ class MarketCreateSerializer(BodyObjectSerializer):
     languageCode = StrictCharField()  # noqa: N815
     name = StrictCharField(required=False, max_length=200)
     brandNames = _brand_names_field()  # noqa: N815
-    brandDomain = StrictCharField(required=False, max_length=253)  # noqa: N815
+    brandDomain = HostField(required=False, max_length=253)  # noqa: N815
 
     def validate_brandNames(self, value: list[str]) -> list[str]:  # noqa: N802
         if any(not v.strip() for v in value):
@@ -78,10 +82,11 @@ class ActivateMarketSerializer(serializers.Serializer):
 
 
 class ActivateSerializer(BodyObjectSerializer):
-    brandDomain = StrictCharField(required=False, max_length=253)  # noqa: N815
+    brandDomain = HostField(required=False, max_length=253)  # noqa: N815
     brandNames = _brand_names_field()  # noqa: N815
-    markets = serializers.ListField(child=ActivateMarketSerializer(), required=False,
-                                    allow_empty=False)
+    markets = serializers.ListField(
+        child=ActivateMarketSerializer(), required=False, allow_empty=False
+    )
 
     def validate_markets(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if len(value) > settings.SERENITY_MAX_ACTIVATE_MARKETS:
@@ -95,8 +100,9 @@ class PromptItemSerializer(serializers.Serializer):
     text = StrictCharField(max_length=2000)
     geoTargetId = serializers.IntegerField(min_value=1)  # noqa: N815
     languageCode = StrictCharField()  # noqa: N815
-    tags = serializers.ListField(child=StrictCharField(max_length=100), required=False,
-                                 max_length=50)
+    tags = serializers.ListField(
+        child=StrictCharField(max_length=100), required=False, max_length=50
+    )
 
     def validate_text(self, value: str) -> str:
         if not value.strip():

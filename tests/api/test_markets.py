@@ -574,3 +574,43 @@ def test_create_without_semrush_configuration_is_503_with_nothing_written(
     # then
     assert_error(response, 503, "configurationError")
     assert db_counts() == before
+
+
+@pytest.mark.parametrize(
+    "domain", ["https://acme.example", "acme.example/shop", "acme example", "", "acme.example:x"]
+)
+def test_create_with_a_brand_domain_that_is_not_a_host_is_400(sw_writer, sim, brand, domain):
+    # given
+    before = db_counts()
+    setup = len(calls(sim))
+    # when
+    response = sw_writer.post(
+        markets_path(sw_writer, brand),
+        {"market": "US", "languageCode": "en", "brandDomain": domain},
+    )
+    # then
+    message = assert_error(response, 400, "invalidRequest")["message"]
+    assert message.startswith("brandDomain"), message
+    assert db_counts() == before
+    assert calls(sim)[setup:] == []
+
+
+def test_create_with_an_explicit_brand_domain_and_names(sw_writer, sim, brand, workspace):
+    # when
+    response = sw_writer.post(
+        markets_path(sw_writer, brand),
+        {
+            "market": "US",
+            "languageCode": "en",
+            "brandDomain": "Shop.Acme.example",
+            "brandNames": ["Acme Shop"],
+            "name": "United States",
+        },
+    )
+    # then
+    assert response.status_code == 201, response.json()
+    pid = response.json()["projectId"]
+    upstream = sim_request(sim, "GET", f"{set_tracked_url(workspace, pid)[1]}?draft=true&type=ai")
+    assert (upstream["name"], upstream["domain"]) == ("United States", "shop.acme.example")
+    assert upstream["settings"]["ai"]["brand_names"] == ["Acme Shop"]
+    assert Market.objects.get().name == "United States"
