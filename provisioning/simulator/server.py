@@ -80,7 +80,7 @@ import socket
 import threading
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -812,13 +812,21 @@ class SemrushSimulator:
             )
         return data
 
-    def _workspace_payload(self, workspace: _Workspace, now: float) -> dict[str, Any]:
-        published = sum(
-            1
+    def _live_project_counts(self, now: float) -> Counter[str]:
+        """Live (published) projects per workspace, in one pass over the projects."""
+        return Counter(
+            project.workspace_id
             for project in self._projects.values()
-            if project.workspace_id == workspace.id
-            and project.publish_status(now).startswith("live")
+            if project.publish_status(now).startswith("live")
         )
+
+    def _workspace_payload(
+        self, workspace: _Workspace, now: float, live_counts: Counter[str] | None = None
+    ) -> dict[str, Any]:
+        # A family listing passes the counts it computed once: counting here for each workspace
+        # made a listing cost workspaces x projects.
+        counts = live_counts if live_counts is not None else self._live_project_counts(now)
+        published = counts.get(workspace.id, 0)
         return {
             "id": workspace.id,
             "title": workspace.title,
@@ -903,13 +911,16 @@ class SemrushSimulator:
 
     def _op_family(self, request: _Request) -> _Response:
         root = self._workspace(request.params["ws"])
-        family, frontier = [root], [root.id]
+        # One pass over the workspaces per level, with a set of the level's ids (a list made
+        # each listing cost workspaces x children).
+        family, frontier = [root], {root.id}
         while frontier:
             children = [ws for ws in self._workspaces.values() if ws.parent_id in frontier]
             family.extend(children)
-            frontier = [ws.id for ws in children]
+            frontier = {ws.id for ws in children}
         now = time.monotonic()
-        return _json(200, [self._workspace_payload(ws, now) for ws in family])
+        counts = self._live_project_counts(now)
+        return _json(200, [self._workspace_payload(ws, now, counts) for ws in family])
 
     def _op_delete_workspace(self, request: _Request) -> _Response:
         workspace = self._workspace(request.params["ws"])
