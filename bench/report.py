@@ -1,0 +1,551 @@
+"""Renders docs/benchmarks.md and its charts from docs/benchmarks.json (written by bench.run).
+
+Figures come from the label `current` (the code and worker setup as they are); a label
+`before` (the same measurements before the changes of issue 6) is shown beside them where it
+exists. `bench/findings.md` (hand-written: what was changed, what the profiles show in code this
+suite does not own) is appended verbatim.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from bench.svg import Series, line_chart
+from tests.harness import ROOT
+
+REPORT = ROOT / "docs" / "benchmarks.md"
+FINDINGS = ROOT / "bench" / "findings.md"
+FANOUT_SVG = ROOT / "docs" / "benchmarks-fanout.svg"
+GUARD_SVG = ROOT / "docs" / "benchmarks-guard.svg"
+
+
+def _get(data: dict[str, Any], label: str, key: str) -> dict[str, Any] | None:
+    value = data.get(label, {}).get(key)
+    return value if isinstance(value, dict) else None
+
+
+def _ok(met: bool | None) -> str:
+    return "—" if met is None else ("**met**" if met else "**not met**")
+
+
+def _ms(value: Any) -> str:
+    return f"{value:.1f}" if isinstance(value, int | float) else "—"
+
+
+def _accept_query_count(accept: dict[str, Any] | None) -> int | None:
+    if not accept:
+        return None
+    entry = accept.get("queries", {}).get("market_create_async_1")
+    return int(entry["queries"]) if entry else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or not b:
+        return None
+    return round(a / b, 2)
+
+
+def _summary_rows(data: dict[str, Any]) -> list[list[str]]:
+    rows: list[list[str]] = []
+
+    def both(key: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        return _get(data, "current", key), _get(data, "before", key)
+
+    accept, accept_before = both("accept")
+    q_now, q_before = _accept_query_count(accept), _accept_query_count(accept_before)
+    rows.append(
+        [
+            "Accept: SQL statements per accepted async market create",
+            "≤ 12",
+            str(q_now) if q_now is not None else "—",
+            str(q_before) if q_before is not None else "—",
+            _ok(q_now <= 12 if q_now is not None else None),
+        ]
+    )
+
+    def accept_ratio(a: dict[str, Any] | None, mixed: bool) -> float | None:
+        if not a:
+            return None
+        if mixed:
+            return _ratio(a["mixed"]["accept"]["p99_ms"], a["mixed"]["brand_get"]["p99_ms"])
+        return _ratio(a["accept"]["p99_ms"], a["brand_get"]["p99_ms"])
+
+    for mixed, title in (
+        (False, "Accept: p99(accept) / p99(GET brand), separate phases, 16 clients"),
+        (True, "Accept: p99(accept) / p99(GET brand), shuffled in one phase, 16 clients"),
+    ):
+        now, before = accept_ratio(accept, mixed), accept_ratio(accept_before, mixed)
+        rows.append(
+            [
+                title,
+                "≤ 10",
+                f"{now}" if now is not None else "—",
+                f"{before}" if before is not None else "—",
+                _ok(now <= 10 if now is not None else None),
+            ]
+        )
+    e2e, e2e_before = both("e2e")
+    rows.append(
+        [
+            "End-to-end: median (time to COMPLETED - S), S = 5 s, 20 runs",
+            "≤ 1.5 s",
+            f"{e2e['median_overhead_s']:.2f} s" if e2e else "—",
+            f"{e2e_before['median_overhead_s']:.2f} s" if e2e_before else "—",
+            _ok(e2e["median_overhead_s"] <= 1.5 and e2e["all_completed"] if e2e else None),
+        ]
+    )
+    for size, bound in ((200, 2), (1000, 4)):
+        fan_now, fan_before = both(f"fanout_{size}")
+
+        def fig(v: dict[str, Any] | None) -> str:
+            if not v:
+                return "—"
+            if "error" in v:
+                return f"did not finish ({v['error'][:60]}…)"
+            return f"{v['wall_over_s']} x S ({v['wall_s']:.1f} s), {v['failures']} failed"
+
+        met = None
+        if fan_now and "error" not in fan_now:
+            met = fan_now["wall_over_s"] <= bound and fan_now["failures"] == 0
+        elif fan_now:
+            met = False
+        rows.append(
+            [
+                f"Fan-out: {size} async brand creates with a market, S = 5 s, 2 worker processes",
+                f"≤ {bound} x S, 0 failures",
+                fig(fan_now),
+                fig(fan_before),
+                _ok(met),
+            ]
+        )
+    poll, poll_before = both("polling")
+
+    def poll_fig(p: dict[str, Any] | None) -> str:
+        if not p:
+            return "—"
+        return (
+            f"{p['steps_2']['queries']} vs {p['steps_6']['queries']} queries; "
+            f"p50 ratio {p['ratio_p50']}, p99 ratio {p['ratio_p99']}"
+        )
+
+    rows.append(
+        [
+            "Polling: job route, chain of 6 vs 2 steps",
+            "same queries, ratio ≤ 1.2",
+            poll_fig(poll),
+            poll_fig(poll_before),
+            _ok(
+                poll["steps_2"]["queries"] == poll["steps_6"]["queries"]
+                and poll["ratio_p50"] <= 1.2
+                if poll
+                else None
+            ),
+        ]
+    )
+    return rows
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _latency_row(name: str, s: dict[str, Any]) -> list[str]:
+    return [
+        name,
+        str(s["requests"]),
+        f"{s['throughput_rps']}",
+        _ms(s["p50_ms"]),
+        _ms(s["p90_ms"]),
+        _ms(s["p99_ms"]),
+        _ms(s["max_ms"]),
+        ", ".join(f"{k}: {v}" for k, v in s["statuses"].items()),
+    ]
+
+
+LATENCY_HEADER = ["phase", "requests", "req/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "statuses"]
+
+
+def _accept_section(data: dict[str, Any]) -> str:
+    out = ["## 1. Accept path\n"]
+    for label in ("current", "before"):
+        a = _get(data, label, "accept")
+        if not a:
+            continue
+        out.append(
+            f"**{label}** — {a['brands']} brands with a workspace, one async market create each, "
+            f"{a['clients']} concurrent clients (keep-alive), API {a['api']}, workers "
+            f"{a['workers']}.\n"
+        )
+        rows = [
+            _latency_row("`GET /healthz` (alone)", a["healthz"]),
+            _latency_row("`GET /v2/orgs/{o}/brands/{b}` (alone)", a["brand_get"]),
+            _latency_row(
+                "`POST B/serenity/markets` async (alone"
+                + (", workers paused)" if a.get("accept_workers_paused") else ", workers running)"),
+                a["accept"],
+            ),
+            _latency_row("shuffled: `POST …/markets` async", a["mixed"]["accept"]),
+            _latency_row("shuffled: `GET …/brands/{b}`", a["mixed"]["brand_get"]),
+        ]
+        out.append(_table(LATENCY_HEADER, rows))
+    a = _get(data, "current", "accept")
+    if a:
+        q = a["queries"]
+        counts = [
+            [name, str(q[key]["queries"]), str(q[key].get("published", "—"))]
+            for name, key in (
+                ("`GET /healthz`", "healthz"),
+                ("`GET B` (read a brand)", "brand_get"),
+                ("`POST B/serenity/markets` async", "market_create_async_1"),
+                ("`POST /v2/orgs/{o}/brands` async with a market", "brand_create_async_market_1"),
+                ("`GET B/serenity/jobs/{id}` (2 steps)", "poll_2_steps_1"),
+                ("`GET B/serenity/jobs/{id}` (6 steps)", "poll_6_steps_1"),
+            )
+            if key in q
+        ]
+        out.append(
+            "\nSQL statements per request (Django's `connection.execute_wrapper` around the test "
+            "client, in a process with the stack's settings, same database and broker; "
+            "`BEGIN`/`COMMIT` are not statements Django executes and are not counted; "
+            "'published' = the job's message was sent after commit):\n\n"
+        )
+        out.append(_table(["request", "statements", "published"], counts))
+        for key, title in (
+            ("market_create_async_1", "async market create"),
+            ("brand_create_async_market_1", "async brand create with a market"),
+        ):
+            if key not in q:
+                continue
+            out.append(f"\n<details><summary>Statements of one {title}</summary>\n\n")
+            out.append(
+                _table(
+                    ["#", "ms", "issued by", "SQL (first 110 characters)"],
+                    [
+                        [
+                            str(i),
+                            f"{s['ms']:.2f}",
+                            f"`{s['from']}`",
+                            "`" + s["sql"][:110].replace("|", "\\|") + "`",
+                        ]
+                        for i, s in enumerate(q[key]["statements"], 1)
+                    ],
+                )
+            )
+            out.append("\n</details>\n")
+    return "\n".join(out)
+
+
+def _e2e_phases(sample: dict[str, Any]) -> dict[str, float] | None:
+    steps = sample["steps"]
+    reads = [s for s in steps if s["step"] == "provisionWorkspace"]
+    chained = [s for s in steps if s["step"] != "provisionWorkspace"]
+    if not reads or not chained or chained[0]["finished"] is None:
+        return None
+    last_read = reads[-1]
+    return {
+        "first step starts": reads[0]["started"] or 0.0,
+        "first step (create-or-adopt + 1st read)": reads[0]["finished"] - reads[0]["started"],
+        "last read: late vs due": (last_read["started"] or 0) - (last_read["due"] or 0),
+        "last read + promote": last_read["finished"] - last_read["started"],
+        "create-market starts after promote": chained[0]["started"] - last_read["finished"],
+        "create-market runs": chained[0]["finished"] - chained[0]["started"],
+        "poller sees it after": sample["seen_s"] - chained[0]["finished"],
+    }
+
+
+def _e2e_section(data: dict[str, Any]) -> str:
+    out = ["## 2. End-to-end overhead\n"]
+    for label in ("current", "before"):
+        e = _get(data, label, "e2e")
+        if not e:
+            continue
+        out.append(
+            f"**{label}** — {e['runs']} async brand creates with a market, one at a time, "
+            f"simulator settle S = {e['settle_seconds']} s, backoff `{e['backoff']}` (default), "
+            f"workers {e['workers']}; a poller reads the job every 100 ms.\n\n"
+            f"Time to COMPLETED - S: median **{e['median_overhead_s']:.3f} s** (min "
+            f"{e['min_overhead_s']:.3f}, max {e['max_overhead_s']:.3f}); every run "
+            f"{'COMPLETED' if e['all_completed'] else 'did NOT complete'}, chained results "
+            f"{', '.join(e['result_statuses'])}.\n"
+        )
+        phases = [p for p in (_e2e_phases(s) for s in e["samples"]) if p]
+        if phases:
+            rows = [
+                [name, f"{statistics.median(p[name] for p in phases) * 1000:.0f}"]
+                for name in phases[0]
+            ]
+            accept = statistics.median(s["accept_ms"] for s in e["samples"])
+            rows.insert(0, ["accept (client-side latency)", f"{accept:.0f}"])
+            out.append(
+                "\nWhere the time goes (median over the runs, ms; times from the job rows, "
+                "relative to the root's insert):\n\n"
+            )
+            out.append(_table(["phase", "median ms"], rows))
+    return "\n".join(out)
+
+
+def _fanout_section(data: dict[str, Any]) -> str:
+    out = ["## 3. Fan-out\n"]
+    header = [
+        "run",
+        "workers",
+        "accepting took",
+        "wall",
+        "wall ÷ S",
+        "completed / 201",
+        "failures",
+        "step rows",
+        "worker-slot time",
+    ]
+    rows = []
+    series: list[Series] = []
+    for label in ("current", "before"):
+        for size in (200, 1000):
+            f = data.get(label, {}).get(f"fanout_{size}")
+            if not f:
+                continue
+            if "error" in f:
+                rows.append([f"{label} {size}", f["workers"], "—", f["error"][:80], "—", "—", "—"])
+                continue
+            rows.append(
+                [
+                    f"{label}, {size}",
+                    f["workers"],
+                    f"{f['accept_s']:.1f} s",
+                    f"{f['wall_s']:.1f} s",
+                    f"**{f['wall_over_s']}**",
+                    f"{f['completed']} / {f['created_201']}",
+                    str(f["failures"]),
+                    f"{f['step_rows']} ({f['settle_reads']} settle reads)",
+                    f"{f['busy_slot_s']:.0f} s",
+                ]
+            )
+            curve = f["completion_curve"]
+            points = [(0.0, 0.0)] + [(t, 100 * (i + 1) / size) for i, t in enumerate(curve)]
+            series.append(
+                Series(f"{label}: {size} chains", points, step=True, dashed=label == "before")
+            )
+    out.append(
+        "Async brand creates with a market (`semrushMarket` US/en), all sent at once by 32 "
+        "client threads; simulator settle S = 5 s; default backoff. Wall = from the first "
+        "request to the last chain COMPLETED. 'Worker-slot time' is the sum over every step row "
+        "of (finished - started): the time steps actually held a worker slot.\n"
+    )
+    out.append(_table(header, rows))
+    if series:
+        FANOUT_SVG.write_text(
+            line_chart(
+                series,
+                title="Fan-out: chains completed over time (S = 5 s)",
+                x_label="seconds since the first request",
+                y_label="% of chains COMPLETED",
+                vlines=[(5.0, "S"), (10.0, "2xS"), (20.0, "4xS")],
+            )
+        )
+        out.append(f"\n![fan-out completion]({FANOUT_SVG.name})\n")
+    for label in ("current", "before"):
+        f = data.get(label, {}).get("fanout_1000") or data.get(label, {}).get("fanout_200")
+        if f and "step_ms" in f:
+            out.append(f"\nStep durations ({label}, {f['count']} chains, ms):\n\n")
+            out.append(
+                _table(
+                    ["step", "p50", "p90", "p99", "max"],
+                    [
+                        [k, _ms(v["p50_ms"]), _ms(v["p90_ms"]), _ms(v["p99_ms"]), _ms(v["max_ms"])]
+                        for k, v in f["step_ms"].items()
+                    ],
+                )
+            )
+    return "\n".join(out)
+
+
+def _polling_section(data: dict[str, Any]) -> str:
+    out = ["## 4. Polling\n"]
+    for label in ("current", "before"):
+        p = _get(data, label, "polling")
+        if not p:
+            continue
+        out.append(
+            f"**{label}** — finished chains built by the job services (root, settle reads, "
+            f"create-market), {p['requests']} reads of each over HTTP by one client, "
+            "alternating.\n"
+        )
+        out.append(
+            _table(
+                ["chain", "SQL statements", "p50 ms", "p90 ms", "p99 ms"],
+                [
+                    [
+                        f"{n} steps",
+                        str(p[f"steps_{n}"]["queries"]),
+                        _ms(p[f"steps_{n}"]["p50_ms"]),
+                        _ms(p[f"steps_{n}"]["p90_ms"]),
+                        _ms(p[f"steps_{n}"]["p99_ms"]),
+                    ]
+                    for n in (2, 6)
+                ],
+            )
+        )
+        out.append(f"\nRatio 6/2 steps: p50 {p['ratio_p50']}, p99 {p['ratio_p99']}.\n")
+    return "\n".join(out)
+
+
+def _guard_section(data: dict[str, Any]) -> str:
+    out = ["## 5. Guard contention\n"]
+    series: list[Series] = []
+    for label in ("current", "before"):
+        g = _get(data, label, "guard")
+        if not g:
+            continue
+        out.append(
+            f"**{label}** — {g['concurrent']} async market creates (distinct slices) released "
+            f"together at one brand, vs one each at {g['concurrent']} brands; "
+            f"{g['concurrent']} client threads"
+            + ("; workers paused during each burst" if label == "current" else "")
+            + ".\n"
+        )
+        rows = []
+        for key, name in (("one_brand", "one brand"), ("many_brands", "50 brands")):
+            s = g[key]
+            rows.append(
+                [
+                    *_latency_row(name, s)[:-1],
+                    ", ".join(f"{k}: {v}" for k, v in s["statuses"].items()),
+                    ", ".join(f"{k}: {v}" for k, v in s["errors"].items()) or "—",
+                ]
+            )
+            lat = s["latencies_ms"]
+            series.append(
+                Series(
+                    f"{label}: {name}",
+                    [(x, 100 * (i + 1) / len(lat)) for i, x in enumerate(lat)],
+                    step=True,
+                    dashed=label == "before",
+                )
+            )
+        out.append(_table([*LATENCY_HEADER, "error codes"], rows))
+    if series:
+        GUARD_SVG.write_text(
+            line_chart(
+                series,
+                title="Guard contention: latency distribution (50 concurrent requests)",
+                x_label="latency (ms)",
+                y_label="% of requests answered",
+            )
+        )
+        out.append(f"\n![guard latency CDF]({GUARD_SVG.name})\n")
+    return "\n".join(out)
+
+
+def _profile_section(data: dict[str, Any]) -> str:
+    out = ["## 6. Profiles\n"]
+    sources = [
+        ("accept", "API workers (gunicorn) during the accept phase"),
+        ("fanout_1000", "Celery workers during the 1000-chain fan-out"),
+        ("fanout_200", "Celery workers during the 200-chain fan-out"),
+    ]
+    out.append(
+        "py-spy (`record --format raw --nonblocking`, 200 Hz) on every process of the role, "
+        "on-CPU samples only (threads blocked in a system call are not sampled, but py-spy "
+        "counts psycopg's wait loop as running). Raw folded stacks: `var/bench/profiles/`.\n"
+    )
+    for label in ("current", "before"):
+        for key, title in sources:
+            entry = data.get(label, {}).get(key)
+            prof = entry.get("profile") if isinstance(entry, dict) else None
+            if not prof or "samples" not in prof:
+                continue
+            out.append(f"\n### {title} ({label}, {prof['samples']} samples)\n")
+            out.append(
+                _table(
+                    ["by library (leaf frame)", "% samples"],
+                    [[k, f"{v}"] for k, v in prof["areas"][:8]],
+                )
+            )
+            out.append("\n")
+            out.append(
+                _table(
+                    ["this project's function (inclusive)", "% samples"],
+                    [[f"`{k}`", f"{v}"] for k, v in prof["inclusive_ours"][:12]],
+                )
+            )
+            out.append("\n")
+            out.append(
+                _table(
+                    ["leaf function (self)", "% samples"],
+                    [[f"`{k}`", f"{v}"] for k, v in prof["self_leaves"][:10]],
+                )
+            )
+    return "\n".join(out)
+
+
+def _machine_section(data: dict[str, Any]) -> str:
+    m = data.get("machine", {})
+    loads = []
+    for label in ("current", "before"):
+        for key, value in sorted(data.get(label, {}).items()):
+            if isinstance(value, dict) and "loadavg_after" in value:
+                loads.append(f"{label}/{key}: {value['loadavg_after'][0]}")
+    return (
+        "## Machine\n\n"
+        + _table(
+            ["", ""],
+            [
+                ["CPUs (`nproc`)", str(m.get("cpus"))],
+                ["memory", f"{m.get('memory_gib')} GiB"],
+                ["Python", str(m.get("python"))],
+                ["PostgreSQL", str(m.get("postgresql"))],
+                ["Redis", str(m.get("redis"))],
+                ["platform", str(m.get("platform"))],
+                ["measured", str(m.get("date"))],
+            ],
+        )
+        + "\nThe machine is shared: other test suites (and chaos stacks) ran beside these "
+        "benchmarks, so absolute latencies are noisy; the ratios measured within one run are "
+        "the figures to read. 1-minute load average after each measurement: "
+        + (", ".join(loads) or "—")
+        + ".\n"
+    )
+
+
+HOW_TO = """\
+## How to run
+
+```sh
+.venv/bin/pip install py-spy                  # once (profiles; optional)
+.venv/bin/python -m bench.run all             # every measurement (~15 min), then this file
+.venv/bin/python -m bench.run fanout --sizes 200        # one measurement; the others are kept
+.venv/bin/python -m bench.run all --pool prefork --concurrency 2 --label before  # baseline
+.venv/bin/python -m bench.run report          # re-render from docs/benchmarks.json
+```
+
+Each measurement starts its own stack with `tests.harness.Stack` (through `bench.stack`): the
+Semrush simulator, a fresh PostgreSQL database, its own `redis-server`, the API under
+`gunicorn config.wsgi -w 2 --threads 4`, two Celery worker processes (`-P threads -c 16` unless
+told otherwise) and beat, with the production tunables of SPEC §9 (backoff `5,10,20,40,80`,
+lease 120 s, dispatcher 2 s, upstream timeout 15 s). Benchmarks never run in the test suite.
+"""
+
+
+def write(data: dict[str, Any]) -> None:
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    parts = [
+        "# Benchmarks (issue 6)\n",
+        "Generated by `python -m bench.run` from `docs/benchmarks.json`; do not edit by hand "
+        "(the hand-written part is `bench/findings.md`, appended at the end).\n",
+        "## Targets\n",
+        _table(["measure", "target", "now", "before", "target"], _summary_rows(data)),
+        HOW_TO,
+        _machine_section(data),
+        _accept_section(data),
+        _e2e_section(data),
+        _fanout_section(data),
+        _polling_section(data),
+        _guard_section(data),
+        _profile_section(data),
+    ]
+    if FINDINGS.exists():
+        parts.append(FINDINGS.read_text())
+    REPORT.write_text("\n".join(parts))

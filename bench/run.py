@@ -1,0 +1,116 @@
+"""The benchmark command (issue 6).
+
+    .venv/bin/python -m bench.run all              # every measurement, then docs/benchmarks.md
+    .venv/bin/python -m bench.run accept e2e       # some of them (the report keeps the others)
+    .venv/bin/python -m bench.run report           # re-render docs/benchmarks.md from the data
+    .venv/bin/python -m bench.run fanout --pool prefork --concurrency 2 --label before
+
+Measurements: `accept` (accept path vs trivial routes, SQL per request, py-spy profile of the
+API), `e2e` (time to COMPLETED minus S), `fanout` (200 and 1000 chains; `--sizes`), `polling`
+(job route, chains of 2 and 6 steps), `guard` (50 requests on one brand vs 50 brands).
+Each starts its own stack (`bench.stack.BenchStack`). Raw results go to `docs/benchmarks.json`
+under `<label>/<name>` (label `current` unless `--label`), the report to `docs/benchmarks.md`,
+charts to `docs/benchmarks-*.svg`, raw py-spy profiles to `var/bench/profiles/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from bench import report, scenarios
+from bench.stack import WorkerSetup, machine_info
+from tests.harness import ROOT
+
+DATA = ROOT / "docs" / "benchmarks.json"
+PROFILES = ROOT / "var" / "bench" / "profiles"
+NAMES = ("accept", "e2e", "fanout", "polling", "guard")
+
+
+def load_data() -> dict[str, Any]:
+    if DATA.exists():
+        return dict(json.loads(DATA.read_text()))
+    return {}
+
+
+def save_data(data: dict[str, Any]) -> None:
+    DATA.parent.mkdir(parents=True, exist_ok=True)
+    DATA.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
+    parser.add_argument("what", nargs="+", choices=(*NAMES, "all", "report"))
+    parser.add_argument("--pool", default="threads", choices=("threads", "prefork", "solo"))
+    parser.add_argument("--concurrency", type=int, default=16, help="pool size per worker")
+    parser.add_argument("--processes", type=int, default=2, help="worker processes")
+    parser.add_argument("--label", default="current", help="store results under this label")
+    parser.add_argument("--sizes", default="200,1000", help="fan-out sizes")
+    parser.add_argument("--brands", type=int, default=400, help="accept: brands (= requests)")
+    parser.add_argument("--runs", type=int, default=20, help="e2e: provisionings")
+    parser.add_argument("--no-profile", action="store_true", help="skip py-spy")
+    args = parser.parse_args(argv)
+
+    workers = WorkerSetup(processes=args.processes, pool=args.pool, concurrency=args.concurrency)
+    wanted = list(NAMES) if "all" in args.what else [w for w in args.what if w != "report"]
+    profile_dir = None if args.no_profile else PROFILES / args.label
+    data = load_data()
+    data.setdefault("machine", machine_info())
+    for name in wanted:
+        started = time.monotonic()
+        print(f"==> {name} ({workers.describe()}, label {args.label})", flush=True)
+        results: dict[str, Any]
+        if name == "accept":
+            results = {
+                "accept": scenarios.accept_path(
+                    workers=workers, brands=args.brands, profile_dir=profile_dir
+                )
+            }
+        elif name == "e2e":
+            results = {"e2e": scenarios.end_to_end(workers=workers, runs=args.runs)}
+        elif name == "fanout":
+            results = {}
+            for size in (int(s) for s in args.sizes.split(",") if s.strip()):
+                results[f"fanout_{size}"] = scenarios.fan_out(
+                    workers=workers, count=size, profile_dir=profile_dir, profile_tag=f"-{size}"
+                )
+                print(_line(results[f"fanout_{size}"]), flush=True)
+        elif name == "polling":
+            results = {"polling": scenarios.polling(workers=workers)}
+        else:
+            results = {"guard": scenarios.guard_contention(workers=workers)}
+        for key, value in results.items():
+            value["elapsed_s"] = round(time.monotonic() - started, 1)
+            value["loadavg_after"] = [round(x, 2) for x in __import__("os").getloadavg()]
+            data.setdefault(args.label, {})[key] = value
+            print(f"    {key}: {_line(value)}", flush=True)
+        data["machine"] = machine_info()
+        save_data(data)
+    report.write(data)
+    print(f"wrote {report.REPORT.relative_to(ROOT)}", flush=True)
+    return 0
+
+
+def _line(value: dict[str, Any]) -> str:
+    keys = (
+        "median_overhead_s",
+        "wall_s",
+        "wall_over_s",
+        "failures",
+        "ratio_p50",
+        "ratio_p99",
+        "error",
+    )
+    picked = {k: value[k] for k in keys if k in value}
+    if "accept" in value and isinstance(value["accept"], dict):
+        picked["accept"] = {
+            k: value["accept"].get(k) for k in ("throughput_rps", "p50_ms", "p99_ms")
+        }
+    return json.dumps(picked)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
