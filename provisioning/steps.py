@@ -163,6 +163,9 @@ def _fail_chain(run: StepRun, attempt: ProvisioningAttempt, error: DomainError) 
         status=JobStatus.FAILED,
         error=job_error_for(error),
     )
+    # Nothing was created for the chain's market before promotion: free its slice (SPEC §3,
+    # "failure paths that created nothing delete their reservation").
+    _drop_reservation(run.job.metadata)
     if error.code not in ("subworkspaceCreationFailed",):
         # A terminal workspace is left alone (it cannot be used or deleted); any other failure
         # empties a candidate this attempt created.
@@ -594,6 +597,7 @@ def on_unexpected(run: StepRun, exc: BaseException) -> None:
         reason=AttemptReason.UNEXPECTED,
         error="Unexpected error.",
     ):
+        _drop_reservation(run.job.metadata)
         cleanup_candidate(attempt_id=attempt.id)
 
 
