@@ -121,7 +121,7 @@ class PromptsSerializer(BodyObjectSerializer):
         except serializers.ValidationError as exc:
             detail = exc.detail
             items = detail.get("prompts") if isinstance(detail, dict) else None
-            if isinstance(items, dict):
+            if isinstance(detail, dict) and isinstance(items, dict):
                 rest = {k: v for k, v in detail.items() if k != "prompts"}
                 indexed = {f"prompts[{index}]": error for index, error in items.items()}
                 raise serializers.ValidationError({**indexed, **rest}) from None
