@@ -503,3 +503,35 @@ def test_a_form_body_is_415(sw_writer, sim, active_brand):
     # then
     assert_error(response, 415, "unsupportedMediaType")
     assert db_counts()["attempts"] == 0
+
+
+def test_fifty_distinct_markets_pass_validation(sw_writer, sim, workspace):
+    # given a pending brand with its workspace (branch A ignores markets once they are valid)
+    import pycountry
+
+    brand = BrandFactory(
+        organization=sw_writer.org, status="pending", semrush_sub_workspace_id=workspace
+    )
+    countries = [c.alpha_2 for c in pycountry.countries][:50]
+    setup = len(calls(sim))
+    # when
+    response = sw_writer.post(
+        activate_path(sw_writer, brand),
+        {"markets": [{"market": code, "languageCode": "en"} for code in countries]},
+    )
+    # then
+    assert response.status_code == 200, response.json()
+    assert calls(sim)[setup:] == []
+
+
+def test_activate_in_an_org_without_parent_is_404_no_parent_workspace(db, sim):
+    # given a Serenity-enabled org with no parent workspace
+    org = OrganizationFactory(serenity_enabled=True, semrush_parent_workspace_id=None)
+    caller = make_caller(org, Role.WRITER)
+    brand = BrandFactory(organization=org, status="pending", semrush_sub_workspace_id=None)
+    # when
+    response = caller.post(activate_path(caller, brand))
+    # then
+    assert_error(response, 404, "noParentWorkspace")
+    assert calls(sim) == []
+    assert db_counts()["attempts"] == 0
