@@ -1110,6 +1110,9 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     # HTTP/1.1 keep-alive: every response carries Content-Length (204 excepted, it has no body).
     protocol_version = "HTTP/1.1"
+    # The headers and the body leave in two writes: with Nagle on, the body of every answer on
+    # a kept-alive connection waits for the client's delayed ACK of the headers (~40 ms).
+    disable_nagle_algorithm = True
     server_version = "SemrushSimulator/1.0"
     timeout = 120  # an idle keep-alive connection is closed after this many seconds
     server: _Server
