@@ -28,11 +28,14 @@ Guarantees of every method:
 from __future__ import annotations
 
 import email.utils
+import http.cookiejar
 import json
 import logging
 import math
+import os
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC
@@ -678,6 +681,35 @@ class SemrushClient:
             self._on_call(operation, status)
 
 
+class _PooledSessions(threading.local):
+    """One keep-alive ``requests.Session`` per thread of each process.
+
+    A ``requests.Session`` is not thread-safe, so it is never shared between threads; a process
+    forked after a session was made (prefork pools) makes its own rather than sharing the
+    parent's sockets. Cookies are never kept: a session serves every organization's credential
+    in turn, and nothing one answer sets may travel with another tenant's request.
+    """
+
+    pid: int = 0
+    session: requests.Session | None = None
+
+    def get(self) -> requests.Session:
+        pid = os.getpid()
+        if self.session is None or self.pid != pid:
+            session = requests.Session()
+            session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+            self.session, self.pid = session, pid
+        return self.session
+
+
+_pooled = _PooledSessions()
+
+
+def pooled_session() -> requests.Session:
+    """This thread's shared keep-alive session (see :class:`_PooledSessions`)."""
+    return _pooled.get()
+
+
 def semrush_client_for(
     *,
     token: str | None = None,
@@ -689,6 +721,11 @@ def semrush_client_for(
     Uses ``SEMRUSH_BASE_URL``, ``SEMRUSH_TIMEOUT_SECONDS`` (default 15) and, when ``token`` is
     None, ``SEMRUSH_API_TOKEN``. Raises :class:`SemrushConfigurationError` when the base URL or
     the token is missing or malformed.
+
+    The client uses this thread's pooled session (:func:`pooled_session`): connections to
+    Semrush are kept alive across clients, steps and requests instead of a new TCP (and TLS)
+    handshake for every client. The token travels in each request's own header, never in the
+    session. Such a client must stay in the thread that built it.
     """
     from django.conf import settings
 
@@ -701,6 +738,7 @@ def semrush_client_for(
         timeout=float(timeout if timeout else DEFAULT_TIMEOUT_SECONDS),
         log_context=log_context,
         on_call=on_call,
+        session=pooled_session(),
     )
 
 
