@@ -63,6 +63,21 @@ def _live_slice_market(*, brand: Brand, slice_: Slice) -> Market | None:
     ).first()
 
 
+def slice_market_in(markets: list[Market], slice_: Slice) -> Market | None:
+    for market in markets:
+        if (market.geo_target_id, market.language_code) == (
+            slice_.geo_target_id,
+            slice_.language_code,
+        ):
+            return market
+    return None
+
+
+def slice_taken(market: Market | None) -> bool:
+    """The slice has a live market or a live reservation (a create must answer 409)."""
+    return market is not None and not _resumable(market)
+
+
 def _resumable(market: Market) -> bool:
     return market.status in RESUMABLE or (
         market.status == MarketStatus.CREATING and not _owner_is_live(market)
@@ -78,13 +93,28 @@ def market_slice_check(*, brand: Brand, slice_: Slice) -> None:
         raise SliceExistsError()
 
 
-def market_reserve(*, brand: Brand, slice_: Slice, owner: uuid.UUID, name: str | None) -> Market:
+def market_reserve(
+    *,
+    brand: Brand,
+    slice_: Slice,
+    owner: uuid.UUID,
+    name: str | None,
+    live_markets: list[Market] | None = None,
+    savepoint: bool = True,
+) -> Market:
     """Reserve the slice for `owner`, or take over a resumable market of it.
 
     Resumable: `draft`, `publish_failed`, or `creating` whose owner has finished. Raises
     `SliceExistsError` when the slice has a live market or a live reservation.
+    `live_markets`: the brand's live markets, already read under the brand's lock (saves a
+    query). `savepoint=False`: the caller holds the brand's lock, so no concurrent insert of
+    the slice can conflict; an IntegrityError then aborts the caller's transaction.
     """
-    existing = _live_slice_market(brand=brand, slice_=slice_)
+    existing = (
+        _live_slice_market(brand=brand, slice_=slice_)
+        if live_markets is None
+        else slice_market_in(live_markets, slice_)
+    )
     if existing is not None:
         if not _resumable(existing):
             raise SliceExistsError()
@@ -95,6 +125,15 @@ def market_reserve(*, brand: Brand, slice_: Slice, owner: uuid.UUID, name: str |
             raise SliceExistsError()
         existing.refresh_from_db()
         return existing
+    if not savepoint:
+        return Market.objects.create(
+            brand=brand,
+            geo_target_id=slice_.geo_target_id,
+            language_code=slice_.language_code,
+            name=name or slice_.default_name,
+            status=MarketStatus.CREATING,
+            reserved_by=owner,
+        )
     try:
         with transaction.atomic():
             return Market.objects.create(

@@ -18,7 +18,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from jobs import services as job_services
@@ -49,6 +48,8 @@ from provisioning.markets import (
     market_release,
     market_reserve,
     market_slice_check,
+    slice_market_in,
+    slice_taken,
 )
 from provisioning.models import AttemptReason, AttemptStartedBy, AttemptStatus, ProvisioningAttempt
 from provisioning.outcome import Outcome
@@ -59,6 +60,7 @@ from serenity.exceptions import (
     BrandExistsError,
     MarketBusyError,
     SerenityNotEnabledError,
+    SliceExistsError,
     UnknownLanguageError,
 )
 from serenity.models import (
@@ -194,8 +196,12 @@ def _fresh_pointer(brand_id: uuid.UUID) -> str | None:
     )
 
 
-def _check_market_cap(brand: Brand, adding: int = 1) -> None:
-    live = Market.objects.filter(brand=brand, deleted_at__isnull=True).count()
+def _check_market_cap(brand: Brand, adding: int = 1, live_count: int | None = None) -> None:
+    live = (
+        Market.objects.filter(brand=brand, deleted_at__isnull=True).count()
+        if live_count is None
+        else live_count
+    )
     if live + adding > settings.SERENITY_MAX_ACTIVATE_MARKETS:
         raise InvalidRequestError(
             f"market: a brand has at most {settings.SERENITY_MAX_ACTIVATE_MARKETS} markets."
@@ -263,12 +269,31 @@ def brand_create(*, organization: Organization, data: BrandInput, run_async: boo
             ),
         )
 
+    job: AsyncJob | None = None
     with transaction.atomic():
         brand = _brand_insert(organization=organization, data=data, status=stored_status)
-        job = None
-        if run_async:
+        # The brand is new: no guard is needed, and nothing can conflict with its attempt or
+        # its reservation, so they are plain inserts (no savepoints).
+        root_id = uuid.uuid4() if run_async else None
+        attempt = attempts.attempt_insert_unguarded(
+            brand_id=brand.pk, started_by=AttemptStartedBy.CREATE_BRAND, job_id=root_id
+        )
+        market = None
+        if data.market is not None:
+            market = market_reserve(
+                brand=brand,
+                slice_=data.market.slice,
+                owner=attempt.id,
+                name=data.market.name,
+                live_markets=[],
+                savepoint=False,
+            )
+        if root_id is not None:
             job = _chain_create(
                 brand=brand,
+                root_id=root_id,
+                attempt=attempt,
+                market=market,
                 chained=(
                     (
                         JobStep.CREATE_MARKET,
@@ -280,18 +305,7 @@ def brand_create(*, organization: Organization, data: BrandInput, run_async: boo
                     else None
                 ),
             )
-        attempt = attempts.attempt_begin(
-            brand_id=brand.pk, started_by=AttemptStartedBy.CREATE_BRAND, job=job
-        )
-        assert attempt is not None
-        market = None
-        if data.market is not None:
-            market = market_reserve(
-                brand=brand, slice_=data.market.slice, owner=attempt.id, name=data.market.name
-            )
-        if job is not None:
-            _stamp_attempt(job=job, attempt=attempt, market=market)
-    if run_async:
+    if job is not None:
         return BrandCreated(brand=brand, job=job)
     return _brand_create_sync(brand=brand, attempt=attempt, market_input=data.market, market=market)
 
@@ -315,26 +329,24 @@ def _brand_insert(*, organization: Organization, data: BrandInput, status: str) 
 def _chain_create(
     *,
     brand: Brand,
+    root_id: uuid.UUID,
+    attempt: ProvisioningAttempt,
+    market: Market | None,
     chained: tuple[JobStep, dict[str, Any]] | None,
-    first_metadata: dict[str, Any] | None = None,
 ) -> AsyncJob:
+    """The provision-workspace job and its chained job. Steps read their inputs from the
+    database: every row carries the attempt (and the reservation)."""
+    refs: dict[str, Any] = {"attemptId": str(attempt.id)}
+    if market is not None:
+        refs["marketId"] = str(market.pk)
     return job_services.job_chain_create(
         organization_id=brand.organization_id,
         brand_id=brand.pk,
         job_type=JobType.PROVISION_WORKSPACE,
-        first=job_services.StepSpec(JobStep.PROVISION_WORKSPACE, first_metadata or {}),
-        then=job_services.StepSpec(chained[0], chained[1]) if chained else None,
+        root_id=root_id,
+        first=job_services.StepSpec(JobStep.PROVISION_WORKSPACE, refs),
+        then=job_services.StepSpec(chained[0], {**chained[1], **refs}) if chained else None,
     )
-
-
-def _stamp_attempt(*, job: AsyncJob, attempt: ProvisioningAttempt, market: Market | None) -> None:
-    """Steps read their inputs from the database: record the attempt (and reservation) on every
-    row of the chain."""
-    extra: dict[str, Any] = {"attemptId": str(attempt.id)}
-    if market is not None:
-        extra["marketId"] = str(market.pk)
-    for row in AsyncJob.objects.filter(Q(pk=job.pk) | Q(root_id=job.pk)):
-        AsyncJob.objects.filter(pk=row.pk).update(metadata={**row.metadata, **extra})
 
 
 def _brand_create_sync(
@@ -422,8 +434,8 @@ def market_create(
 ) -> Outcome | Accepted:
     organization = brand.organization
     _require_parent(organization)
-    _check_market_cap(brand)
     if brand.workspace_mode == WorkspaceMode.FLAT:
+        _check_market_cap(brand)
         if run_async:
             return market_create_flat_begin(
                 brand=brand, market=market, brand_names=brand_names, brand_domain=brand_domain
@@ -431,12 +443,11 @@ def market_create(
         return market_create_flat_sync(
             brand=brand, market=market, brand_names=brand_names, brand_domain=brand_domain
         )
-    pointer = _refuse_without_workspace(brand)
     if run_async:
         return _begin_chain(
             brand=brand,
             started_by=AttemptStartedBy.CREATE_MARKET,
-            candidate=pointer,
+            require_pointer=True,
             chained=(
                 JobStep.CREATE_MARKET,
                 market_job_metadata(
@@ -445,6 +456,8 @@ def market_create(
             ),
             reserve=market,
         )
+    _check_market_cap(brand)
+    _refuse_without_workspace(brand)
     return _market_create_subworkspace_sync(
         brand=brand, market=market, brand_names=brand_names, brand_domain=brand_domain
     )
@@ -645,29 +658,59 @@ def _begin_chain(
     *,
     brand: Brand,
     started_by: AttemptStartedBy,
-    candidate: str | None,
     chained: tuple[JobStep, dict[str, Any]] | None,
     reserve: MarketInput | None = None,
+    require_pointer: bool = False,
 ) -> Accepted:
-    """Guard, attempt, reservation and jobs in one transaction (§6.2, §6.3). A slice that is
-    already taken answers 409 sliceExists before the guard (under the brand's lock), so a create
-    racing another create of the same slice gets the same answer in both modes."""
-    with transaction.atomic():
-        if reserve is not None:
-            _lock_brand(brand.pk)
-            market_slice_check(brand=brand, slice_=reserve.slice)
-        job = _chain_create(brand=brand, chained=chained)
-        attempt = attempts.attempt_begin(
-            brand_id=brand.pk, started_by=started_by, candidate_workspace_id=candidate, job=job
-        )
-        if attempt is None:  # pragma: no cover - only before the migration has run
-            raise ProvisioningInProgressError("Async provisioning is not available yet.")
-        market = None
-        if reserve is not None:
-            market = market_reserve(
-                brand=brand, slice_=reserve.slice, owner=attempt.id, name=reserve.name
+    """An async begin: guard, attempt, reservation and jobs in one short transaction
+    (§6.2, §6.3), in a bounded number of queries and without any upstream call.
+
+    Under the brand's lock, in this order: a slice that is already taken → 409 sliceExists (so
+    that a create racing another create of the same slice gets the same answer in both modes);
+    the market cap; a fresh pending attempt → 409 semrush_provisioning_in_progress (a stale one
+    is reconciled); the pointer equal to the parent → 409 workspaceMisconfigured; no pointer
+    where one is required → 409 semrush_provisioning_incomplete. The attempt's candidate is the
+    pointer read under the lock.
+    """
+    root_id = uuid.uuid4()
+    parent_id = brand.organization.semrush_parent_workspace_id
+    try:
+        with transaction.atomic():
+            locked = attempts.brand_lock(brand_id=brand.pk)
+            live: list[Market] = []
+            if reserve is not None:
+                live = list(Market.objects.filter(brand=brand, deleted_at__isnull=True))
+                if slice_taken(slice_market_in(live, reserve.slice)):
+                    raise SliceExistsError()
+                _check_market_cap(brand, live_count=len(live))
+            attempts.attempt_pass_guard(locked=locked)
+            if locked.pointer is not None and locked.pointer == parent_id:
+                raise WorkspaceMisconfiguredError()
+            if require_pointer and locked.pointer is None:
+                raise ProvisioningIncompleteError()
+            attempt = attempts.attempt_insert(
+                brand_id=brand.pk,
+                started_by=started_by,
+                candidate_workspace_id=locked.pointer,
+                job_id=root_id,
             )
-        _stamp_attempt(job=job, attempt=attempt, market=market)
+            market = None
+            if reserve is not None:
+                market = market_reserve(
+                    brand=brand,
+                    slice_=reserve.slice,
+                    owner=attempt.id,
+                    name=reserve.name,
+                    live_markets=live,
+                    savepoint=False,
+                )
+            job = _chain_create(
+                brand=brand, root_id=root_id, attempt=attempt, market=market, chained=chained
+            )
+    except IntegrityError:
+        # Under the brand's lock only a market row can conflict (a create of the slice that
+        # does not take the guard, committed after our read).
+        raise SliceExistsError() from None
     return Accepted(job=job)
 
 
@@ -700,9 +743,6 @@ def activate(
             brand_names=brand_names,
             markets=markets,
         )
-    pointer = _fresh_pointer(brand.pk)
-    if pointer is not None and pointer == organization.semrush_parent_workspace_id:
-        raise WorkspaceMisconfiguredError()
     if run_async:
         if branch == "C":
             chained = (
@@ -720,9 +760,11 @@ def activate(
             )
         else:
             chained = (JobStep.ACTIVATE_BRAND_WORKSPACE, {"wasPending": branch == "A"})  # type: ignore[dict-item]
-        return _begin_chain(
-            brand=brand, started_by=AttemptStartedBy.ACTIVATE, candidate=pointer, chained=chained
-        )
+        return _begin_chain(brand=brand, started_by=AttemptStartedBy.ACTIVATE, chained=chained)
+
+    pointer = _fresh_pointer(brand.pk)
+    if pointer is not None and pointer == organization.semrush_parent_workspace_id:
+        raise WorkspaceMisconfiguredError()
 
     # The client first: a missing configuration (503) must not leave the brand leased.
     client = client_for_org(organization, brand_id=str(brand.pk))

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, ProgrammingError, transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
 from jobs import services as job_services
@@ -95,7 +96,8 @@ def attempt_begin(
     A pending attempt younger than the stale threshold → `ProvisioningInProgressError` (409,
     naming its job); an older one is reconciled (`failed`/`stale`, its chain FAILED) and we
     proceed. The partial unique constraint backs this up: an IntegrityError is the same 409.
-    Returns None only when the attempts table does not exist yet (see `_read_pending_attempt`).
+    Returns None only when the attempts table does not exist yet (see `_read_pending_attempt`):
+    sync work keeps working while a deploy runs ahead of its migration.
     Safe inside an outer transaction (the lock then lasts until the outer commit).
     """
     with transaction.atomic():
@@ -106,19 +108,93 @@ def attempt_begin(
         if blocking is not None:
             _raise_if_fresh(blocking)
             attempt_reconcile_stale(attempt=blocking)
-        try:
-            with transaction.atomic():
-                return ProvisioningAttempt.objects.create(
-                    brand_id=brand_id,
-                    started_by=started_by,
-                    candidate_workspace_id=candidate_workspace_id,
-                    job=job,
-                )
-        except IntegrityError:
-            current = pending_attempt_for(brand_id)
-            raise ProvisioningInProgressError(
-                details={"jobId": str(current.job_id) if current and current.job_id else None}
-            ) from None
+        return attempt_insert(
+            brand_id=brand_id,
+            started_by=started_by,
+            candidate_workspace_id=candidate_workspace_id,
+            job_id=job.pk if job is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class LockedBrand:
+    pointer: str | None
+    pending: ProvisioningAttempt | None
+
+
+def brand_lock(*, brand_id: uuid.UUID) -> LockedBrand:
+    """The guard's read for an async begin, in one query: lock the brand row (until the
+    surrounding transaction ends) and read its pointer and its pending attempt. Unlike
+    `attempt_begin` this needs the attempts table (an async begin writes attempts and jobs)."""
+    pending = ProvisioningAttempt.objects.filter(
+        brand_id=OuterRef("pk"), status=AttemptStatus.PENDING
+    ).order_by()
+    pointer, pending_id, pending_job_id, pending_updated_at = (
+        Brand.objects.select_for_update()
+        .filter(pk=brand_id)
+        .annotate(
+            pending_id=Subquery(pending.values("id")[:1]),
+            pending_job_id=Subquery(pending.values("job_id")[:1]),
+            pending_updated_at=Subquery(pending.values("updated_at")[:1]),
+        )
+        .values_list(
+            "semrush_sub_workspace_id", "pending_id", "pending_job_id", "pending_updated_at"
+        )
+        .get()
+    )
+    blocking = (
+        ProvisioningAttempt(
+            id=pending_id,
+            brand_id=brand_id,
+            status=AttemptStatus.PENDING,
+            job_id=pending_job_id,
+            updated_at=pending_updated_at,
+        )
+        if pending_id is not None
+        else None
+    )
+    return LockedBrand(pointer=pointer, pending=blocking)
+
+
+def attempt_pass_guard(*, locked: LockedBrand) -> None:
+    """With the brand locked: a fresh pending attempt → 409; a stale one is reconciled."""
+    if locked.pending is not None:
+        _raise_if_fresh(locked.pending)
+        attempt_reconcile_stale(attempt=locked.pending)
+
+
+def attempt_insert_unguarded(
+    *, brand_id: uuid.UUID, started_by: AttemptStartedBy, job_id: uuid.UUID | None = None
+) -> ProvisioningAttempt:
+    """The first attempt of a brand created in the same transaction: nothing can hold or race
+    it (the brand row is not visible to anyone else yet), so no guard and no savepoint."""
+    return ProvisioningAttempt.objects.create(
+        brand_id=brand_id, started_by=started_by, job_id=job_id
+    )
+
+
+def attempt_insert(
+    *,
+    brand_id: uuid.UUID,
+    started_by: AttemptStartedBy,
+    candidate_workspace_id: str | None = None,
+    job_id: uuid.UUID | None = None,
+) -> ProvisioningAttempt:
+    """Insert the `pending` attempt. The partial unique constraint is the last line of
+    defence: a conflict (a concurrent begin the read missed) is the guard's 409, never a 500."""
+    try:
+        with transaction.atomic():
+            return ProvisioningAttempt.objects.create(
+                brand_id=brand_id,
+                started_by=started_by,
+                candidate_workspace_id=candidate_workspace_id,
+                job_id=job_id,
+            )
+    except IntegrityError:
+        current = pending_attempt_for(brand_id)
+        raise ProvisioningInProgressError(
+            details={"jobId": str(current.job_id) if current and current.job_id else None}
+        ) from None
 
 
 def attempt_reconcile_stale(*, attempt: ProvisioningAttempt) -> bool:
