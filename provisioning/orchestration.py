@@ -377,6 +377,7 @@ def _brand_create_sync(
             workspace_settle(client=client, workspace_id=workspace.id)
         if not pointer_persist(brand_id=brand.pk, workspace_id=workspace.id):
             raise UpstreamError("The workspace could not be recorded for this brand.")
+        attempt_mark_promoted(attempt=attempt)
         if request is not None and market is not None:
             outcome = market_provision(
                 client=client,
@@ -419,6 +420,14 @@ def attempts_update_candidate(*, attempt: ProvisioningAttempt | None, workspace:
         candidate_workspace_id=workspace.id,
         freshly_created=workspace.freshly_created,
     )
+
+
+def attempt_mark_promoted(*, attempt: ProvisioningAttempt | None) -> None:
+    """The candidate became the brand's pointer: no cleanup may ever empty it."""
+    if attempt is not None:
+        from provisioning import states
+
+        states.update_pending(attempt_id=attempt.id, workspace_promoted=True)
 
 
 # --- Market create (§4.2) ---------------------------------------------------------------------
@@ -814,8 +823,10 @@ def ensure_workspace(
     try:
         if settle:
             workspace_settle(client=client, workspace_id=workspace.id)
-        if pointer is None and not pointer_persist(brand_id=brand.pk, workspace_id=workspace.id):
-            raise UpstreamError("The workspace could not be recorded for this brand.")
+        if pointer is None:
+            if not pointer_persist(brand_id=brand.pk, workspace_id=workspace.id):
+                raise UpstreamError("The workspace could not be recorded for this brand.")
+            attempt_mark_promoted(attempt=attempt)
     except DomainError:
         if workspace.freshly_created:
             empty_quietly(client=client, workspace_id=workspace.id, parent_id=parent_id)
