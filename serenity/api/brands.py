@@ -32,8 +32,11 @@ def _brand_input(data: dict[str, Any]) -> orchestration.BrandInput:
         urls=data.get("urls") or [],
         aliases=data.get("aliases") or [],
         market=orchestration.MarketInput(
-            slice=slice_parse(market=market["market"], language_code=market["languageCode"],
-                              prefix="semrushMarket."),
+            slice=slice_parse(
+                market=market["market"],
+                language_code=market["languageCode"],
+                prefix="semrushMarket.",
+            ),
             name=market.get("name"),
         )
         if market

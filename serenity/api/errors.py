@@ -54,7 +54,9 @@ def to_domain_error(exc: Exception) -> DomainError | None:
     if isinstance(exc, exceptions.ValidationError):
         return _validation_error(exc)
     if isinstance(exc, exceptions.ParseError):
-        return DomainError("The body must be a JSON object.", code="invalidRequest", http_status=400)
+        return DomainError(
+            "The body must be a JSON object.", code="invalidRequest", http_status=400
+        )
     if isinstance(exc, exceptions.UnsupportedMediaType):
         return DomainError(
             "Use Content-Type: application/json.", code="unsupportedMediaType", http_status=415

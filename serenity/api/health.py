@@ -27,8 +27,9 @@ def readyz(request: HttpRequest) -> JsonResponse:
 
     checks["broker"] = "ok" if broker_reachable() else "unreachable"
     ready = all(v == "ok" for v in checks.values())
-    return JsonResponse({"status": "ok" if ready else "unavailable", "checks": checks},
-                        status=200 if ready else 503)
+    return JsonResponse(
+        {"status": "ok" if ready else "unavailable", "checks": checks}, status=200 if ready else 503
+    )
 
 
 def metrics(request: HttpRequest) -> HttpResponse:

@@ -20,7 +20,11 @@ def job_location(job: AsyncJob) -> str:
 
 
 def retry_after_seconds() -> str:
-    first = settings.SERENITY_PROVISION_BACKOFF_SECONDS[0] if settings.SERENITY_PROVISION_BACKOFF_SECONDS else 1
+    first = (
+        settings.SERENITY_PROVISION_BACKOFF_SECONDS[0]
+        if settings.SERENITY_PROVISION_BACKOFF_SECONDS
+        else 1
+    )
     return str(max(1, min(5, int(first))))
 
 
@@ -35,7 +39,9 @@ def accepted_body(job: AsyncJob) -> dict[str, str]:
 def _render(job_id: str, brand_id: uuid.UUID) -> Response:
     view = job_chain_get(job_id=uuid.UUID(job_id), brand_id=brand_id)
     body = chain_payload(view)
-    headers = {"Retry-After": retry_after_seconds()} if body["status"] == JobStatus.IN_PROGRESS else {}
+    headers = (
+        {"Retry-After": retry_after_seconds()} if body["status"] == JobStatus.IN_PROGRESS else {}
+    )
     return Response(body, headers=headers)
 
 
