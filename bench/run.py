@@ -83,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             results = {"guard": scenarios.guard_contention(workers=workers)}
         for key, value in results.items():
+            previous = data.get(args.label, {}).get(key) or {}
+            if value.get("profile") is None and previous.get("profile"):
+                # A run without py-spy (cleaner timings) keeps the profile of an earlier run.
+                value["profile"] = {**previous["profile"], "from_earlier_run": True}
             value["elapsed_s"] = round(time.monotonic() - started, 1)
             value["loadavg_after"] = [round(x, 2) for x in __import__("os").getloadavg()]
             data.setdefault(args.label, {})[key] = value

@@ -405,8 +405,8 @@ def fan_out(
                 return {"count": count, "error": str(exc), "workers": workers.describe()}
             wall = time.monotonic() - began
         rows = stack.query(
-            "SELECT step, status, position, run_after, started_at, finished_at, result"
-            " FROM jobs_asyncjob"
+            "SELECT id, root_id, step, status, position, run_after, started_at, finished_at,"
+            " created_at, result FROM jobs_asyncjob"
         )
         violations = stack.violations()
     finished = sorted(
@@ -414,7 +414,7 @@ def fan_out(
     )
     results = [r["result"] or {} for r in rows if r["step"] == "createMarket"]
     ok = sum(1 for r in rows if r["step"] == "createMarket" and r["status"] == "COMPLETED")
-    created = sum(1 for r in results if r.get("status") == 201)
+    created_201 = sum(1 for r in results if r.get("status") == 201)
     busy = sum(
         _wall_of(r["finished_at"]) - _wall_of(r["started_at"])
         for r in rows
@@ -426,18 +426,31 @@ def fan_out(
             by_step.setdefault(r["step"], []).append(
                 _wall_of(r["finished_at"]) - _wall_of(r["started_at"])
             )
+    created = {r["id"]: _wall_of(r["created_at"]) for r in rows if r["root_id"] is None}
+    # Per chain: from its accept (the root's insert) to its last step's end. Ideal: S.
+    chain_latency = [
+        _wall_of(r["finished_at"]) - created[r["root_id"]]
+        for r in rows
+        if r["step"] == "createMarket" and r["finished_at"] is not None and r["root_id"] in created
+    ]
+    last_accept = max(created.values()) - began_wall if created else 0.0
     return {
         "count": count,
         "workers": workers.describe(),
         "settle_seconds": SETTLE_SECONDS,
+        "chain_s": {
+            k.replace("_ms", "_s"): round(v / 1000, 2)
+            for k, v in latency_summary(chain_latency).items()
+        },
+        "after_last_accept_s": round(wall - last_accept, 2),
         "clients": clients,
         "accept_s": round(accepted_s, 3),
         "accept": accepted.summary(),
         "wall_s": round(wall, 3),
         "wall_over_s": round(wall / SETTLE_SECONDS, 2),
         "completed": ok,
-        "created_201": created,
-        "failures": count - created,
+        "created_201": created_201,
+        "failures": count - created_201,
         "step_rows": len(rows),
         "settle_reads": sum(1 for r in rows if r["step"] == "provisionWorkspace"),
         "busy_slot_s": round(busy, 2),
