@@ -85,7 +85,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         )
     set_rollback()
     headers: dict[str, str] = {}
-    if error.http_status == 401:
+    if error.code == "authenticationRequired":
+        # Only our own token's refusal invites the client to authenticate; an upstream 401
+        # (upstreamUnauthorized) is about the org's Semrush credential, not the caller's.
         headers["WWW-Authenticate"] = "Bearer"
     retry_after = getattr(exc, "retry_after", None)
     if isinstance(retry_after, int | float) and retry_after > 0:

@@ -41,6 +41,8 @@ def test_upstream_refusing_our_token_is_401_upstream_unauthorized(sw_writer, sim
         "error": "upstreamUnauthorized",
         "message": "Semrush rejected the organization's credential.",
     }
+    # the caller's own token was fine: nothing invites it to authenticate again
+    assert "WWW-Authenticate" not in response
     assert calls_with_status(sim) == [("GET", f"{UM}/v1/workspaces/{sim.parent_id}/family", 401)]
     assert db_counts() == EMPTY
 
