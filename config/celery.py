@@ -2,40 +2,40 @@
 
 from __future__ import annotations
 
-import logging
 import os
+from typing import Any
 
 from celery import Celery
-from celery.worker.consumer import Consumer
+from kombu.transport import redis as kombu_redis
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-logger = logging.getLogger("serenity.jobs")
+
+class _RedisChannel(kombu_redis.Channel):
+    def _connparams(self, asynchronous: bool = False) -> Any:
+        if self.connection.client is None:
+            raise kombu_redis.get_redis_ConnectionError()(
+                "the broker connection of this channel was released"
+            )
+        return super()._connparams(asynchronous=asynchronous)
 
 
-class BrokerLossTolerantConsumer(Consumer):
-    """The worker's consumer, surviving the loss of a Redis broker while it holds messages.
+class RedisTransport(kombu_redis.Transport):
+    """kombu's Redis transport, with a channel that survives the loss of its broker.
 
-    On a lost connection Celery 5.7 first collects the connection (which releases the
-    transport) and then closes it. When the worker held unacknowledged messages (a running
-    `acks_late` task, countdown messages waiting for their ETA) and kombu's Redis channel
-    failed to close during the collect (its pending BRPOP read raises first), the close
-    re-enters the channel to restore those messages through the released transport and
-    raises AttributeError — which is not a connection error, so the worker exits
-    ("Unrecoverable error") instead of reconnecting. Found by the chaos suite (Redis restarted
-    while chains were mid-flight). Nothing is lost by carrying on: the messages cannot be
-    restored without a broker anyway, and the dispatcher re-publishes every job whose message
-    is gone (SPEC §6.4).
+    When a worker loses its Redis connection, Celery 5.7 collects the connection (releasing
+    the transport) and then closes it. A channel used after that — to restore the messages the
+    worker held (countdown messages, a running `acks_late` task) while closing, or to
+    acknowledge a task that finishes after the reconnect — rebuilt its connection pool from
+    the released transport and raised AttributeError, which is not a connection error: the
+    worker exited ("Unrecoverable error") instead of reconnecting. Found by the chaos suite
+    (Redis restarted while chains were mid-flight). Here such a use raises a connection error,
+    which kombu and Celery already handle (ignored on close; "couldn't ack" logged). The
+    messages concerned stay unacknowledged in the broker, or are gone with it; either way the
+    dispatcher re-publishes their jobs and a late duplicate does nothing (SPEC §6.4).
     """
 
-    def on_connection_error_after_connected(self, exc: Exception) -> None:
-        try:
-            super().on_connection_error_after_connected(exc)
-        except AttributeError:
-            logger.warning(
-                "broker connection cleanup failed after a connection loss; reconnecting",
-                exc_info=True,
-            )
+    Channel = _RedisChannel
 
 
 app = Celery("serenity")

@@ -183,6 +183,9 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         store_processed=False,
     )
 else:
+    if CELERY_BROKER_URL.startswith("redis://"):
+        # Survives a broker lost while the worker holds messages (see the class).
+        CELERY_BROKER_TRANSPORT = "config.celery:RedisTransport"
     # Publishing in the request path is bounded: fail fast, the dispatcher re-publishes.
     CELERY_BROKER_TRANSPORT_OPTIONS.update(
         socket_connect_timeout=JOBS_PUBLISH_TIMEOUT_SECONDS,
@@ -203,8 +206,6 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_WORKER_SEND_TASK_EVENTS = True
 CELERY_TASK_SEND_SENT_EVENT = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-# Survives a broker lost while the worker holds messages (see the class).
-CELERY_WORKER_CONSUMER = "config.celery:BrokerLossTolerantConsumer"
 CELERY_TASK_SOFT_TIME_LIMIT = env_float("CELERY_TASK_SOFT_TIME_LIMIT", JOBS_LEASE_SECONDS * 2)
 CELERY_TASK_TIME_LIMIT = env_float("CELERY_TASK_TIME_LIMIT", JOBS_LEASE_SECONDS * 2 + 30)
 CELERY_BEAT_SCHEDULE = {
