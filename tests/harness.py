@@ -388,10 +388,19 @@ class Stack:
         return self
 
     def stop(self, *, keep_logs: bool = False) -> None:
-        """Kill every process, drop the database, and (unless `keep_logs`) delete the logs."""
-        for process in [*self.workers, self.beat, self.api, self.sim, self.redis]:
-            if process is not None:
-                process.stop(timeout=5)
+        """Stop every process (SIGTERM, SIGKILL after 5 s), drop the database, and (unless
+        `keep_logs`) delete the logs."""
+        running = [
+            p for p in [*self.workers, self.beat, self.api, self.sim, self.redis] if p is not None
+        ]
+        for process in running:
+            process.signal(signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        for process in running:
+            if process.proc is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            process.kill()
         if self._db is not None:
             with contextlib.suppress(Exception):
                 self._db.close()
@@ -467,6 +476,10 @@ class Stack:
                 "--graceful-timeout",
                 "5",
                 "--no-control-socket",
+                "--access-logfile",
+                "-",
+                "--access-logformat",
+                '%(m)s %(U)s %(s)s %(L)ss',
             ],
             ready=lambda _p: self._get_ok(f"{self.api_url}/healthz"),
         )
@@ -557,6 +570,26 @@ class Stack:
         self.workers[index] = fresh
         return fresh.wait_ready(self.config.startup_timeout)
 
+    def pause_workers(self) -> None:
+        """SIGSTOP every worker (and its pool): messages wait in the broker (or in a paused
+        worker's socket) until `resume_workers()`."""
+        for worker in self.workers:
+            worker.signal(signal.SIGSTOP)
+
+    def resume_workers(self) -> None:
+        for worker in self.workers:
+            worker.signal(signal.SIGCONT)
+
+    def worker_log_lines(self, *needles: str) -> list[str]:
+        """Lines of every worker log (of live and dead workers) that contain all of
+        `needles`."""
+        return [
+            line
+            for path in sorted(self.log_dir.glob("worker-*.log"))
+            for line in path.read_text(errors="replace").splitlines()
+            if all(needle in line for needle in needles)
+        ]
+
     def live_workers(self) -> list[ManagedProcess]:
         return [w for w in self.workers if w.alive]
 
@@ -591,9 +624,18 @@ class Stack:
         name from `serenity.step.<step>` with a job id: a duplicate delivery)."""
         from celery import Celery
 
-        app = Celery("stack-client", broker=self.broker_url, set_as_current=False)
+        app = Celery("stack-client", set_as_current=False)
+        # An explicit connection: Celery prefers a CELERY_BROKER_URL in this process's
+        # environment (e.g. the test suite's shared Redis) over any configured broker.
         try:
-            app.send_task(name, args=list(args), queue=self.queue, countdown=countdown)
+            with app.connection_for_write(self.broker_url) as connection:
+                app.send_task(
+                    name,
+                    args=list(args),
+                    queue=self.queue,
+                    countdown=countdown,
+                    connection=connection,
+                )
         finally:
             app.close()
 
@@ -855,7 +897,19 @@ class Stack:
                     f"{market['semrush_project_id']}"
                 )
             if market["deleted_at"] is None and market["status"] == "creating":
-                problems.append(f"market {market['id']} is still 'creating'")
+                owner = market["reserved_by"]
+                owners = self.query(
+                    "SELECT 'attempt' AS kind, status, reason AS detail, started_by AS what"
+                    " FROM provisioning_provisioningattempt WHERE id = %s"
+                    " UNION ALL SELECT 'job', status, error::text, step FROM jobs_asyncjob"
+                    " WHERE id = %s",
+                    (owner, owner),
+                )
+                problems.append(
+                    f"market {market['id']} of brand {market['brand_id']} is still 'creating' "
+                    f"(geo {market['geo_target_id']}, project {market['semrush_project_id']}, "
+                    f"owner {owner}: {owners or 'unknown'})"
+                )
         return problems
 
     def dump_logs(self, lines: int = 40, width: int = 400) -> str:

@@ -67,13 +67,19 @@ def test_requests_accepted_while_redis_is_down_complete_after_it_returns(make_st
 
 def test_redis_restarted_empty_while_chains_are_in_flight(make_stack):
     # given chains mid-flight: some in settle waits (countdown messages in the broker), one
-    # inside its chained market create
-    stack = make_stack(workers=2, settle_seconds=2.0)
+    # inside its chained market create, which will finish (and be acknowledged) only after
+    # Redis is back (a 3 s upstream call, under a 5 s client timeout)
+    stack = make_stack(workers=2, settle_seconds=2.0, env={"SEMRUSH_TIMEOUT_SECONDS": "5"})
     org_id, token = stack.create_org_and_token()
     api = stack.client(token, org_id)
     brand_id = create_ready_brand(api, "Held")
     chains = [create_brand_async(api, f"Flight {n}", MARKETS[n % len(MARKETS)]) for n in range(5)]
-    stack.sim_fault(method="POST", path_regex=r"/projects$", delay_ms=1500)
+    wait_for(
+        lambda: all(len(stack.chain(c.job_id)) >= 2 for c in chains),
+        timeout=20,
+        what="chains in settle waits",
+    )
+    stack.sim_fault(method="POST", path_regex=r"/projects$", delay_ms=3000)
     chains.append(create_market_async(api, brand_id, ("US", "en")))
     wait_in_flight_upstream(stack, "POST", "/projects")
     wait_for(

@@ -1,6 +1,7 @@
-"""Issue 5, acceptance 1: SIGKILL the worker in the middle of a chain — during a settle wait,
-and during the chained market create — then start a new one: each job completes exactly once
-(one project per slice upstream)."""
+"""Issue 5, acceptance 1: SIGKILL the worker in the middle of chains — some in a settle wait,
+one inside its chained market create (its upstream project create held by a simulator
+`delayMs` fault) — then start a new one: each job completes exactly once (one project per slice
+upstream)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tests.chaos.support import (
     create_market_async,
     create_ready_brand,
     poll_until_finished,
+    projects_in,
     wait_in_flight_upstream,
     workspace_of,
 )
@@ -21,53 +23,45 @@ from tests.harness import wait_for
 pytestmark = pytest.mark.chaos
 
 
-def test_worker_killed_during_settle_wait_then_replaced(make_stack):
-    # given chains waiting for their workspaces to settle (2.5 s; reads every 0.5-2 s)
-    stack = make_stack(workers=1, settle_seconds=2.5)
+def test_worker_killed_mid_chain_then_replaced(make_stack):
+    # given a ready brand (its workspace settles in 1 s) ...
+    stack = make_stack(workers=1, settle_seconds=1.0)
     org_id, token = stack.create_org_and_token()
     api = stack.client(token, org_id)
-    chains = [create_brand_async(api, f"Settle {n}", MARKETS[n % len(MARKETS)]) for n in range(4)]
+    held_brand = create_ready_brand(api, "Held")
+    # ... chains whose new workspaces take 3.5 s to settle (status reads 0.5-2 s apart) ...
+    stack.sim_config(settleSeconds=3.5)
+    settling = [create_brand_async(api, f"Settle {n}", MARKETS[n % len(MARKETS)]) for n in range(3)]
+    # ... and a market create whose upstream project create is held for 1.5 s (under the 2 s
+    # client timeout: the simulator creates the project when the delay ends)
+    stack.sim_fault(method="POST", path_regex=r"/projects$", delay_ms=1500)
+    held = create_market_async(api, held_brand, ("US", "en"))
+    wait_in_flight_upstream(stack, "POST", "/projects")
     wait_for(
-        lambda: all(len(stack.chain(c.job_id)) >= 3 for c in chains),
-        timeout=20,
-        what="every chain in a settle wait",
+        lambda: all(len(stack.chain(c.job_id)) >= 2 for c in settling),
+        timeout=10,
+        what="the chains in settle waits",
     )
-    # when the worker dies (its countdown messages die with it) and a new one starts
+    for chain in settling:
+        rows = stack.chain(chain.job_id)
+        waiting = [r for r in rows if r["status"] == "IN_PROGRESS" and r["run_count"] == 0]
+        assert [r["step"] for r in waiting] == ["provisionWorkspace", "createMarket"], rows
+    # when the worker dies (with its countdown messages and the running create) and a new one
+    # starts
     stack.kill_worker(0)
     stack.restart_worker(0)
     # then every chain completes, once
-    for chain in chains:
+    for chain in [*settling, held]:
         final = poll_until_finished(api, chain.brand_id, chain.job_id)
         assert final["status"] == "COMPLETED", final
         assert final["result"]["status"] == 201, final
-    for chain in chains:
+    for chain in settling:
         create = [row for row in stack.chain(chain.job_id) if row["step"] == "createMarket"]
         assert [(row["status"], row["run_count"]) for row in create] == [("COMPLETED", 1)]
-    assert_converged(stack)
-
-
-def test_worker_killed_inside_the_chained_market_create_then_replaced(make_stack):
-    # given a ready brand, and the upstream project create held for 1.5 s (under the 2 s
-    # client timeout: the simulator creates the project when the delay ends)
-    stack = make_stack(workers=1)
-    org_id, token = stack.create_org_and_token()
-    api = stack.client(token, org_id)
-    brand_id = create_ready_brand(api, "Held")
-    stack.sim_fault(method="POST", path_regex=r"/projects$", delay_ms=1500)
-    chain = create_market_async(api, brand_id, ("US", "en"))
-    wait_in_flight_upstream(stack, "POST", "/projects")
-    # when the worker dies while the create is in flight, and a new one starts
-    stack.kill_worker(0)
-    stack.restart_worker(0)
-    # then the new worker resumes the project the dead one created: one project, live market
-    final = poll_until_finished(api, brand_id, chain.job_id)
-    assert final["status"] == "COMPLETED", final
-    assert final["result"]["status"] == 201, final
-    workspace = workspace_of(stack, brand_id)
-    projects = [p for p in stack.sim_state()["projects"] if p["workspaceId"] == workspace]
-    assert len(projects) == 1
-    assert final["result"]["body"]["projectId"] == projects[0]["id"]
-    create = [row for row in stack.chain(chain.job_id) if row["step"] == "createMarket"]
-    assert [row["status"] for row in create] == ["COMPLETED"]
-    assert create[0]["run_count"] == 2  # the killed run and the one that finished
+    # and the held create was resumed, not repeated: one project, the market's
+    create = [row for row in stack.chain(held.job_id) if row["step"] == "createMarket"]
+    assert [(row["status"], row["run_count"]) for row in create] == [("COMPLETED", 2)]
+    final = poll_until_finished(api, held_brand, held.job_id)
+    projects = projects_in(stack, workspace_of(stack, held_brand))
+    assert [p["id"] for p in projects] == [final["result"]["body"]["projectId"]]
     assert_converged(stack)
