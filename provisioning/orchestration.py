@@ -184,6 +184,50 @@ def market_request_for(
     )
 
 
+def market_provision_reserved(
+    *,
+    client: SemrushClient,
+    brand: Brand,
+    market: MarketInput,
+    reservation: Market,
+    owner: uuid.UUID,
+    workspace_id: str,
+    brand_names: list[str] | None,
+    brand_domain: str | None,
+    owned_workspace: bool,
+    still_valid: Callable[[], bool] | None = None,
+    renew: Callable[[], object] | None = None,
+) -> Outcome | None:
+    """Resolve the market's language, then create or resume its project in `workspace_id` (the
+    reservation already exists). A refusal before any upstream write frees the reservation.
+    In a sub-workspace (`owned_workspace`) a failed step keeps the project for a resume; in the
+    parent (flat mode) a project this call created is deleted. None: cancelled meanwhile
+    (see `market_provision`). Shared by the sync routes and the chained jobs."""
+    try:
+        request = market_request_for(
+            client=client,
+            brand=brand,
+            market=market,
+            brand_names=brand_names,
+            brand_domain=brand_domain,
+        )
+    except DomainError as error:
+        market_release(market_id=reservation.pk, owner=owner)
+        return Outcome.from_error(error)
+    return market_provision(
+        client=client,
+        brand=brand,
+        market=reservation,
+        owner=owner,
+        workspace_id=workspace_id,
+        request=request,
+        owned_workspace=owned_workspace,
+        delete_on_failure=not owned_workspace,
+        still_valid=still_valid,
+        renew=renew,
+    )
+
+
 def _require_parent(organization: Organization) -> str:
     if not organization.semrush_parent_workspace_id:
         raise NoParentWorkspaceError()
@@ -606,28 +650,22 @@ def market_create_flat_run(
     renew: Callable[[], object] | None = None,
 ) -> Outcome:
     try:
-        # Inside the try: a missing configuration (503) must free the reservation too, or the
-        # slice would answer sliceExists/marketBusy until the stale threshold.
+        # A missing configuration (503) must free the reservation too, or the slice would
+        # answer sliceExists/marketBusy until the stale threshold.
         client = client_for_org(brand.organization, brand_id=str(brand.pk))
-        request = market_request_for(
-            client=client,
-            brand=brand,
-            market=market,
-            brand_names=brand_names,
-            brand_domain=brand_domain,
-        )
     except DomainError as error:
         market_release(market_id=reservation.pk, owner=owner)
         return Outcome.from_error(error)
-    outcome = market_provision(
+    outcome = market_provision_reserved(
         client=client,
         brand=brand,
-        market=reservation,
+        market=market,
+        reservation=reservation,
         owner=owner,
         workspace_id=parent_id,
-        request=request,
+        brand_names=brand_names,
+        brand_domain=brand_domain,
         owned_workspace=False,
-        delete_on_failure=True,
         renew=renew,
     )
     assert outcome is not None
@@ -929,26 +967,16 @@ def _activate_one_market(
         )
     except DomainError as error:
         return Outcome.from_error(error)
-    try:
-        request = market_request_for(
-            client=client,
-            brand=brand,
-            market=market,
-            brand_names=brand_names,
-            brand_domain=brand_domain,
-        )
-    except DomainError as error:
-        market_release(market_id=reservation.pk, owner=owner)
-        return Outcome.from_error(error)
-    outcome = market_provision(
+    outcome = market_provision_reserved(
         client=client,
         brand=brand,
-        market=reservation,
+        market=market,
+        reservation=reservation,
         owner=owner,
         workspace_id=workspace_id,
-        request=request,
+        brand_names=brand_names,
+        brand_domain=brand_domain,
         owned_workspace=owned_workspace,
-        delete_on_failure=not owned_workspace,
         still_valid=still_valid,
         renew=renew,
     )

@@ -29,7 +29,7 @@ from provisioning.lifecycle import (
     workspace_create_or_adopt,
     workspace_read_readiness,
 )
-from provisioning.markets import market_provision, market_release
+from provisioning.markets import market_release
 from provisioning.models import AttemptReason, AttemptStartedBy, AttemptStatus, ProvisioningAttempt
 from provisioning.orchestration import (
     PROVISIONING_FAILURES,
@@ -37,7 +37,7 @@ from provisioning.orchestration import (
     brand_workspace_activate,
     market_create_flat_run,
     market_input_from_metadata,
-    market_request_for,
+    market_provision_reserved,
     reason_for,
 )
 from provisioning.outcome import Outcome
@@ -468,27 +468,16 @@ def create_market(run: StepRun) -> None:
     if market is None or market.deleted_at is not None:
         _finish_chained(run, attempt, None)
         return
-    try:
-        request = market_request_for(
-            client=client,
-            brand=brand,
-            market=market_input,
-            brand_names=meta.get("brandNames"),
-            brand_domain=meta.get("brandDomain"),
-        )
-    except DomainError as error:
-        market_release(market_id=market.pk, owner=attempt.id)
-        _finish_chained(run, attempt, Outcome.from_error(error))
-        return
-    outcome = market_provision(
+    outcome = market_provision_reserved(
         client=client,
         brand=brand,
-        market=market,
+        market=market_input,
+        reservation=market,
         owner=attempt.id,
         workspace_id=workspace_id,
-        request=request,
+        brand_names=meta.get("brandNames"),
+        brand_domain=meta.get("brandDomain"),
         owned_workspace=True,
-        delete_on_failure=False,
         still_valid=_still_valid(attempt.id, brand.pk, workspace_id),
         renew=run.renew,
     )
