@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import uuid
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError
 from django.db.models import F
 from django.utils import timezone
+from kombu.connection import ConnectionPool
 
 from config.celery import app as celery_app
 from jobs.models import AsyncJob
@@ -32,13 +35,17 @@ def publish_job(
     says so (set when it was written) and only a failure is recorded (`published_at` cleared,
     so that the dispatcher re-sends it at its next round)."""
     try:
-        celery_app.send_task(
-            task_name,
-            args=[str(job_id)],
-            countdown=countdown if countdown > 0 else None,
-            queue=settings.CELERY_TASK_DEFAULT_QUEUE,
-            retry=False,
-        )
+        with _publishing_pool().acquire(
+            block=True, timeout=settings.JOBS_PUBLISH_TIMEOUT_SECONDS
+        ) as connection:
+            celery_app.send_task(
+                task_name,
+                args=[str(job_id)],
+                countdown=countdown if countdown > 0 else None,
+                queue=settings.CELERY_TASK_DEFAULT_QUEUE,
+                retry=False,
+                connection=connection,
+            )
     except Exception as exc:
         logger.warning(
             "job publish failed; the dispatcher will re-publish",
@@ -66,9 +73,46 @@ def publish_job(
     return True
 
 
+_pools: dict[tuple[int, str], ConnectionPool] = {}
+
+
+def _bounded_transport_options() -> dict[str, Any]:
+    timeout = settings.JOBS_PUBLISH_TIMEOUT_SECONDS
+    if settings.CELERY_BROKER_URL.startswith("filesystem://"):
+        return {}
+    return {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+
+
+def _publishing_pool() -> ConnectionPool:
+    """Connections for publishing, every socket operation bounded by
+    JOBS_PUBLISH_TIMEOUT_SECONDS (SPEC §2). The app's own pool carries the transport's longer
+    socket timeout, which the workers' consumers need: with it, a broker that accepts
+    connections but never answers (frozen, or behind a broken network) held every async
+    request about 5 s instead of 1 (found by the chaos suite). One pool per process and broker
+    URL (after a fork, the child builds its own)."""
+    key = (os.getpid(), str(celery_app.conf.broker_write_url or celery_app.conf.broker_url))
+    pool = _pools.get(key)
+    if pool is None:
+        connection = celery_app.connection_for_write(
+            transport_options=_bounded_transport_options(),
+            connect_timeout=settings.JOBS_PUBLISH_TIMEOUT_SECONDS,
+        )
+        pool = connection.Pool(limit=celery_app.conf.broker_pool_limit or 10)
+        for stale_key, stale in list(_pools.items()):
+            if stale_key[0] == key[0]:
+                with contextlib.suppress(Exception):
+                    stale.force_close_all()
+        _pools.clear()
+        _pools[key] = pool
+    return pool
+
+
 def broker_reachable() -> bool:
     try:
-        with celery_app.connection_for_write() as connection:
+        with celery_app.connection_for_write(
+            transport_options=_bounded_transport_options(),
+            connect_timeout=settings.JOBS_PUBLISH_TIMEOUT_SECONDS,
+        ) as connection:
             connection.ensure_connection(
                 max_retries=0, timeout=settings.JOBS_PUBLISH_TIMEOUT_SECONDS
             )
