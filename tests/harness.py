@@ -479,7 +479,7 @@ class Stack:
                 "--access-logfile",
                 "-",
                 "--access-logformat",
-                '%(m)s %(U)s %(s)s %(L)ss',
+                "%(m)s %(U)s %(s)s %(L)ss",
             ],
             ready=lambda _p: self._get_ok(f"{self.api_url}/healthz"),
         )
@@ -614,6 +614,16 @@ class Stack:
         if self.redis.alive:
             return
         self.redis = self._redis_process().start().wait_ready(self.config.startup_timeout)
+
+    def freeze_redis(self) -> None:
+        """SIGSTOP Redis: connections are still accepted (by the kernel) but nothing answers,
+        like a broker behind a broken network."""
+        assert self.redis is not None
+        self.redis.signal(signal.SIGSTOP)
+
+    def thaw_redis(self) -> None:
+        assert self.redis is not None
+        self.redis.signal(signal.SIGCONT)
 
     def restart_redis(self) -> None:
         self.stop_redis()

@@ -22,6 +22,36 @@ from tests.harness import wait_for
 pytestmark = pytest.mark.chaos
 
 
+def test_requests_accepted_while_redis_hangs_complete_after_it_answers(make_stack):
+    # given a broker that accepts connections but answers nothing (frozen)
+    stack = make_stack(workers=1)
+    org_id, token = stack.create_org_and_token()
+    api = stack.client(token, org_id)
+    ready = create_ready_brand(api, "Ready")
+    stack.freeze_redis()
+    try:
+        # when async requests arrive
+        answers = [
+            accepted(
+                api.post(api.brands_path, brand_body("Frozen", MARKETS[0], **{"async": True}))
+            ),
+            create_market_async(api, ready, MARKETS[1]),
+        ]
+        ready_answer = api.get("/readyz")
+    finally:
+        stack.thaw_redis()
+    # then each answered 202 within the publish bound (about 1 s), readiness said 503
+    assert [a.response.elapsed < 2.0 for a in answers] == [True, True]
+    assert ready_answer.status == 503
+    # and once the broker answers again, the jobs complete
+    for answer in answers:
+        final = poll_until_finished(api, answer.brand_id, answer.job_id)
+        assert final["status"] == "COMPLETED", final
+        assert final["result"]["outcome"] == "succeeded", final
+    assert [w.name for w in stack.workers if not w.alive] == []
+    assert_converged(stack)
+
+
 def test_requests_accepted_while_redis_is_down_complete_after_it_returns(make_stack):
     # given ready brands, then the broker goes away
     stack = make_stack(workers=1)
