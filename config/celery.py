@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from celery import Celery
+from celery.signals import task_postrun, task_prerun
 from kombu.transport import redis as kombu_redis
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -41,3 +42,17 @@ class RedisTransport(kombu_redis.Transport):
 app = Celery("serenity")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@task_prerun.connect
+@task_postrun.connect
+def recycle_database_connections(task: Any = None, **_: object) -> None:
+    """Around each task, close this thread's database connections that are past
+    DB_CONN_MAX_AGE or broke (a terminated backend): Django's request rules, since
+    CELERY_DB_REUSE_MAX stops Celery from closing them all every time. Not for a task run
+    in-process (`apply()`): its caller owns the connection, as Celery's fix-up also assumes."""
+    if task is not None and getattr(task.request, "is_eager", False):
+        return
+    from django.db import close_old_connections
+
+    close_old_connections()
