@@ -113,6 +113,8 @@ def _end_as_attempt_says(run: StepRun, attempt: ProvisioningAttempt) -> None:
         error = job_services.cancelled_error()
         status = JobStatus.CANCELLED
     job_services.job_finish(job=run.job, claim_token=run.claim_token, status=status, error=error)
+    # Free the chain's market reservation if nothing was created for it (SPEC §3).
+    _drop_reservation(run.job.metadata)
     cleanup_candidate(attempt_id=attempt.id)
 
 
