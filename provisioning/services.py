@@ -14,11 +14,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, ProgrammingError, transaction
-from django.db.models import Exists, OuterRef, Subquery
+from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from jobs import services as job_services
-from jobs.models import AsyncJob
+from jobs.models import AsyncJob, JobStatus
 from provisioning import states
 from provisioning.exceptions import ProvisioningInProgressError
 from provisioning.models import (
@@ -248,6 +248,12 @@ def attempt_cancel(*, attempt_id: uuid.UUID) -> bool:
         return False
     if attempt.job_id:
         job_services.chain_cancel(root_id=attempt.job_id, only_unstarted=True)
+        if not AsyncJob.objects.filter(
+            Q(pk=attempt.job_id) | Q(root_id=attempt.job_id), status=JobStatus.IN_PROGRESS
+        ).exists():
+            # No step of the chain will run again to free its market reservation (a running
+            # step frees it itself); without this it stayed 'creating' until the stale sweep.
+            _release_reservations(attempt_id=attempt_id)
     schedule_cleanup(attempt_id=attempt_id)
     return True
 
