@@ -178,6 +178,8 @@ def collect_figures(
         else:
             outcome[f"{body['status']} {(body['error'] or {}).get('code')}"] += 1
     api.close()
+    reruns = stack.query("SELECT count(*) AS n FROM jobs_asyncjob WHERE run_count > 1")[0]["n"]
+    ignored = len(stack.worker_log_lines('"delivery ignored'))
     code, audit = stack.audit()
     attempts = Counter(f"{row['status']} {row['reason'] or ''}".strip() for row in stack.attempts())
     return {
@@ -195,6 +197,8 @@ def collect_figures(
             for kind, values in sorted(soak.latencies.items())
         },
         "workerKilledAfterOperations": killed_at,
+        "stepsRunTwice": int(reruns),
+        "deliveriesIgnored": ignored,
         "upstream": {
             "requests": len(upstream),
             "faultsInjected5xx": sum(1 for r in upstream if r["status"] == 503),
@@ -235,6 +239,10 @@ def render_report(figures: dict[str, Any]) -> str:
         f"| Upstream requests / 5xx faults injected | {figures['upstream']['requests']} / "
         f"{figures['upstream']['faultsInjected5xx']} |",
         f"| Worker SIGKILLed after | {figures['workerKilledAfterOperations']} operations |",
+        f"| Steps claimed twice (resumed after the kill or re-scheduled) | "
+        f"{figures['stepsRunTwice']} |",
+        f"| Deliveries that found their job claimed, not due or finished (did nothing) | "
+        f"{figures['deliveriesIgnored']} |",
         f"| Jobs accepted (202) | {jobs['accepted']} |",
         f"| Jobs lost (missing or not terminal) | {jobs['lost']} |",
         f"| Jobs by final status (as polled) | {_pairs(jobs['byStatus'])} |",
@@ -252,6 +260,9 @@ def render_report(figures: dict[str, Any]) -> str:
     ]
     for kind, answers in figures["answersByKind"].items():
         lines.append(f"- {kind}: {_pairs(answers)}")
+    lines += ["", "Answer times (seconds, on the shared 2-core machine):", ""]
+    for kind, stats in figures["latencySeconds"].items():
+        lines.append(f"- {kind}: {_pairs(stats)}")
     lines += [
         "",
         "A `COMPLETED 502` chain is a chained job whose upstream call failed after its retries: "
@@ -263,5 +274,5 @@ def render_report(figures: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _pairs(mapping: dict[str, int]) -> str:
+def _pairs(mapping: dict[str, Any]) -> str:
     return ", ".join(f"{k}: {v}" for k, v in mapping.items())
