@@ -143,6 +143,22 @@ def _summary_rows(data: dict[str, Any]) -> list[list[str]]:
             ),
         ]
     )
+    guard = _get(data, "current", "guard")
+    if guard:
+        one, many = guard["one_brand"], guard["many_brands"]
+        rows.append(
+            [
+                f"Guard: {guard['concurrent']} concurrent async creates on one brand vs on "
+                f"{guard['concurrent']} brands",
+                "(no target)",
+                f"one brand: {', '.join(f'{k}: {v}' for k, v in one['statuses'].items())}, "
+                f"p99 {one['p99_ms']:.0f} ms; {guard['concurrent']} brands: "
+                f"{', '.join(f'{k}: {v}' for k, v in many['statuses'].items())}, "
+                f"p99 {many['p99_ms']:.0f} ms",
+                "see section 5",
+                "—",
+            ]
+        )
     return rows
 
 
@@ -305,16 +321,17 @@ def _fanout_section(data: dict[str, Any]) -> str:
     rows = []
     series: list[Series] = []
     for label in ("current", "before"):
-        for size in (200, 1000):
-            f = data.get(label, {}).get(f"fanout_{size}")
+        for size, suffix in ((200, ""), (1000, ""), (200, "_drain"), (1000, "_drain")):
+            f = data.get(label, {}).get(f"fanout_{size}{suffix}")
             if not f:
                 continue
+            name = f"{label}, {size}" + (" (drain)" if suffix else "")
             if "error" in f:
-                rows.append([f"{label} {size}", f["workers"], "—", f["error"][:80], "—", "—", "—"])
+                rows.append([name, f["workers"], "—", f["error"][:80], "—", "—", "—"])
                 continue
             rows.append(
                 [
-                    f"{label}, {size}",
+                    name,
                     f["workers"],
                     f"{f['accept_s']:.1f} s",
                     f"{f['wall_s']:.1f} s",
@@ -331,14 +348,18 @@ def _fanout_section(data: dict[str, Any]) -> str:
             )
             curve = f["completion_curve"]
             points = [(0.0, 0.0)] + [(t, 100 * (i + 1) / size) for i, t in enumerate(curve)]
-            series.append(
-                Series(f"{label}: {size} chains", points, step=True, dashed=label == "before")
-            )
+            if not suffix:
+                series.append(
+                    Series(f"{label}: {size} chains", points, step=True, dashed=label == "before")
+                )
     out.append(
         "Async brand creates with a market (`semrushMarket` US/en), all sent at once by 32 "
         "client threads; simulator settle S = 5 s; default backoff. Wall = from the first "
         "request to the last chain COMPLETED. 'Worker-slot time' is the sum over every step row "
-        "of (finished - started): the time steps actually held a worker slot.\n"
+        "of (finished - started): the time steps actually held a worker slot. '(drain)': the "
+        "workers were paused (SIGSTOP) while the requests were answered and the clock starts "
+        "when they resume, which leaves the accept path's cost out and shows what the two "
+        "worker processes alone take.\n"
     )
     out.append(_table(header, rows))
     if series:
@@ -544,8 +565,9 @@ def write(data: dict[str, Any]) -> None:
         "## Targets\n",
         _table(["measure", "target", "now", "before", "now vs target"], _summary_rows(data)),
         "'now' = the code as committed with the recommended workers (`-P threads -c 16`); "
-        "'before' = the code before the changes listed at the end (simulator, Semrush session) "
-        "with `--concurrency 2` prefork workers, as the README used to recommend. The 'before' "
+        "'before' = the code before the changes listed at the end (simulator, Semrush session, "
+        "worker database connections) and before the accept-path commit 988afcd, with "
+        "`--concurrency 2` prefork workers, as the README used to recommend. The 'before' "
         "accept run of the separate phases had the workers running during the accept phase "
         "(not paused), and the 'before' fan-out runs had py-spy attached to the four pool "
         "processes; see each section.\n",

@@ -52,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--brands", type=int, default=400, help="accept: brands (= requests)")
     parser.add_argument("--runs", type=int, default=20, help="e2e: provisionings")
     parser.add_argument("--no-profile", action="store_true", help="skip py-spy")
+    parser.add_argument(
+        "--drain",
+        action="store_true",
+        help="fanout: workers paused while the requests are answered; clock from their resume",
+    )
     args = parser.parse_args(argv)
 
     workers = WorkerSetup(processes=args.processes, pool=args.pool, concurrency=args.concurrency)
@@ -74,10 +79,15 @@ def main(argv: list[str] | None = None) -> int:
         elif name == "fanout":
             results = {}
             for size in (int(s) for s in args.sizes.split(",") if s.strip()):
-                results[f"fanout_{size}"] = scenarios.fan_out(
-                    workers=workers, count=size, profile_dir=profile_dir, profile_tag=f"-{size}"
+                key = f"fanout_{size}" + ("_drain" if args.drain else "")
+                results[key] = scenarios.fan_out(
+                    workers=workers,
+                    count=size,
+                    profile_dir=profile_dir,
+                    profile_tag=f"-{size}",
+                    drain=args.drain,
                 )
-                print(_line(results[f"fanout_{size}"]), flush=True)
+                print(_line(results[key]), flush=True)
         elif name == "polling":
             results = {"polling": scenarios.polling(workers=workers)}
         else:

@@ -96,13 +96,22 @@ def line_chart(
         f'<text x="16" y="{top + plot_h / 2}" text-anchor="middle" '
         f'transform="rotate(-90 16 {top + plot_h / 2})">{escape(y_label)}</text>'
     )
-    for x_value, label in vlines:
+    for index, (x_value, label) in enumerate(vlines):
         x = px(x_value)
         out.append(
             f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + plot_h}" stroke="#999" '
             f'stroke-dasharray="6 4"/>'
         )
-        out.append(f'<text x="{x + 4:.1f}" y="{top + 14}" fill="#555">{escape(label)}</text>')
+        label_y = top + 14 + 14 * index
+        out.append(f'<text x="{x + 3:.1f}" y="{label_y:.1f}" fill="#555">{escape(label)}</text>')
+    # The legend, bottom right on a white box.
+    legend_w = 12 + 30 + 7 * max((len(s.label) for s in series), default=0)
+    legend_x = left + plot_w - legend_w - 8
+    legend_top = top + plot_h - 12 - 18 * len(series)
+    out.append(
+        f'<rect x="{legend_x - 4}" y="{legend_top - 4}" width="{legend_w}" '
+        f'height="{18 * len(series) + 8}" fill="white" stroke="#ccc"/>'
+    )
     for index, item in enumerate(series):
         color = COLORS[index % len(COLORS)]
         points: list[tuple[float, float]] = []
@@ -115,11 +124,11 @@ def line_chart(
         out.append(
             f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"{dash}/>'
         )
-        ly = top + 16 + 18 * index
+        ly = legend_top + 12 + 18 * index
         out.append(
-            f'<line x1="{left + 12}" y1="{ly - 4}" x2="{left + 36}" y2="{ly - 4}" '
+            f'<line x1="{legend_x}" y1="{ly - 4}" x2="{legend_x + 24}" y2="{ly - 4}" '
             f'stroke="{color}" stroke-width="2"{dash}/>'
         )
-        out.append(f'<text x="{left + 42}" y="{ly}">{escape(item.label)}</text>')
+        out.append(f'<text x="{legend_x + 30}" y="{ly}">{escape(item.label)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
