@@ -108,35 +108,37 @@ class Workspace:
     freshly_created: bool
 
 
-def claimed_workspace_ids(*, exclude_brand_id: Any) -> set[str]:
-    pointers = (
-        Brand.objects.filter(semrush_sub_workspace_id__isnull=False)
-        .exclude(pk=exclude_brand_id)
-        .values_list("semrush_sub_workspace_id", flat=True)
-    )
-    return {p for p in pointers if p}
-
-
 def _matches(
     *,
     family: Iterable[dict],
     title: str,
     parent_id: str,
-    claimed: set[str],
+    exclude_brand_id: Any,
     accept_not_ready: bool,
 ) -> list[dict]:
+    """Same title (trimmed, case-insensitive), ready (or, after an ambiguous create, any
+    non-terminal status), not the parent, and not another brand's pointer. Only the
+    same-title candidates are looked up in the database (one query, whatever the family's
+    size)."""
     wanted = title.strip().lower()
-    out = []
+    candidates = []
     for ws in family:
         ws_id = str(ws.get("id", ""))
-        if not ws_id or ws_id == parent_id or ws_id in claimed:
+        if not ws_id or ws_id == parent_id:
             continue
         if str(ws.get("title", "")).strip().lower() != wanted:
             continue
         readiness = classify_status(ws.get("status"))
         if readiness is Readiness.READY or (accept_not_ready and readiness is Readiness.NOT_READY):
-            out.append(ws)
-    return out
+            candidates.append(ws)
+    if not candidates:
+        return []
+    claimed = set(
+        Brand.objects.filter(semrush_sub_workspace_id__in=[str(ws["id"]) for ws in candidates])
+        .exclude(pk=exclude_brand_id)
+        .values_list("semrush_sub_workspace_id", flat=True)
+    )
+    return [ws for ws in candidates if str(ws["id"]) not in claimed]
 
 
 def workspace_create_or_adopt(
@@ -157,12 +159,11 @@ def workspace_create_or_adopt(
     """
     try:
         family = client.list_family(parent_id=parent_id)
-        claimed = claimed_workspace_ids(exclude_brand_id=brand.pk)
         matches = _matches(
             family=family,
             title=brand.name,
             parent_id=parent_id,
-            claimed=claimed,
+            exclude_brand_id=brand.pk,
             accept_not_ready=False,
         )
         own = [m for m in matches if str(m["id"]) in (own_earlier_candidates or set())]
@@ -192,12 +193,11 @@ def workspace_create_or_adopt(
 
 def _resolve_ambiguous_create(*, client: SemrushClient, brand: Brand, parent_id: str) -> Workspace:
     family = client.list_family(parent_id=parent_id)
-    claimed = claimed_workspace_ids(exclude_brand_id=brand.pk)
     matches = _matches(
         family=family,
         title=brand.name,
         parent_id=parent_id,
-        claimed=claimed,
+        exclude_brand_id=brand.pk,
         accept_not_ready=True,
     )
     if len(matches) == 1:

@@ -740,6 +740,7 @@ def _begin_chain(
                 started_by=started_by,
                 candidate_workspace_id=locked.pointer,
                 job_id=root_id,
+                savepoint=False,
             )
             market = None
             if reserve is not None:
@@ -754,9 +755,12 @@ def _begin_chain(
             job = _chain_create(
                 brand=brand, root_id=root_id, attempt=attempt, market=market, chained=chained
             )
-    except IntegrityError:
-        # Under the brand's lock only a market row can conflict (a create of the slice that
-        # does not take the guard, committed after our read).
+    except IntegrityError as exc:
+        # The brand's lock serializes begins, so neither insert should conflict: the attempt
+        # constraint is the last line of defence, and a market row can only conflict with a
+        # create of the slice that takes no guard (flat mode) committed after our read.
+        if attempts.is_pending_attempt_conflict(exc):
+            raise attempts.in_progress_error(brand_id=brand.pk) from None
         raise SliceExistsError() from None
     return Accepted(job=job)
 

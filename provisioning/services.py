@@ -163,6 +163,20 @@ def attempt_pass_guard(*, locked: LockedBrand) -> None:
         attempt_reconcile_stale(attempt=locked.pending)
 
 
+def is_pending_attempt_conflict(exc: IntegrityError) -> bool:
+    """Whether an IntegrityError is the one-pending-attempt-per-brand constraint (PostgreSQL
+    names the constraint; SQLite names the table)."""
+    text = str(exc)
+    return "one_pending_attempt_per_brand" in text or "provisioning_provisioningattempt" in text
+
+
+def in_progress_error(*, brand_id: uuid.UUID) -> ProvisioningInProgressError:
+    current = pending_attempt_for(brand_id)
+    return ProvisioningInProgressError(
+        details={"jobId": str(current.job_id) if current and current.job_id else None}
+    )
+
+
 def attempt_insert_unguarded(
     *, brand_id: uuid.UUID, started_by: AttemptStartedBy, job_id: uuid.UUID | None = None
 ) -> ProvisioningAttempt:
@@ -179,9 +193,19 @@ def attempt_insert(
     started_by: AttemptStartedBy,
     candidate_workspace_id: str | None = None,
     job_id: uuid.UUID | None = None,
+    savepoint: bool = True,
 ) -> ProvisioningAttempt:
     """Insert the `pending` attempt. The partial unique constraint is the last line of
-    defence: a conflict (a concurrent begin the read missed) is the guard's 409, never a 500."""
+    defence: a conflict (a concurrent begin the read missed) is the guard's 409, never a 500.
+    `savepoint=False` (an async begin, under the brand's lock): the conflict aborts the caller's
+    transaction, and the caller maps it with `is_pending_attempt_conflict`."""
+    if not savepoint:
+        return ProvisioningAttempt.objects.create(
+            brand_id=brand_id,
+            started_by=started_by,
+            candidate_workspace_id=candidate_workspace_id,
+            job_id=job_id,
+        )
     try:
         with transaction.atomic():
             return ProvisioningAttempt.objects.create(
@@ -191,10 +215,7 @@ def attempt_insert(
                 job_id=job_id,
             )
     except IntegrityError:
-        current = pending_attempt_for(brand_id)
-        raise ProvisioningInProgressError(
-            details={"jobId": str(current.job_id) if current and current.job_id else None}
-        ) from None
+        raise in_progress_error(brand_id=brand_id) from None
 
 
 def attempt_reconcile_stale(*, attempt: ProvisioningAttempt) -> bool:

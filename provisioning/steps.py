@@ -195,7 +195,8 @@ def provision_workspace(run: StepRun) -> None:
     client = client_for_org(
         organization, brand_id=str(brand.pk), attempt_id=str(attempt.id), job_id=str(run.job.id)
     )
-    states.touch(attempt_id=attempt.id)
+    # No separate staleness bump: every outcome of this hop writes the attempt (candidate,
+    # promotion, the next read, or its end), and a hop is far shorter than the stale threshold.
     candidate = attempt.candidate_workspace_id
     try:
         if candidate is None:
@@ -385,7 +386,6 @@ def _chained_preflight(run: StepRun) -> tuple[ProvisioningAttempt, Brand, str] |
     ):
         _cancel_step(run, attempt)
         return None
-    states.touch(attempt_id=attempt.id)
     return attempt, brand, brand.semrush_sub_workspace_id
 
 

@@ -371,3 +371,29 @@ def test_add_market_while_provisioning_failed_or_decommissioned(sw_writer, sim, 
     assert not [
         r for r in sim.requests_log() if sim.parent_id in r["path"] and "/projects" in r["path"]
     ]
+
+
+def test_async_begin_whose_guard_read_missed_a_pending_attempt_is_409_not_500(
+    sw_writer, sim, published
+):
+    # given a chain in flight on a ready brand
+    brand = create_brand(sw_writer, "Alpha")
+    path = f"{serenity_path(sw_writer, brand['id'])}/markets"
+    first = sw_writer.post(path, {"market": "US", "languageCode": "en", "async": True}).json()
+    # when a second begin's locked read misses it (the constraint is the last line of defence)
+    from provisioning import services
+
+    real_lock = services.brand_lock
+
+    def blind_lock(*, brand_id):
+        locked = real_lock(brand_id=brand_id)
+        return services.LockedBrand(pointer=locked.pointer, pending=None)
+
+    with mock.patch.object(services, "brand_lock", side_effect=blind_lock):
+        response = sw_writer.post(path, {"market": "GB", "languageCode": "en", "async": True})
+    # then the unique constraint answers the guard's 409, and nothing was written
+    assert response.status_code == 409
+    assert response.json()["error"] == "semrush_provisioning_in_progress"
+    assert response.json()["details"] == {"jobId": first["jobId"]}
+    assert ProvisioningAttempt.objects.filter(brand_id=brand["id"]).count() == 2  # create + chain
+    assert Market.objects.filter(brand_id=brand["id"]).count() == 1
