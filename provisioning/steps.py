@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from jobs import services as job_services
 from jobs.models import AsyncJob, JobStatus
@@ -43,7 +44,7 @@ from provisioning.orchestration import (
 from provisioning.outcome import Outcome
 from serenity.core import context
 from serenity.core.errors import DomainError
-from serenity.models import Brand, BrandStatus, Market
+from serenity.models import Brand, BrandStatus, Market, MarketStatus
 
 logger = logging.getLogger("serenity.provisioning")
 
@@ -438,6 +439,11 @@ def _finish_chained(
                 status=JobStatus.CANCELLED,
                 error=job_services.cancelled_error(),
             )
+            if attempt is not None:
+                # A cancel or deactivate has already finished the attempt (a no-op then);
+                # otherwise the chain is over and the promoted workspace stays: never leave
+                # the attempt pending until the stale sweep.
+                states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
             return
         job_services.job_finish(
             job=run.job,
@@ -470,6 +476,19 @@ def create_market(run: StepRun) -> None:
     if market is None or market.deleted_at is not None:
         _finish_chained(run, attempt, None)
         return
+    # An earlier run of this job finished the market (live, or publish_failed after an upstream
+    # error) and died before ending the job. While the attempt is pending nothing else may touch
+    # the brand's markets, so it is ours: take it back and resume its project, instead of
+    # treating the lost reservation as a cancellation (which deleted the project the market
+    # points at).
+    if (
+        market.reserved_by is None
+        and market.semrush_project_id is not None
+        and Market.objects.filter(
+            pk=market.pk, reserved_by__isnull=True, deleted_at__isnull=True
+        ).update(reserved_by=attempt.id, status=MarketStatus.CREATING, updated_at=timezone.now())
+    ):
+        market.refresh_from_db()
     outcome = market_provision_reserved(
         client=client,
         brand=brand,
