@@ -206,6 +206,7 @@ class StackConfig:
 
     workers: int = 1
     concurrency: int = 2
+    worker_pool: str | None = None  # `celery worker -P`: None = Celery's default (prefork)
     api: bool = True
     api_workers: int = 2
     api_threads: int = 4
@@ -507,6 +508,7 @@ class Stack:
                 "--without-heartbeat",
                 "-n",
                 f"{self.id}-{serial}@%h",
+                *(["-P", self.config.worker_pool] if self.config.worker_pool else []),
             ],
             ready=lambda p: " ready." in p.log_text()[-50000:],
         )
@@ -875,9 +877,10 @@ class Stack:
         return {key: n for key, n in counts.items() if n > 1}
 
     def violations(self) -> list[str]:
-        """Everything that breaks SPEC §6.4/§7 once the stack is quiet: unfinished jobs, attempts
-        pending or failed without a reason, audit findings, several projects on one slice,
-        live markets whose project does not exist upstream. Empty when all is well."""
+        """Everything that breaks SPEC §3/§6.4/§7 once the stack is quiet: unfinished jobs,
+        attempts pending or failed without a reason, audit findings, several projects on one
+        slice, markets whose project does not exist upstream, reservations left 'creating'.
+        Empty when all is well."""
         problems: list[str] = []
         for job in self.query("SELECT id, step, status FROM jobs_asyncjob"):
             if job["status"] not in TERMINAL_JOB_STATUSES:
@@ -900,11 +903,11 @@ class Stack:
             problems.append(f"{n} projects on one slice upstream {key}")
         upstream = {p["id"] for p in self.sim_state()["projects"]}
         for market in self.markets():
-            live = market["deleted_at"] is None and market["status"] == "live"
-            if live and market["semrush_project_id"] not in upstream:
+            project = market["semrush_project_id"]
+            if market["deleted_at"] is None and project and project not in upstream:
                 problems.append(
-                    f"live market {market['id']} points at a missing project "
-                    f"{market['semrush_project_id']}"
+                    f"{market['status']} market {market['id']} points at a missing project "
+                    f"{project}"
                 )
             if market["deleted_at"] is None and market["status"] == "creating":
                 owner = market["reserved_by"]

@@ -1,10 +1,12 @@
 """Chaos suite fixtures: a whole `tests.harness.Stack` per test (its own database, Redis,
 simulator, API, workers and beat), stopped at teardown; on failure the tail of every process
-log is attached to the report. Every test here is marked `chaos` (excluded from the default
+log is attached to the report (SERENITY_CHAOS_KEEP_LOGS=1 keeps the logs of passing tests too).
+Every test here is marked `chaos` (excluded from the default
 run; `.ci/run` runs `./scripts/test -m chaos`)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -44,8 +46,10 @@ def make_stack(request: pytest.FixtureRequest) -> Iterator[Callable[..., Stack]]
         return stack.start()
 
     yield make
-    failed = getattr(request.node, "_chaos_failed", False)
+    keep = getattr(request.node, "_chaos_failed", False) or bool(
+        os.environ.get("SERENITY_CHAOS_KEEP_LOGS")
+    )
     for stack in started:
-        stack.stop(keep_logs=failed)
-        if failed:
+        stack.stop(keep_logs=keep)
+        if keep:
             print(f"kept the logs of {stack.id} in {stack.log_dir}")

@@ -117,8 +117,9 @@ class Soak:
 
 
 def test_soak_300_mixed_operations_with_upstream_errors_and_a_worker_kill(make_stack):
-    # given a stack with two workers and 5% of upstream calls answering 503
-    stack = make_stack(workers=2, concurrency=2, settle_seconds=0.5)
+    # given a stack with two workers as the README recommends them (thread pools) and 5% of
+    # upstream calls answering 503
+    stack = make_stack(workers=2, worker_pool="threads", concurrency=8, settle_seconds=0.5)
     org_id, token = stack.create_org_and_token()
     stack.sim_config(errorRate5xx=ERROR_RATE, seed=5)
     soak = Soak(stack, token, org_id)
@@ -227,7 +228,7 @@ def render_report(figures: dict[str, Any]) -> str:
         "",
         "Produced by `SERENITY_CHAOS_REPORT=docs/chaos-report.md .venv/bin/pytest -m chaos -q "
         "tests/chaos/test_soak.py`: the whole service as real processes (`tests/harness.py`: "
-        "simulator, PostgreSQL, Redis, gunicorn API, two Celery workers with two slots each, "
+        "simulator, PostgreSQL, Redis, gunicorn API, two Celery workers `-P threads -c 8`, "
         "beat), 16 client threads, 5% of upstream calls answering 503, one worker SIGKILLed "
         "and replaced mid-run.",
         "",
