@@ -69,11 +69,15 @@ def poll_until_finished(api: ApiClient, brand_id: str, job_id: str, timeout: flo
 
 def assert_converged(stack: Stack, timeout: float = 90) -> None:
     """The end-of-test checks of every scenario: every job terminal, every attempt `ready` or
-    `failed` with a reason, `provisioning_audit` clean (exit 0), one project per slice
-    upstream, live markets pointing at existing projects."""
+    `failed` with a reason (never `stale`: the dispatcher, not the stale sweep, must have
+    recovered every job), `provisioning_audit` clean (exit 0), one project per slice upstream,
+    markets pointing at existing projects, no reservation left behind."""
     stack.wait_until_quiet(timeout=timeout)
     problems = stack.violations()
     assert problems == [], "\n".join(problems)
+    # Delivery recovered everything: nothing waited for the stale sweep (60 s here).
+    stale = [a["id"] for a in stack.attempts() if a["reason"] == "stale"]
+    assert stale == [], f"attempts reconciled as stale: {stale}"
 
 
 def wait_in_flight_upstream(stack: Stack, method: str, suffix: str, timeout: float = 30) -> None:

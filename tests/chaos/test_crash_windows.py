@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 from tests.chaos.support import (
+    accepted,
     assert_converged,
     create_market_async,
     create_ready_brand,
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.chaos
 def undo_the_last_transaction(stack: Stack, job_id: str) -> None:
     """The chained job as a worker killed just before ending it leaves it: unfinished, claimed
     under an expired lease; its attempt still pending."""
-    create = next(row for row in stack.chain(job_id) if row["step"] == "createMarket")
+    create = stack.chain(job_id)[-1]  # the chained job
     stack.query(
         "UPDATE jobs_asyncjob SET status = 'IN_PROGRESS', result = NULL, error = NULL,"
         " finished_at = NULL, claim_token = %s, lease_expires_at = now() - interval '1 second'"
@@ -63,7 +64,28 @@ def test_market_create_rerun_after_a_crash_before_the_job_ended(make_stack):
     assert first_failed["result"]["status"] == 502, first_failed
     undo_the_last_transaction(stack, failed.job_id)
 
-    # when the dispatcher re-delivers both jobs (their lease has run out)
+    # and an activation of two markets (activate C), its job killed before it ended
+    activated_brand = create_ready_brand(api, "Activated")
+    activated = accepted(
+        api.post(
+            api.serenity_path(activated_brand, "activate"),
+            {
+                "brandDomain": "activated.example",
+                "markets": [
+                    {"market": "FR", "languageCode": "fr"},
+                    {"market": "ES", "languageCode": "es"},
+                ],
+                "async": True,
+            },
+        ),
+        activated_brand,
+    )
+    first_activated = poll_until_finished(api, activated_brand, activated.job_id)
+    assert first_activated["result"]["status"] == 200, first_activated
+    undo_the_last_transaction(stack, activated.job_id)
+
+    # when the dispatcher re-delivers the jobs (their lease has run out)
+    again_activated = poll_until_finished(api, activated_brand, activated.job_id)
     again = poll_until_finished(api, live_brand, live.job_id)
     again_failed = poll_until_finished(api, failed_brand, failed.job_id)
 
@@ -79,4 +101,8 @@ def test_market_create_rerun_after_a_crash_before_the_job_ended(make_stack):
     assert [p["id"] for p in projects_in(stack, workspace)] == [
         again_failed["result"]["body"]["projectId"]
     ]
+    # and the activation ends again with its two projects (already live the second time)
+    assert again_activated["status"] == "COMPLETED", again_activated
+    activated_projects = projects_in(stack, workspace_of(stack, activated_brand))
+    assert len(activated_projects) == 2
     assert_converged(stack)
