@@ -320,7 +320,9 @@ def _live_reservations(
     they write to (see rule 3 of the module docstring)."""
     rows = list(
         Market.objects.filter(
-            deleted_at__isnull=True, status=MarketStatus.CREATING, semrush_project_id__isnull=True
+            deleted_at__isnull=True,
+            status__in=(MarketStatus.CREATING, MarketStatus.PUBLISH_FAILED),
+            semrush_project_id__isnull=True,
         ).values_list(
             "reserved_by",
             "updated_at",
@@ -344,6 +346,12 @@ def _live_reservations(
     out: dict[str, list[Slice]] = defaultdict(list)
     for owner, updated_at, geo, language, mode, pointer, parent in rows:
         if owner is None:
+            # A market left `publish_failed` with no project id after an ambiguous project
+            # create (see `provisioning.markets`): a project on its slice may have been made
+            # upstream after we stopped looking; the next create of the slice resumes it.
+            workspace = parent if mode == WorkspaceMode.FLAT else pointer
+            if workspace:
+                out[str(workspace)].append((geo, str(language).lower()))
             continue
         if owner in known_attempts:
             live = owner in live_attempt_ids

@@ -213,6 +213,7 @@ def market_provision(
     dropped. `delete_on_failure` (flat mode) deletes a created project when a later step fails.
     """
     created_here = False
+    ambiguous_create = False
     project_id = market.semrush_project_id
     try:
         if project_id is None and owned_workspace:
@@ -249,6 +250,10 @@ def market_provision(
                     client.list_projects(workspace_id=workspace_id, owned=True), request.slice
                 )
                 if existing is None:
+                    # Not visible yet, but it may still be made: keep the market (no project
+                    # id, `publish_failed`) so that the next create of the slice finds and
+                    # resumes that project instead of making a second one.
+                    ambiguous_create = True
                     raise
                 logger.warning(
                     "project create was ambiguous; resuming the project it made",
@@ -289,6 +294,7 @@ def market_provision(
             exc=exc,
             delete_on_failure=delete_on_failure,
             owned_workspace=owned_workspace,
+            ambiguous_create=ambiguous_create,
         )
 
     with transaction.atomic():
@@ -354,9 +360,14 @@ def _provision_failed(
     exc: SemrushError,
     delete_on_failure: bool,
     owned_workspace: bool,
+    ambiguous_create: bool = False,
 ) -> Outcome:
     error = QuotaExceededError() if isinstance(exc, SemrushQuotaError) else translate_upstream(exc)
-    if project_id is None:
+    if project_id is None and ambiguous_create:
+        Market.objects.filter(pk=market.pk, reserved_by=owner).update(
+            status=MarketStatus.PUBLISH_FAILED, reserved_by=None, updated_at=timezone.now()
+        )
+    elif project_id is None:
         market_release(market_id=market.pk, owner=owner)
     elif delete_on_failure and created_here:
         _discard(
