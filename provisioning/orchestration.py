@@ -51,7 +51,7 @@ from provisioning.markets import (
     slice_market_in,
     slice_taken,
 )
-from provisioning.models import AttemptReason, AttemptStartedBy, AttemptStatus, ProvisioningAttempt
+from provisioning.models import AttemptReason, AttemptStartedBy, ProvisioningAttempt
 from provisioning.outcome import Outcome
 from provisioning.semrush import SemrushClient, SemrushError
 from serenity.core.errors import DomainError, InvalidRequestError
@@ -1112,6 +1112,3 @@ def languages_list(*, organization: Organization) -> list[dict[str, str]]:
         if code:
             items.append({"id": entry["id"], "code": code})
     return items
-
-
-__all__ = ["AttemptStatus"]

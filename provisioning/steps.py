@@ -18,7 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs import services as job_services
-from jobs.models import AsyncJob, JobStatus
+from jobs.models import JobStatus
 from jobs.runner import StepRun
 from provisioning import services as attempts
 from provisioning import states
@@ -33,7 +33,6 @@ from provisioning.lifecycle import (
 from provisioning.markets import market_release
 from provisioning.models import AttemptReason, AttemptStartedBy, AttemptStatus, ProvisioningAttempt
 from provisioning.orchestration import (
-    PROVISIONING_FAILURES,
     activate_markets_in_workspace,
     brand_workspace_activate,
     market_create_flat_run,
@@ -609,6 +608,3 @@ def on_unexpected(run: StepRun, exc: BaseException) -> None:
     ):
         _drop_reservation(run.job.metadata)
         cleanup_candidate(attempt_id=attempt.id)
-
-
-__all__ = ["PROVISIONING_FAILURES", "AsyncJob"]

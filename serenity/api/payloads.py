@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import pycountry
-
 from provisioning.selectors import brand_provisioning_state
 from serenity.models import Brand, Market
+from serenity.slices import country_for_geo_target_id
 
 
 def _iso(value: Any) -> str | None:
@@ -33,15 +32,10 @@ def brand_payload(brand: Brand) -> dict[str, Any]:
     }
 
 
-def country_alpha2(geo_target_id: int) -> str | None:
-    country = pycountry.countries.get(numeric=f"{geo_target_id - 2000:03d}")
-    return country.alpha_2 if country else None
-
-
 def market_payload(market: Market) -> dict[str, Any]:
     return {
         "brandId": str(market.brand_id),
-        "market": country_alpha2(market.geo_target_id),
+        "market": country_for_geo_target_id(market.geo_target_id),
         "geoTargetId": market.geo_target_id,
         "languageCode": market.language_code,
         "name": market.name,
