@@ -8,6 +8,11 @@ class ProvisioningInProgressError(ConflictError):
     default_message = "A Semrush provisioning job is already in progress for this brand."
 
 
+class ProvisioningCancelledError(ConflictError):
+    code = "provisioningCancelled"
+    default_message = "Provisioning was cancelled."
+
+
 class ProvisioningIncompleteError(ConflictError):
     code = "semrush_provisioning_incomplete"
     default_message = (

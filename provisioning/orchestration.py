@@ -27,6 +27,7 @@ from provisioning.catalogue import catalogue_language_id, languages_catalogue
 from provisioning.exceptions import (
     ActivationIncompleteError,
     NoParentWorkspaceError,
+    ProvisioningCancelledError,
     ProvisioningIncompleteError,
     ProvisioningInProgressError,
     UpstreamError,
@@ -985,9 +986,8 @@ def _activate_one_market(
         renew=renew,
     )
     if outcome is None:
-        from provisioning.exceptions import ProvisioningInProgressError as _Cancelled
-
-        return Outcome.from_error(_Cancelled("Provisioning was cancelled."))
+        # A deactivate or cancel won before this market's final write: its project is gone.
+        return Outcome.from_error(ProvisioningCancelledError())
     return outcome
 
 
