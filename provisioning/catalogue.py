@@ -26,12 +26,6 @@ def languages_catalogue(*, client: SemrushClient) -> list[dict[str, str]]:
     return catalogue
 
 
-def cached_catalogue() -> list[dict[str, str]] | None:
-    """The catalogue if some earlier call fetched it; never calls upstream."""
-    cached = cache.get(_CACHE_KEY)
-    return list(cached) if cached is not None else None
-
-
 def catalogue_language_id(catalogue: list[dict[str, str]], language_code: str) -> str | None:
     """Match an ISO code to a catalogue entry by its ISO 639 English name."""
     name = language_name(language_code)

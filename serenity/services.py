@@ -6,7 +6,6 @@ module holds the tenancy set-up used by the management commands and the admin.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -14,7 +13,6 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from serenity.core.crypto import encrypt_secret
 from serenity.core.errors import InvalidRequestError
 from serenity.models import ApiToken, Brand, Membership, Organization, Role, WorkspaceMode
 from serenity.tokens import generate_token, token_digest
@@ -56,17 +54,6 @@ def organization_create(
         organization.set_semrush_credential(semrush_token)
     organization.save()
     return organization
-
-
-def organization_credential_set(*, organization_id: uuid.UUID, semrush_token: str) -> None:
-    """Replace (or, with an empty string, clear) an org's Semrush credential.
-
-    Writes only the credential column, so it never clobbers a concurrent edit of the org.
-    """
-    Organization.objects.filter(pk=organization_id).update(
-        semrush_credential_encrypted=encrypt_secret(semrush_token) if semrush_token else "",
-        updated_at=timezone.now(),
-    )
 
 
 def user_ensure(*, username: str, staff: bool = False) -> User:
