@@ -28,6 +28,7 @@ Guarantees of every method:
 from __future__ import annotations
 
 import email.utils
+import functools
 import http.cookiejar
 import json
 import logging
@@ -475,6 +476,7 @@ class SemrushClient:
                 response = self._session.request(
                     method,
                     url,
+                    proxies=None if self._session.trust_env else environ_proxies(self.base_url),
                     params=params,
                     data=data,
                     headers=headers,
@@ -698,11 +700,25 @@ class _PooledSessions(threading.local):
         if self.session is None or self.pid != pid:
             session = requests.Session()
             session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+            # With `trust_env`, requests re-reads the environment (proxies, no_proxy, netrc, CA
+            # bundle) on every call: ~0.3 ms of CPU each. The environment does not change
+            # under a running process, so it is read once: the CA bundle here, the proxies per
+            # base URL (`environ_proxies`), and netrc never (the token is our own header).
+            session.trust_env = False
+            session.verify = (
+                os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True
+            )
             self.session, self.pid = session, pid
         return self.session
 
 
 _pooled = _PooledSessions()
+
+
+@functools.lru_cache(maxsize=16)
+def environ_proxies(base_url: str) -> dict[str, str]:
+    """The proxies the environment sets for `base_url` (honouring no_proxy), read once."""
+    return dict(requests.utils.get_environ_proxies(base_url))
 
 
 def pooled_session() -> requests.Session:

@@ -1077,3 +1077,39 @@ def test_ids_are_percent_encoded_in_paths(semrush: SemrushClient) -> None:
 
     # then
     assert status == "created"
+
+
+def test_pooled_session_reads_the_environment_once_and_still_honours_its_proxies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # given: a proxy for Semrush in the environment, and a no_proxy entry for another host
+    from provisioning.semrush import client as client_module
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", "bypassed.test")
+    client_module.environ_proxies.cache_clear()
+    fake_settings = SimpleNamespace(
+        SEMRUSH_BASE_URL=BASE, SEMRUSH_API_TOKEN="settings-token", SEMRUSH_TIMEOUT_SECONDS=15
+    )
+    monkeypatch.setattr(django.conf, "settings", fake_settings)
+    sent: list[dict] = []
+
+    def record(self, request, **kwargs):  # type: ignore[no-untyped-def]
+        sent.append(kwargs)
+        raise ConnectionError("stop here")
+
+    monkeypatch.setattr(client_module.requests.adapters.HTTPAdapter, "send", record)
+    semrush = semrush_client_for()
+    semrush._sleep = lambda seconds: None
+
+    # when
+    with pytest.raises(SemrushError):
+        semrush.get_workspace_status(workspace_id=WS)
+
+    # then: requests does not look at the environment per call, yet the proxy applies
+    assert semrush._session.trust_env is False
+    assert sent and all(
+        call["proxies"].get("https") == "http://proxy.internal:3128" for call in sent
+    )
+    assert client_module.environ_proxies("https://bypassed.test") == {}
+    client_module.environ_proxies.cache_clear()
