@@ -6,8 +6,9 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError
 
 from jobs import services
@@ -20,13 +21,25 @@ logger = logging.getLogger("serenity.jobs")
 
 @dataclass
 class StepRun:
-    """A claimed job and its claim token; `renew()` between upstream calls."""
+    """A claimed job and its claim token; `keep_alive()` (or `renew()`) between upstream calls."""
 
     job: AsyncJob
     claim_token: uuid.UUID
+    lease_from: float = field(default_factory=time.monotonic)
 
     def renew(self) -> bool:
-        return services.job_renew(job_id=self.job.id, claim_token=self.claim_token)
+        """Extend the lease now. False: the claim was lost (a checkpointing step stops)."""
+        renewed = services.job_renew(job_id=self.job.id, claim_token=self.claim_token)
+        if renewed:
+            self.lease_from = time.monotonic()
+        return renewed
+
+    def keep_alive(self) -> None:
+        """Extend the lease once a third of it has run since the claim or the last extension;
+        otherwise nothing (no write: a step is far shorter than a lease). For steps whose final
+        writes are conditional anyway, so a lost claim needs no early check."""
+        if time.monotonic() - self.lease_from >= settings.JOBS_LEASE_SECONDS / 3:
+            self.renew()
 
 
 StepHandler = Callable[[StepRun], None]

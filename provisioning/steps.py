@@ -240,7 +240,7 @@ def provision_workspace(run: StepRun) -> None:
                     _end_as_attempt_says(run, current)
                     return
                 candidate = current.candidate_workspace_id
-            run.renew()
+            run.keep_alive()
         elif (
             attempt.started_by != AttemptStartedBy.CREATE_BRAND
             and not attempt.freshly_created
@@ -499,7 +499,7 @@ def create_market(run: StepRun) -> None:
         brand_domain=meta.get("brandDomain"),
         owned_workspace=True,
         still_valid=_still_valid(attempt.id, brand.pk, workspace_id),
-        renew=run.renew,
+        renew=run.keep_alive,
     )
     _finish_chained(run, attempt, outcome)
 
@@ -535,7 +535,7 @@ def _create_market_flat(run: StepRun, market_input: Any) -> None:
         parent_id=brand.organization.semrush_parent_workspace_id or "",
         brand_names=meta.get("brandNames"),
         brand_domain=meta.get("brandDomain"),
-        renew=run.renew,
+        renew=run.keep_alive,
     )
     job_services.job_finish(
         job=run.job,
@@ -566,7 +566,7 @@ def activate_markets(run: StepRun) -> None:
         brand_names=meta.get("brandNames"),
         brand_domain=meta.get("brandDomain"),
         still_valid=_still_valid(attempt.id, brand.pk, workspace_id),
-        renew=run.renew,
+        renew=run.keep_alive,
     )
     _finish_chained(run, attempt, outcome)
 

@@ -105,3 +105,30 @@ def test_release_gives_the_claim_back_and_reschedules(db):
     assert job.claim_token is None and job.lease_expires_at is None
     assert job.run_after > timezone.now() + timedelta(seconds=25)
     assert job_claim(job_id=job.id) is None
+
+
+def test_keep_alive_writes_nothing_on_a_fresh_lease_and_extends_an_aging_one(
+    db, settings, django_assert_num_queries
+):
+    # given: a claimed job
+    from jobs.runner import StepRun
+
+    settings.JOBS_LEASE_SECONDS = 90
+    job = make_job()
+    token = job_claim(job_id=job.id)
+    assert token is not None
+    run = StepRun(job=AsyncJob.objects.get(pk=job.id), claim_token=token)
+    AsyncJob.objects.filter(pk=job.id).update(lease_expires_at=timezone.now())
+    # when: less than a third of the lease has run
+    with django_assert_num_queries(0):
+        run.keep_alive()
+    # then: no write
+    assert AsyncJob.objects.get(pk=job.id).lease_expires_at <= timezone.now()
+    # when: a third of the lease has run since the claim
+    run.lease_from -= 31
+    with django_assert_num_queries(1):
+        run.keep_alive()
+    # then: the lease runs a whole lease from now again, and the clock restarts
+    assert AsyncJob.objects.get(pk=job.id).lease_expires_at > timezone.now() + timedelta(seconds=80)
+    with django_assert_num_queries(0):
+        run.keep_alive()
