@@ -54,6 +54,7 @@ from provisioning.markets import (
 )
 from provisioning.models import AttemptReason, AttemptStartedBy, ProvisioningAttempt
 from provisioning.outcome import Outcome
+from provisioning.selectors import with_latest_attempt
 from provisioning.semrush import SemrushClient, SemrushError
 from serenity.core.errors import DomainError, InvalidRequestError
 from serenity.exceptions import (
@@ -290,7 +291,8 @@ def brand_create(*, organization: Organization, data: BrandInput, run_async: boo
                 accepted = market_create_flat_begin(
                     brand=brand, market=data.market, brand_names=None, brand_domain=None
                 )
-            return BrandCreated(brand=brand, job=accepted.job)
+            # The row as inserted (no attempt in flat mode): the 202 renders it without a read.
+            return BrandCreated(brand=with_latest_attempt(brand, None), job=accepted.job)
         brand = _brand_insert(organization=organization, data=data, status=stored_status)
         try:
             outcome = market_create_flat_sync(
@@ -351,13 +353,16 @@ def brand_create(*, organization: Organization, data: BrandInput, run_async: boo
                 ),
             )
     if job is not None:
-        return BrandCreated(brand=brand, job=job)
+        # The row as inserted, with the attempt it began: the 202 renders it without a read.
+        return BrandCreated(brand=with_latest_attempt(brand, attempt), job=job)
     return _brand_create_sync(brand=brand, attempt=attempt, market_input=data.market, market=market)
 
 
 def _brand_insert(*, organization: Organization, data: BrandInput, status: str) -> Brand:
+    # No savepoint: inside a caller's transaction the name conflict ends that transaction too
+    # (BrandExistsError propagates out of it), so a savepoint would only cost two statements.
     try:
-        with transaction.atomic():
+        with transaction.atomic(savepoint=False):
             return Brand.objects.create(
                 organization=organization,
                 name=data.name.strip(),

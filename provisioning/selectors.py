@@ -28,6 +28,15 @@ def brands_with_provisioning_state(queryset: QuerySet[Brand]) -> QuerySet[Brand]
     )
 
 
+def with_latest_attempt(brand: Brand, attempt: ProvisioningAttempt | None) -> Brand:
+    """Annotate a brand in hand as `brands_with_provisioning_state` would, from its latest
+    attempt in hand (None: it has none), so that rendering it needs no query."""
+    brand.latest_attempt_status = attempt.status if attempt else None  # type: ignore[attr-defined]
+    brand.latest_attempt_reason = attempt.reason if attempt else None  # type: ignore[attr-defined]
+    brand.latest_attempt_error = attempt.error if attempt else None  # type: ignore[attr-defined]
+    return brand
+
+
 @dataclass(frozen=True)
 class ProvisioningState:
     status: str | None

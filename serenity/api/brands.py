@@ -63,10 +63,12 @@ class BrandCollectionView(OrgScopedView):
             data=_brand_input(body.validated_data),
             run_async=body.validated_data["run_async"],
         )
-        payload = brand_payload(selectors.brand_get(brand_id=created.brand.pk))
         if created.job is not None:
+            # Accepted: the brand as inserted with its pending attempt (no re-read).
+            payload = brand_payload(created.brand)
             payload.update(jobId=str(created.job.pk), jobStatus=created.job.status)
             return Response(payload, status=202, headers=accepted_headers(created.job))
+        payload = brand_payload(selectors.brand_get(brand_id=created.brand.pk))
         if created.market is not None:
             payload["market"] = market_payload(created.market)
         return Response(payload, status=201)
