@@ -112,6 +112,7 @@ def _line(value: dict[str, Any]) -> str:
     keys = (
         "median_overhead_s",
         "wall_s",
+        "cpu_s",
         "wall_over_s",
         "failures",
         "ratio_p50",

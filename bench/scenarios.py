@@ -19,7 +19,7 @@ from typing import Any
 
 from bench.load import Call, LoadResult, latency_summary, run_load, warm_up
 from bench.profile import Profiler
-from bench.stack import BenchStack, WorkerSetup, machine_info
+from bench.stack import BenchStack, WorkerSetup, cpu_by_component, cpu_delta, machine_info
 from tests.harness import PYTHON, ROOT, ApiClient, Response, wait_for
 
 # The settle time of issue 6 (aligned with the first backoff step).
@@ -391,6 +391,7 @@ def fan_out(
             with paused_workers(stack):
                 send()
             accepted_s = 0.0
+        cpu_before = cpu_by_component(stack)
         began_wall = time.time()
         began = time.monotonic()
         with profiler:
@@ -414,6 +415,7 @@ def fan_out(
             except Exception as exc:
                 return {"count": count, "error": str(exc), "workers": workers.describe()}
             wall = time.monotonic() - began
+        cpu = cpu_delta(cpu_before, cpu_by_component(stack))
         rows = stack.query(
             "SELECT id, root_id, step, status, position, run_after, started_at, finished_at,"
             " created_at, result FROM jobs_asyncjob"
@@ -467,6 +469,7 @@ def fan_out(
         "step_rows": len(rows),
         "settle_reads": sum(1 for r in rows if r["step"] == "provisionWorkspace"),
         "busy_slot_s": round(busy, 2),
+        "cpu_s": cpu,
         "step_ms": {k: latency_summary(v) for k, v in by_step.items()},
         "completion_curve": [round(x, 3) for x in finished],
         "profile": profiler.summary(),

@@ -149,3 +149,59 @@ def _first_line(argv: list[str]) -> str:
     except FileNotFoundError:
         return "unknown"
     return out.strip().splitlines()[0] if out.strip() else "unknown"
+
+
+# --- CPU accounting ---------------------------------------------------------------------------
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _tree(pid: int) -> list[int]:
+    pids = [pid]
+    for child in _children(pid):
+        pids.extend(_tree(child))
+    return pids
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of one live process (its reaped children excluded)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
+def _postgres_pids() -> list[int]:
+    try:
+        out = subprocess.run(
+            ["/usr/bin/pgrep", "-x", "postgres"], capture_output=True, text=True, check=False
+        ).stdout
+    except FileNotFoundError:
+        return []
+    return [int(line) for line in out.split() if line.strip().isdigit()]
+
+
+def cpu_by_component(stack: BenchStack) -> dict[str, float]:
+    """CPU seconds used so far by each part of the stack (process trees), plus PostgreSQL (every
+    `postgres` process of the machine) and this process (the load generator)."""
+    parts: dict[str, list[int]] = {
+        "api": _tree(stack.api.pid) if stack.api and stack.api.pid else [],
+        "workers": [p for w in stack.workers if w.pid for p in _tree(w.pid)],
+        "beat": _tree(stack.beat.pid) if stack.beat and stack.beat.pid else [],
+        "simulator": _tree(stack.sim.pid) if stack.sim and stack.sim.pid else [],
+        "redis": _tree(stack.redis.pid) if stack.redis and stack.redis.pid else [],
+        "postgresql": _postgres_pids(),
+    }
+    usage = {name: sum(_cpu_seconds(p) for p in pids) for name, pids in parts.items()}
+    usage["load generator"] = _cpu_seconds(os.getpid())
+    return usage
+
+
+def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """CPU seconds per component between two snapshots (processes that ended in between
+    are not counted)."""
+    return {
+        name: round(max(after.get(name, 0.0) - before.get(name, 0.0), 0.0), 2) for name in after
+    }
