@@ -58,7 +58,8 @@ def run_step(*, job_id: str, handler: StepHandler, on_unexpected: FailureHandler
     if token is None:
         logger.info("delivery ignored: job finished, not due, or claimed", extra={"job_id": job_id})
         return
-    job = AsyncJob.objects.get(pk=parsed)
+    # With its chained successor: a step that hands over publishes it without another read.
+    job = AsyncJob.objects.select_related("next").get(pk=parsed)
     run = StepRun(job=job, claim_token=token)
     started = time.monotonic()
     outcome = "error"

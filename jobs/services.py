@@ -200,7 +200,8 @@ def job_complete_and_release_next(
     AsyncJob.objects.filter(pk=root_id).update(
         current_id=job.next_id, step_count=F("step_count") + 1, updated_at=now
     )
-    successor = AsyncJob.objects.get(pk=job.next_id)
+    successor = job.next  # loaded with the job by the runner (`select_related`)
+    assert successor is not None
     publish_on_commit(job_id=successor.id, step=successor.step, premarked=True)
     return successor
 

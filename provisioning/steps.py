@@ -97,10 +97,15 @@ def job_error_for(error: DomainError) -> dict[str, Any]:
 
 
 def _attempt_for(run: StepRun) -> ProvisioningAttempt | None:
+    """The chain's attempt with its brand and the brand's org (one query)."""
     attempt_id = run.job.metadata.get("attemptId")
     if not attempt_id:
         return None
-    return ProvisioningAttempt.objects.filter(pk=attempt_id).first()
+    return (
+        ProvisioningAttempt.objects.select_related("brand__organization")
+        .filter(pk=attempt_id)
+        .first()
+    )
 
 
 def _end_as_attempt_says(run: StepRun, attempt: ProvisioningAttempt) -> None:
@@ -190,7 +195,7 @@ def provision_workspace(run: StepRun) -> None:
     if attempt.status != AttemptStatus.PENDING:
         _end_as_attempt_says(run, attempt)
         return
-    brand = Brand.objects.select_related("organization").get(pk=attempt.brand_id)
+    brand = attempt.brand
     organization = brand.organization
     client = client_for_org(
         organization, brand_id=str(brand.pk), attempt_id=str(attempt.id), job_id=str(run.job.id)
@@ -310,29 +315,16 @@ def _promote(
     empties only a workspace it created."""
     superseded = False
     cancelled = False
-    with transaction.atomic():
-        locked = (
-            ProvisioningAttempt.objects.select_for_update()
-            .filter(pk=attempt.id, status=AttemptStatus.PENDING)
-            .first()
-        )
-        if locked is None:
-            cancelled = True
-        else:
-            try:
-                with transaction.atomic():
-                    pointed = (
-                        Brand.objects.filter(pk=brand.pk)
-                        .exclude(status=BrandStatus.DELETED)
-                        .filter(
-                            Q(semrush_sub_workspace_id__isnull=True)
-                            | Q(semrush_sub_workspace_id=workspace_id)
-                        )
-                        .update(semrush_sub_workspace_id=workspace_id)
-                    )
-            except IntegrityError:
-                pointed = 0
-            if pointed != 1:
+    try:
+        with transaction.atomic():
+            locked = (
+                ProvisioningAttempt.objects.select_for_update()
+                .filter(pk=attempt.id, status=AttemptStatus.PENDING)
+                .first()
+            )
+            if locked is None:
+                cancelled = True
+            elif not _point_brand_at(brand_id=brand.pk, workspace_id=workspace_id):
                 superseded = True
             else:
                 states.update_pending(attempt_id=attempt.id, workspace_promoted=True)
@@ -357,6 +349,8 @@ def _promote(
                             200, {"brandId": str(brand.pk), "provisioningStatus": "ready"}
                         ).as_job_result(),
                     )
+    except _PointerTakenError:
+        superseded = True
     if cancelled:
         _end_as_attempt_says(run, ProvisioningAttempt.objects.get(pk=attempt.id))
     elif superseded:
@@ -364,6 +358,28 @@ def _promote(
             "promotion superseded: the brand points elsewhere", extra={"workspace_id": workspace_id}
         )
         _fail_chain(run, attempt, UpstreamError("The brand's workspace changed meanwhile."))
+
+
+class _PointerTakenError(Exception):
+    """Another brand already points at the workspace (the pointer's unique constraint)."""
+
+
+def _point_brand_at(*, brand_id: uuid.UUID, workspace_id: str) -> bool:
+    """The conditional pointer write (`pointer IS NULL OR pointer = candidate`). A unique
+    violation raises `_PointerTakenError` out of the caller's transaction, which rolls back
+    whole: the pointer is its first write, so no savepoint is needed."""
+    try:
+        return (
+            Brand.objects.filter(pk=brand_id)
+            .exclude(status=BrandStatus.DELETED)
+            .filter(
+                Q(semrush_sub_workspace_id__isnull=True) | Q(semrush_sub_workspace_id=workspace_id)
+            )
+            .update(semrush_sub_workspace_id=workspace_id)
+            == 1
+        )
+    except IntegrityError:
+        raise _PointerTakenError() from None
 
 
 # --- Chained jobs ------------------------------------------------------------------------------
@@ -377,10 +393,9 @@ def _chained_preflight(run: StepRun) -> tuple[ProvisioningAttempt, Brand, str] |
         _cancel_step(run, attempt)
         return None
     context.bind(attempt_id=attempt.id)
-    brand = Brand.objects.select_related("organization").filter(pk=attempt.brand_id).first()
+    brand = attempt.brand  # read with the attempt, in the same query
     if (
-        brand is None
-        or brand.status not in (BrandStatus.PENDING, BrandStatus.ACTIVE)
+        brand.status not in (BrandStatus.PENDING, BrandStatus.ACTIVE)
         or brand.semrush_sub_workspace_id is None
         or brand.semrush_sub_workspace_id != attempt.candidate_workspace_id
     ):
@@ -412,14 +427,16 @@ def _still_valid(
     then waits for our commit) and check it is pending and the pointer unchanged."""
 
     def check() -> bool:
-        locked = (
-            ProvisioningAttempt.objects.select_for_update()
-            .filter(pk=attempt_id, status=AttemptStatus.PENDING)
-            .exists()
-        )
+        # One statement; only the attempt row is locked (`of`): the brand is read, not locked.
         return (
-            locked
-            and Brand.objects.filter(pk=brand_id, semrush_sub_workspace_id=workspace_id).exists()
+            ProvisioningAttempt.objects.select_for_update(of=("self",))
+            .filter(
+                pk=attempt_id,
+                status=AttemptStatus.PENDING,
+                brand_id=brand_id,
+                brand__semrush_sub_workspace_id=workspace_id,
+            )
+            .exists()
         )
 
     return check
