@@ -212,16 +212,16 @@ def job_complete_and_repeat(
     """Complete this step and insert a repeat of it (the next settle read) after
     `delay_seconds`, ahead of any chained job. No worker slot is held while waiting: the wait is
     the new row's `run_after` plus a countdown message (and the dispatcher as backstop)."""
+    successor_id = job.next_id
+    # `next` is one-to-one: the finished row lets go of the successor in its final UPDATE, so
+    # that the repeat can take it.
+    unlink: dict[str, Any] = {"next": None} if successor_id is not None else {}
     if not states.transition(
-        job_id=job.id, to=JobStatus.COMPLETED, claim_token=claim_token, result=result
+        job_id=job.id, to=JobStatus.COMPLETED, claim_token=claim_token, result=result, **unlink
     ):
         return None
     now = timezone.now()
     root_id = job.root_id or job.id
-    successor_id = job.next_id
-    if successor_id is not None:
-        # `next` is one-to-one: unlink before the new row takes the successor.
-        AsyncJob.objects.filter(pk=job.id).update(next=None)
     repeat = AsyncJob.objects.create(
         organization_id=job.organization_id,
         brand_id=job.brand_id,
@@ -234,10 +234,13 @@ def job_complete_and_repeat(
         run_after=now + timedelta(seconds=delay_seconds),
         published_at=now + timedelta(seconds=delay_seconds),
     )
-    AsyncJob.objects.filter(pk=job.id).update(next=repeat)
-    AsyncJob.objects.filter(pk=root_id).update(
-        current_id=repeat.id, step_count=F("step_count") + 1, updated_at=now
-    )
+    chain = {"current_id": repeat.id, "step_count": F("step_count") + 1, "updated_at": now}
+    if job.root_id is None:
+        # The root links to its repeat and records it as the chain's current step at once.
+        AsyncJob.objects.filter(pk=job.id).update(next=repeat, **chain)
+    else:
+        AsyncJob.objects.filter(pk=job.id).update(next=repeat)
+        AsyncJob.objects.filter(pk=root_id).update(**chain)
     publish_on_commit(job_id=repeat.id, step=repeat.step, countdown=delay_seconds, premarked=True)
     return repeat
 

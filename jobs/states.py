@@ -35,11 +35,13 @@ def transition(
     result: Any = None,
     error: dict[str, Any] | None = None,
     only_unstarted: bool = False,
+    **fields: Any,
 ) -> bool:
     """Move one job to a finished status. Returns whether this call changed the row.
 
     With `claim_token`, only the holder of that claim may write; `only_unstarted` refuses a job
-    that a worker has begun (used by cancellation after promotion).
+    that a worker has begun (used by cancellation after promotion). `fields` are written in the
+    same UPDATE (e.g. unlinking the job's successor).
     """
     now = timezone.now()
     query = AsyncJob.objects.filter(pk=job_id, status__in=ALLOWED[to])
@@ -56,5 +58,6 @@ def transition(
         updated_at=now,
         claim_token=None,
         lease_expires_at=None,
+        **fields,
     )
     return changed == 1

@@ -212,13 +212,18 @@ def provision_workspace(run: StepRun) -> None:
                 candidate = brand.semrush_sub_workspace_id
                 fresh = False
             else:
-                own_earlier = {
-                    c
-                    for c in ProvisioningAttempt.objects.filter(brand_id=brand.pk)
-                    .exclude(pk=attempt.id)
-                    .values_list("candidate_workspace_id", flat=True)
-                    if c
-                }
+                # A brand create's attempt is its brand's first: no earlier candidates to ask for.
+                own_earlier = (
+                    set()
+                    if attempt.started_by == AttemptStartedBy.CREATE_BRAND
+                    else {
+                        c
+                        for c in ProvisioningAttempt.objects.filter(brand_id=brand.pk)
+                        .exclude(pk=attempt.id)
+                        .values_list("candidate_workspace_id", flat=True)
+                        if c
+                    }
+                )
                 workspace = workspace_create_or_adopt(
                     client=client,
                     brand=brand,
