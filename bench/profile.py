@@ -59,6 +59,9 @@ class Profiler:
                         "--format",
                         "raw",
                         "--nonblocking",
+                        # Only the thread holding the GIL: where the CPU goes, not where
+                        # threads wait (16 threads per worker mostly wait on I/O).
+                        "--gil",
                         "--output",
                         str(path),
                     ],

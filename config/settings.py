@@ -163,6 +163,10 @@ JOBS_RETENTION_DAYS = env_float("JOBS_RETENTION_DAYS", 7.0)
 JOBS_DISPATCH_INTERVAL_SECONDS = env_float("JOBS_DISPATCH_INTERVAL_SECONDS", 2.0)
 JOBS_LEASE_SECONDS = env_float("JOBS_LEASE_SECONDS", 120.0)
 JOBS_PUBLISH_TIMEOUT_SECONDS = env_float("JOBS_PUBLISH_TIMEOUT_SECONDS", 1.0)
+# A worker that promotes a workspace runs the chain's next step itself, right after, instead of
+# sending it through the broker to any worker (one task, message and claim round trip fewer
+# per chain). Off: every step is its own message.
+JOBS_HAND_OVER_INLINE = env_bool("JOBS_HAND_OVER_INLINE", True)
 
 # --- Celery ---------------------------------------------------------------------------------
 _BROKER_DIR = VAR_DIR / "broker"

@@ -26,6 +26,9 @@ class StepRun:
     job: AsyncJob
     claim_token: uuid.UUID
     lease_from: float = field(default_factory=time.monotonic)
+    # Set by a handler that made its chained successor runnable without publishing it: this
+    # worker claims and runs it next, in the same task (`hand_over`).
+    successor: tuple[AsyncJob, StepHandler] | None = None
 
     def renew(self) -> bool:
         """Extend the lease now. False: the claim was lost (a checkpointing step stops)."""
@@ -41,6 +44,10 @@ class StepRun:
         if time.monotonic() - self.lease_from >= settings.JOBS_LEASE_SECONDS / 3:
             self.renew()
 
+    def hand_over(self, successor: AsyncJob, handler: StepHandler) -> None:
+        """After this step made `successor` runnable (committed, unpublished): run it next."""
+        self.successor = (successor, handler)
+
 
 StepHandler = Callable[[StepRun], None]
 FailureHandler = Callable[[StepRun, BaseException], None]
@@ -48,6 +55,11 @@ FailureHandler = Callable[[StepRun, BaseException], None]
 
 def run_step(*, job_id: str, handler: StepHandler, on_unexpected: FailureHandler) -> None:
     """Claim the job and run `handler` on it; a delivery that cannot claim does nothing.
+
+    A handler may hand its chained successor over (`StepRun.hand_over`): the successor is then
+    claimed and run here, right after, instead of travelling through the broker to another
+    worker. It is claimed like any delivery: one that a cancel finished meanwhile is not run,
+    and if this worker dies first, the dispatcher publishes it (it is runnable, unclaimed).
 
     Database connectivity errors propagate: the claim's lease then expires and the dispatcher
     re-publishes the job, which resumes. Any other exception is the step's unexpected failure,
@@ -58,9 +70,26 @@ def run_step(*, job_id: str, handler: StepHandler, on_unexpected: FailureHandler
     if token is None:
         logger.info("delivery ignored: job finished, not due, or claimed", extra={"job_id": job_id})
         return
-    # With its chained successor: a step that hands over publishes it without another read.
+    # With its chained successor: a step that hands over needs no other read.
     job = AsyncJob.objects.select_related("next").get(pk=parsed)
-    run = StepRun(job=job, claim_token=token)
+    run: StepRun | None = StepRun(job=job, claim_token=token)
+    while run is not None:
+        _run_claimed(run, handler, on_unexpected)
+        if run.successor is None:
+            return
+        successor, handler = run.successor
+        token = services.job_claim(job_id=successor.id)
+        if token is None:
+            logger.info(
+                "hand-over ignored: the chained job was cancelled or claimed",
+                extra={"job_id": str(successor.id)},
+            )
+            return
+        run = StepRun(job=successor, claim_token=token)
+
+
+def _run_claimed(run: StepRun, handler: StepHandler, on_unexpected: FailureHandler) -> None:
+    job = run.job
     started = time.monotonic()
     outcome = "error"
     with context.scope(

@@ -183,10 +183,12 @@ def _cancel_successors(*, job: AsyncJob, error: dict[str, Any] | None) -> None:
 
 
 def job_complete_and_release_next(
-    *, job: AsyncJob, claim_token: uuid.UUID, result: Any = None
+    *, job: AsyncJob, claim_token: uuid.UUID, result: Any = None, publish: bool = True
 ) -> AsyncJob | None:
     """Complete this step and make its chained successor runnable (the chain's current step),
-    publishing it after commit. Returns the successor, or None when the claim was lost."""
+    publishing it after commit, or, with `publish=False`, leaving it to the caller's worker to
+    claim and run next (`StepRun.hand_over`; the dispatcher publishes it if that worker dies
+    first). Returns the successor, or None when the claim was lost."""
     if not states.transition(
         job_id=job.id, to=JobStatus.COMPLETED, claim_token=claim_token, result=result
     ):
@@ -202,7 +204,8 @@ def job_complete_and_release_next(
     )
     successor = job.next  # loaded with the job by the runner (`select_related`)
     assert successor is not None
-    publish_on_commit(job_id=successor.id, step=successor.step, premarked=True)
+    if publish:
+        publish_on_commit(job_id=successor.id, step=successor.step, premarked=True)
     return successor
 
 

@@ -18,7 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs import services as job_services
-from jobs.models import JobStatus
+from jobs.models import AsyncJob, JobStatus, JobStep
 from jobs.runner import StepRun
 from provisioning import services as attempts
 from provisioning import states
@@ -320,6 +320,7 @@ def _promote(
     empties only a workspace it created."""
     superseded = False
     cancelled = False
+    successor: AsyncJob | None = None
     try:
         with transaction.atomic():
             locked = (
@@ -334,14 +335,13 @@ def _promote(
             else:
                 states.update_pending(attempt_id=attempt.id, workspace_promoted=True)
                 if run.job.next_id is not None:
-                    if (
-                        job_services.job_complete_and_release_next(
-                            job=run.job,
-                            claim_token=run.claim_token,
-                            result={"workspaceStatus": "ready"},
-                        )
-                        is None
-                    ):
+                    successor = job_services.job_complete_and_release_next(
+                        job=run.job,
+                        claim_token=run.claim_token,
+                        result={"workspaceStatus": "ready"},
+                        publish=not settings.JOBS_HAND_OVER_INLINE,
+                    )
+                    if successor is None:
                         transaction.set_rollback(True)
                         return
                 else:
@@ -356,6 +356,8 @@ def _promote(
                     )
     except _PointerTakenError:
         superseded = True
+    if successor is not None and settings.JOBS_HAND_OVER_INLINE:
+        run.hand_over(successor, CHAINED_STEPS[successor.step])
     if cancelled:
         _end_as_attempt_says(run, ProvisioningAttempt.objects.get(pk=attempt.id))
     elif superseded:
@@ -604,6 +606,14 @@ def activate_brand_workspace(run: StepRun) -> None:
         was_pending=bool(run.job.metadata.get("wasPending")),
     )
     _finish_chained(run, attempt, outcome)
+
+
+# The steps that follow a promotion, by name (for a hand-over in the promoting worker).
+CHAINED_STEPS: dict[str, Callable[[StepRun], None]] = {
+    JobStep.CREATE_MARKET: create_market,
+    JobStep.ACTIVATE_MARKETS: activate_markets,
+    JobStep.ACTIVATE_BRAND_WORKSPACE: activate_brand_workspace,
+}
 
 
 def on_unexpected(run: StepRun, exc: BaseException) -> None:

@@ -292,3 +292,11 @@ def poll_job(caller: Caller, location: str, *, timeout: float = 30.0, until_fini
         if body["status"] != "IN_PROGRESS" or time.monotonic() > deadline:
             return body
         time.sleep(0.1)
+
+
+@pytest.fixture
+def chained_job_delivered_separately(settings):  # type: ignore[no-untyped-def]
+    """The step after a promotion travels as its own message, as when the promoting worker
+    dies before its hand-over (or JOBS_HAND_OVER_INLINE is off): a test runs it itself, after
+    acting between the two steps."""
+    settings.JOBS_HAND_OVER_INLINE = False

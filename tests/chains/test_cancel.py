@@ -73,7 +73,9 @@ def test_cancel_before_promotion_fails_the_attempt_and_cancels_the_chain(sw_writ
     assert len(workspace_calls()) == calls
 
 
-def test_cancel_after_promotion_cancels_the_unstarted_chained_job(sw_writer, sim, published):
+def test_cancel_after_promotion_cancels_the_unstarted_chained_job(
+    sw_writer, sim, published, chained_job_delivered_separately
+):
     sim.configure({"settleSeconds": 0})
     accepted = start(sw_writer)
     tasks.provision_workspace(accepted["jobId"])  # promoted
@@ -93,7 +95,9 @@ def test_cancel_after_promotion_cancels_the_unstarted_chained_job(sw_writer, sim
     assert sim.state()["projects"] == []
 
 
-def test_cancel_of_a_running_chained_job_is_409(sw_writer, sim, published):
+def test_cancel_of_a_running_chained_job_is_409(
+    sw_writer, sim, published, chained_job_delivered_separately
+):
     sim.configure({"settleSeconds": 0})
     accepted = start(sw_writer)
     tasks.provision_workspace(accepted["jobId"])

@@ -219,7 +219,9 @@ def test_promote_between_deactivate_load_and_cancel_is_decommissioned(sw_writer,
     assert Market.objects.filter(brand_id=accepted["id"], deleted_at__isnull=True).count() == 0
 
 
-def test_deactivate_between_promote_and_chained_job(sw_writer, sim, published):
+def test_deactivate_between_promote_and_chained_job(
+    sw_writer, sim, published, chained_job_delivered_separately
+):
     sim.configure({"settleSeconds": 0})
     accepted = sw_writer.post(
         brands_path(sw_writer),
@@ -245,7 +247,9 @@ def test_deactivate_between_promote_and_chained_job(sw_writer, sim, published):
     assert polled["error"]["code"] == "provisioningCancelled"
 
 
-def test_deactivate_while_chained_job_creates_its_project(sw_writer, sim, published):
+def test_deactivate_while_chained_job_creates_its_project(
+    sw_writer, sim, published, chained_job_delivered_separately
+):
     sim.configure({"settleSeconds": 0})
     accepted = sw_writer.post(
         brands_path(sw_writer),

@@ -1,0 +1,133 @@
+"""The hand-over (JOBS_HAND_OVER_INLINE, on by default): the worker that promotes a workspace
+claims and runs the chain's next step itself, instead of publishing it for any worker.
+
+The steps run in-process (the Celery tasks called as functions), publishing recorded.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from unittest import mock
+
+import pytest
+from django.db import OperationalError
+from django.utils import timezone
+
+from jobs import services as job_services
+from jobs.models import AsyncJob
+from provisioning import tasks
+from provisioning.models import ProvisioningAttempt
+from serenity.models import Market
+from tests.chains.helpers import brands_path, serenity_path
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def published():
+    sent: list[str] = []
+    with mock.patch(
+        "jobs.services.publish_job", side_effect=lambda **kw: sent.append(str(kw["job_id"])) or True
+    ):
+        yield sent
+
+
+def accept(caller):  # type: ignore[no-untyped-def]
+    response = caller.post(
+        brands_path(caller),
+        {
+            "name": "Alpha",
+            "baseUrl": "https://a.example",
+            "async": True,
+            "semrushMarket": {"market": "US", "languageCode": "en"},
+        },
+    )
+    assert response.status_code == 202, response.json()
+    return response.json()
+
+
+def chained_of(root_id: str) -> AsyncJob:
+    return AsyncJob.objects.get(root_id=root_id, step="createMarket")
+
+
+def test_one_delivery_runs_the_promotion_and_the_chained_step(sw_writer, sim, published):
+    # given a workspace that is ready at once
+    sim.configure({"settleSeconds": 0})
+    accepted = accept(sw_writer)
+    assert published == [accepted["jobId"]]
+    # when the root's one message is delivered
+    tasks.provision_workspace(accepted["jobId"])
+    # then the chained step ran in the same task, with no message of its own
+    assert published == [accepted["jobId"]]
+    chained = chained_of(accepted["jobId"])
+    assert (chained.status, chained.run_count) == ("COMPLETED", 1)
+    polled = sw_writer.get(
+        f"{serenity_path(sw_writer, accepted['id'])}/jobs/{accepted['jobId']}"
+    ).json()
+    assert polled["status"] == "COMPLETED"
+    assert (polled["result"]["status"], polled["result"]["outcome"]) == (201, "succeeded")
+    assert polled["result"]["body"]["projectId"] == sim.state()["projects"][0]["id"]
+    assert ProvisioningAttempt.objects.get(job_id=accepted["jobId"]).status == "ready"
+    assert Market.objects.get(brand_id=accepted["id"]).status == "live"
+
+
+def test_a_chained_step_cancelled_before_the_hand_over_claims_it_is_not_run(
+    sw_writer, sim, published
+):
+    # given a cancel that lands between the promotion's commit and the hand-over's claim
+    sim.configure({"settleSeconds": 0})
+    accepted = accept(sw_writer)
+    cancel_path = f"{serenity_path(sw_writer, accepted['id'])}/jobs/{accepted['jobId']}/cancel"
+    real_claim = job_services.job_claim
+    cancels = []
+
+    def claim(*, job_id):  # type: ignore[no-untyped-def]
+        if job_id != AsyncJob.objects.get(pk=accepted["jobId"]).id:
+            cancels.append(sw_writer.post(cancel_path))
+        return real_claim(job_id=job_id)
+
+    # when
+    with mock.patch("jobs.runner.services.job_claim", side_effect=claim):
+        tasks.provision_workspace(accepted["jobId"])
+    # then the cancel won: the chained step never touched Semrush, the workspace stays
+    assert [c.status_code for c in cancels] == [200]
+    assert cancels[0].json()["status"] == "CANCELLED"
+    chained = chained_of(accepted["jobId"])
+    assert (chained.status, chained.run_count) == ("CANCELLED", 0)
+    assert sim.state()["projects"] == []
+    assert len(sim.state()["workspaces"]) == 1
+    assert ProvisioningAttempt.objects.get(job_id=accepted["jobId"]).status == "ready"
+    assert not Market.objects.filter(brand_id=accepted["id"]).exists()
+
+
+def test_a_hand_over_lost_with_its_worker_is_published_by_the_dispatcher(
+    sw_writer, sim, published, settings
+):
+    # given a worker that loses its database right after the promotion committed
+    sim.configure({"settleSeconds": 0})
+    accepted = accept(sw_writer)
+    real_claim = job_services.job_claim
+
+    def claim(*, job_id):  # type: ignore[no-untyped-def]
+        if job_id != AsyncJob.objects.get(pk=accepted["jobId"]).id:
+            raise OperationalError("server closed the connection unexpectedly")
+        return real_claim(job_id=job_id)
+
+    with (
+        mock.patch("jobs.runner.services.job_claim", side_effect=claim),
+        pytest.raises(OperationalError),
+    ):
+        tasks.provision_workspace(accepted["jobId"])
+    chained = chained_of(accepted["jobId"])
+    assert (chained.status, chained.claim_token, chained.run_count) == ("IN_PROGRESS", None, 0)
+    assert chained.run_after is not None
+    # when a lease has passed, the dispatcher sends it (it was never published)
+    AsyncJob.objects.filter(pk=chained.pk).update(
+        published_at=timezone.now() - timedelta(seconds=settings.JOBS_LEASE_SECONDS + 1)
+    )
+    assert job_services.jobs_dispatch_due() == 1
+    assert published[-1] == str(chained.pk)
+    # and its delivery finishes the chain
+    tasks.create_market(str(chained.pk))
+    assert AsyncJob.objects.get(pk=chained.pk).status == "COMPLETED"
+    assert len(sim.state()["projects"]) == 1
