@@ -207,7 +207,7 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_WORKER_SEND_TASK_EVENTS = True
+CELERY_WORKER_SEND_TASK_EVENTS = env_bool("CELERY_WORKER_SEND_TASK_EVENTS", True)
 # Worker task events stay on (-E, monitoring tools); the extra `task-sent` event per publish
 # would cost the request path a Redis round trip and the job row already records publishing.
 CELERY_TASK_SEND_SENT_EVENT = False

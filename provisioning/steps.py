@@ -323,17 +323,13 @@ def _promote(
     successor: AsyncJob | None = None
     try:
         with transaction.atomic():
-            locked = (
-                ProvisioningAttempt.objects.select_for_update()
-                .filter(pk=attempt.id, status=AttemptStatus.PENDING)
-                .first()
-            )
-            if locked is None:
+            # The conditional write locks the attempt row first, as a cancel does.
+            if not states.update_pending(attempt_id=attempt.id, workspace_promoted=True):
                 cancelled = True
             elif not _point_brand_at(brand_id=brand.pk, workspace_id=workspace_id):
                 superseded = True
+                transaction.set_rollback(True)
             else:
-                states.update_pending(attempt_id=attempt.id, workspace_promoted=True)
                 if run.job.next_id is not None:
                     successor = job_services.job_complete_and_release_next(
                         job=run.job,
@@ -374,7 +370,7 @@ class _PointerTakenError(Exception):
 def _point_brand_at(*, brand_id: uuid.UUID, workspace_id: str) -> bool:
     """The conditional pointer write (`pointer IS NULL OR pointer = candidate`). A unique
     violation raises `_PointerTakenError` out of the caller's transaction, which rolls back
-    whole: the pointer is its first write, so no savepoint is needed."""
+    whole (the promotion must not stand without its pointer): no savepoint is needed."""
     try:
         return (
             Brand.objects.filter(pk=brand_id)

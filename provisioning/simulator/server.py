@@ -903,7 +903,8 @@ class SemrushSimulator:
             outcome=self._config["settleOutcome"],
         )
         self._workspaces[workspace.id] = workspace
-        return _json(200, self._workspace_payload(workspace, time.monotonic()))
+        # A new workspace has no projects: no need to count them over every project.
+        return _json(200, self._workspace_payload(workspace, time.monotonic(), Counter()))
 
     def _op_workspace_status(self, request: _Request) -> _Response:
         workspace = self._workspace(request.params["ws"])
