@@ -511,10 +511,14 @@ def _profile_section(data: dict[str, Any]) -> str:
 def _machine_section(data: dict[str, Any]) -> str:
     m = data.get("machine", {})
     loads = []
+    probes = []
     for label in ("current", "before"):
         for key, value in sorted(data.get(label, {}).items()):
             if isinstance(value, dict) and "loadavg_after" in value:
                 loads.append(f"{label}/{key}: {value['loadavg_after'][0]}")
+            if isinstance(value, dict) and "cpu_probe_ms" in value:
+                before, after = value["cpu_probe_ms"]
+                probes.append(f"{label}/{key}: {before} / {after}")
     return (
         "## Machine\n\n"
         + _table(
@@ -529,11 +533,16 @@ def _machine_section(data: dict[str, Any]) -> str:
                 ["measured", str(m.get("date"))],
             ],
         )
-        + "\nThe machine is shared: other test suites (and chaos stacks) ran beside these "
-        "benchmarks, so absolute latencies are noisy; the ratios measured within one run are "
-        "the figures to read. 1-minute load average after each measurement: "
+        + "\nAbsolute latencies are noisy on this machine (the 'before' runs had other test "
+        "suites beside them; the 'current' ones had nothing else of ours), so the ratios "
+        "measured within one run are the figures to read. 1-minute load average after each "
+        "measurement: "
         + (", ".join(loads) or "—")
-        + ".\n"
+        + ".\n\nThe CPU's speed itself varies by up to 2x within minutes (a virtual machine on "
+        "a shared host): a fixed pure-Python loop (`bench.stack.cpu_probe_ms`, median of 5) took, "
+        "in ms, before / after each measurement that recorded it: "
+        + (", ".join(probes) or "—")
+        + ". Compare figures of runs whose probes are alike.\n"
     )
 
 

@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from bench import report, scenarios
-from bench.stack import WorkerSetup, machine_info
+from bench.stack import WorkerSetup, cpu_probe_ms, machine_info
 from tests.harness import ROOT
 
 DATA = ROOT / "docs" / "benchmarks.json"
@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     data.setdefault("machine", machine_info())
     for name in wanted:
         started = time.monotonic()
+        probe_before = cpu_probe_ms()
         print(f"==> {name} ({workers.describe()}, label {args.label})", flush=True)
         results: dict[str, Any]
         if name == "accept":
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                 value["profile"] = {**previous["profile"], "from_earlier_run": True}
             value["elapsed_s"] = round(time.monotonic() - started, 1)
             value["loadavg_after"] = [round(x, 2) for x in __import__("os").getloadavg()]
+            value["cpu_probe_ms"] = [probe_before, cpu_probe_ms()]
             data.setdefault(args.label, {})[key] = value
             print(f"    {key}: {_line(value)}", flush=True)
         data["machine"] = machine_info()

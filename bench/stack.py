@@ -205,3 +205,15 @@ def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, fl
     return {
         name: round(max(after.get(name, 0.0) - before.get(name, 0.0), 0.0), 2) for name in after
     }
+
+
+def cpu_probe_ms(runs: int = 5) -> float:
+    """The median CPU time of a fixed pure-Python loop, in ms: how fast this (shared, virtual)
+    machine's CPU is right now. It varies by up to 2x within minutes here, so every
+    measurement records it beside its figures."""
+    times = []
+    for _ in range(runs):
+        started = time.process_time()
+        sum(i * i for i in range(1_000_000))
+        times.append((time.process_time() - started) * 1000)
+    return round(sorted(times)[len(times) // 2], 1)
