@@ -373,6 +373,7 @@ def _fanout_section(data: dict[str, Any]) -> str:
             )
         )
         out.append(f"\n![fan-out completion]({FANOUT_SVG.name})\n")
+    out.append(_fanout_cpu_table(data))
     for label in ("current", "before"):
         f = data.get(label, {}).get("fanout_1000") or data.get(label, {}).get("fanout_200")
         if f and "step_ms" in f:
@@ -387,6 +388,39 @@ def _fanout_section(data: dict[str, Any]) -> str:
                 )
             )
     return "\n".join(out)
+
+
+def _fanout_cpu_table(data: dict[str, Any]) -> str:
+    """CPU seconds each component used during each fan-out (from the first request to the last
+    chain COMPLETED), for the runs that recorded them."""
+    runs = [
+        (f"{label}, {key.removeprefix('fanout_').replace('_drain', ' (drain)')}", value)
+        for label in ("current", "before")
+        for key, value in sorted(data.get(label, {}).items(), key=lambda kv: kv[0])
+        if key.startswith("fanout_") and isinstance(value, dict) and value.get("cpu_s")
+    ]
+    if not runs:
+        return ""
+    parts = list(runs[0][1]["cpu_s"])
+    rows = []
+    for name, value in runs:
+        cpu = value["cpu_s"]
+        total = sum(cpu.values())
+        rows.append(
+            [
+                name,
+                *[f"{cpu.get(p, 0.0):.1f}" for p in parts],
+                f"{total:.1f}",
+                f"{1000 * total / value['count']:.0f}",
+                f"{value['wall_s']:.1f}",
+            ]
+        )
+    return (
+        "\nCPU seconds by component during each fan-out (user + system time of each process "
+        "tree; PostgreSQL = every `postgres` process; the load generator = the benchmark "
+        "process). With two cores, the wall time cannot be less than half the total:\n\n"
+        + _table(["run", *parts, "total", "ms per chain", "wall s"], rows)
+    )
 
 
 def _polling_section(data: dict[str, Any]) -> str:
