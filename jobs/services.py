@@ -161,12 +161,19 @@ def job_finish(
     error: dict[str, Any] | None = None,
 ) -> bool:
     """Finish a step as the last of its chain (its successor, if any, will never run and is
-    cancelled with it). Conditional on the claim token when one is given."""
-    changed = states.transition(
-        job_id=job.id, to=status, claim_token=claim_token, result=result, error=error
-    )
-    if changed and job.next_id is not None:
-        _cancel_successors(job=job, error=error)
+    cancelled with it, in the same transaction: a worker dying between the two writes would
+    leave the successor unfinished and never runnable). Conditional on the claim token when one
+    is given."""
+    if job.next_id is None:
+        return states.transition(
+            job_id=job.id, to=status, claim_token=claim_token, result=result, error=error
+        )
+    with transaction.atomic(savepoint=False):
+        changed = states.transition(
+            job_id=job.id, to=status, claim_token=claim_token, result=result, error=error
+        )
+        if changed:
+            _cancel_successors(job=job, error=error)
     return changed
 
 

@@ -329,27 +329,26 @@ def _promote(
             elif not _point_brand_at(brand_id=brand.pk, workspace_id=workspace_id):
                 superseded = True
                 transaction.set_rollback(True)
+            elif run.job.next_id is not None:
+                successor = job_services.job_complete_and_release_next(
+                    job=run.job,
+                    claim_token=run.claim_token,
+                    result={"workspaceStatus": "ready"},
+                    publish=not settings.JOBS_HAND_OVER_INLINE,
+                )
+                if successor is None:
+                    transaction.set_rollback(True)
+                    return
             else:
-                if run.job.next_id is not None:
-                    successor = job_services.job_complete_and_release_next(
-                        job=run.job,
-                        claim_token=run.claim_token,
-                        result={"workspaceStatus": "ready"},
-                        publish=not settings.JOBS_HAND_OVER_INLINE,
-                    )
-                    if successor is None:
-                        transaction.set_rollback(True)
-                        return
-                else:
-                    states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
-                    job_services.job_finish(
-                        job=run.job,
-                        claim_token=run.claim_token,
-                        status=JobStatus.COMPLETED,
-                        result=Outcome(
-                            200, {"brandId": str(brand.pk), "provisioningStatus": "ready"}
-                        ).as_job_result(),
-                    )
+                states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
+                job_services.job_finish(
+                    job=run.job,
+                    claim_token=run.claim_token,
+                    status=JobStatus.COMPLETED,
+                    result=Outcome(
+                        200, {"brandId": str(brand.pk), "provisioningStatus": "ready"}
+                    ).as_job_result(),
+                )
     except _PointerTakenError:
         superseded = True
     if successor is not None and settings.JOBS_HAND_OVER_INLINE:

@@ -6,6 +6,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
@@ -132,3 +133,41 @@ def test_keep_alive_writes_nothing_on_a_fresh_lease_and_extends_an_aging_one(
     assert AsyncJob.objects.get(pk=job.id).lease_expires_at > timezone.now() + timedelta(seconds=80)
     with django_assert_num_queries(0):
         run.keep_alive()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_step_that_dies_while_ending_its_chain_leaves_it_whole_for_a_rerun(monkeypatch):
+    # given a claimed root with a chained successor that has not run (autocommit, as a worker)
+    from django.db import OperationalError, transaction
+
+    from jobs import services
+    from jobs.services import StepSpec, job_chain_create, job_finish
+
+    monkeypatch.setattr(services, "publish_job", lambda **kwargs: True)
+    with transaction.atomic():
+        root = job_chain_create(
+            organization_id=uuid.uuid4(),
+            brand_id=uuid.uuid4(),
+            job_type=JobType.PROVISION_WORKSPACE,
+            first=StepSpec(JobStep.PROVISION_WORKSPACE),
+            then=StepSpec(JobStep.CREATE_MARKET),
+        )
+    token = job_claim(job_id=root.id)
+    assert token is not None
+
+    def die(**kwargs: Any) -> None:
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(services, "_cancel_successors", die)
+    # when the worker dies between finishing the root and cancelling its successor
+    with pytest.raises(OperationalError):
+        job_finish(job=root, claim_token=token, status=JobStatus.FAILED, error={"code": "x"})
+    # then neither write stands: the root is still claimed (its lease will expire and it runs
+    # again), and the successor is not left unfinished behind a finished root
+    statuses = dict(AsyncJob.objects.values_list("position", "status"))
+    assert statuses == {0: JobStatus.IN_PROGRESS, 1000: JobStatus.IN_PROGRESS}
+    assert AsyncJob.objects.get(pk=root.id).claim_token == token
+    monkeypatch.undo()
+    assert job_finish(job=root, claim_token=token, status=JobStatus.FAILED, error={"code": "x"})
+    statuses = dict(AsyncJob.objects.values_list("position", "status"))
+    assert statuses == {0: JobStatus.FAILED, 1000: JobStatus.CANCELLED}
