@@ -401,3 +401,30 @@ def test_async_begin_whose_guard_read_missed_a_pending_attempt_is_409_not_500(
     assert response.json()["details"] == {"jobId": first["jobId"]}
     assert ProvisioningAttempt.objects.filter(brand_id=brand["id"]).count() == 2  # create + chain
     assert Market.objects.filter(brand_id=brand["id"]).count() == 1
+
+
+def test_a_promotion_superseded_by_a_pointer_set_meanwhile_stands_down_whole(
+    sw_writer, sim, published
+):
+    # given an async bare create whose status read is slow upstream
+    accepted = sw_writer.post(
+        brands_path(sw_writer), {"name": "Alpha", "baseUrl": "https://a.example", "async": True}
+    ).json()
+    sim.configure({"settleSeconds": 0})
+    sim.add_fault({"method": "GET", "pathRegex": "/status$", "delayMs": 800})
+    thread, _ = in_thread(run, accepted["jobId"])
+    while not [r for r in sim.requests_log() if r["path"].endswith("/status")]:
+        time.sleep(0.02)
+    # when the brand gets another workspace meanwhile (a writer outside this chain)
+    Brand.objects.filter(pk=accepted["id"]).update(semrush_sub_workspace_id="elsewhere")
+    thread.join()
+    # then the promotion stands down whole: not promoted, chain failed, fresh candidate emptied
+    assert Brand.objects.get(pk=accepted["id"]).semrush_sub_workspace_id == "elsewhere"
+    attempt = ProvisioningAttempt.objects.get(job_id=accepted["jobId"])
+    assert (attempt.status, attempt.workspace_promoted, attempt.freshly_created) == (
+        "failed",
+        False,
+        True,
+    )
+    assert attempt.cleanup_done is True
+    assert poll(sw_writer, accepted["id"], accepted["jobId"])["status"] == "FAILED"
