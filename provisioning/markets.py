@@ -334,6 +334,31 @@ def market_provision(
     )
 
 
+def market_discard_unrecorded(
+    *, client: SemrushClient, workspace_id: str, slice_: Slice
+) -> str | None:
+    """Delete the slice's project in `workspace_id` if no market row records it: what a step
+    that died between creating it upstream and recording it left behind. The caller has made
+    sure no live work owns the workspace's slice. Returns the id deleted; never raises (a
+    project left is listed by provisioning_audit)."""
+    try:
+        project = _find_slice_project(client.list_projects(workspace_id=workspace_id), slice_)
+    except SemrushError:
+        logger.warning("could not list a workspace to discard an unrecorded project")
+        return None
+    if project is None:
+        return None
+    project_id = str(project["id"])
+    if Market.objects.filter(semrush_project_id=project_id, deleted_at__isnull=True).exists():
+        return None
+    _discard(client=client, workspace_id=workspace_id, project_id=project_id, owned_workspace=False)
+    logger.warning(
+        "deleted a project an interrupted step had made but not recorded",
+        extra={"project_id": project_id, "workspace_id": workspace_id},
+    )
+    return project_id
+
+
 def _discard(
     *, client: SemrushClient, workspace_id: str, project_id: str, owned_workspace: bool
 ) -> None:

@@ -30,7 +30,7 @@ from provisioning.lifecycle import (
     workspace_create_or_adopt,
     workspace_read_readiness,
 )
-from provisioning.markets import market_release
+from provisioning.markets import market_discard_unrecorded, market_release
 from provisioning.models import AttemptReason, AttemptStartedBy, AttemptStatus, ProvisioningAttempt
 from provisioning.orchestration import (
     activate_markets_in_workspace,
@@ -44,6 +44,7 @@ from provisioning.outcome import Outcome
 from serenity.core import context
 from serenity.core.errors import DomainError
 from serenity.models import Brand, BrandStatus, Market, MarketStatus
+from serenity.slices import Slice
 
 logger = logging.getLogger("serenity.provisioning")
 
@@ -482,6 +483,8 @@ def create_market(run: StepRun) -> None:
     checked = _chained_preflight(run)
     if checked is None:
         _drop_reservation(meta)
+        if run.job.run_count > 1:
+            _discard_unrecorded_project(run, market_input.slice)
         return
     attempt, brand, workspace_id = checked
     client = client_for_org(
@@ -521,6 +524,35 @@ def create_market(run: StepRun) -> None:
         renew=run.keep_alive,
     )
     _finish_chained(run, attempt, outcome)
+
+
+def _discard_unrecorded_project(run: StepRun, slice_: Slice) -> None:
+    """This step ran before and its worker died, perhaps after creating the slice's project
+    upstream and before recording it; meanwhile the chain ended (a deactivate or cancel emptied
+    the workspace before that project appeared, or the attempt went stale). Delete such a
+    project unless the workspace's slice is live work again: a pending attempt working on that
+    workspace, or a market of the slice being provisioned (SPEC §7: nothing orphaned)."""
+    attempt = _attempt_for(run)
+    workspace_id = attempt.candidate_workspace_id if attempt else None
+    if attempt is None or not workspace_id:
+        return
+    if (
+        ProvisioningAttempt.objects.filter(
+            candidate_workspace_id=workspace_id, status=AttemptStatus.PENDING
+        ).exists()
+        or Market.objects.filter(
+            brand_id=attempt.brand_id,
+            geo_target_id=slice_.geo_target_id,
+            language_code=slice_.language_code,
+            status=MarketStatus.CREATING,
+            deleted_at__isnull=True,
+        ).exists()
+    ):
+        return
+    client = client_for_org(
+        attempt.brand.organization, attempt_id=str(attempt.id), job_id=str(run.job.id)
+    )
+    market_discard_unrecorded(client=client, workspace_id=workspace_id, slice_=slice_)
 
 
 def _drop_reservation(meta: dict[str, Any]) -> None:

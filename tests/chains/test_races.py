@@ -428,3 +428,52 @@ def test_a_promotion_superseded_by_a_pointer_set_meanwhile_stands_down_whole(
     )
     assert attempt.cleanup_done is True
     assert poll(sw_writer, accepted["id"], accepted["jobId"])["status"] == "FAILED"
+
+
+def test_a_project_made_by_a_step_that_died_unrecorded_is_deleted_when_it_runs_again(
+    sw_writer, sim, published, chained_job_delivered_separately, settings
+):
+    # given a promoted chain whose create-market step is claimed by a worker that then dies
+    from jobs.services import job_claim
+    from provisioning.semrush import semrush_client_for
+
+    sim.configure({"settleSeconds": 0})
+    accepted = sw_writer.post(
+        brands_path(sw_writer),
+        {
+            "name": "Alpha",
+            "baseUrl": "https://a.example",
+            "async": True,
+            "semrushMarket": {"market": "US", "languageCode": "en"},
+        },
+    ).json()
+    run(accepted["jobId"])
+    chained = current_step(accepted["jobId"])
+    assert job_claim(job_id=chained.pk) is not None
+    workspace = Brand.objects.get(pk=accepted["id"]).semrush_sub_workspace_id
+    # and a deactivate empties the workspace before the dead worker's project create lands
+    response = sw_writer.post(f"{serenity_path(sw_writer, accepted['id'])}/deactivate")
+    assert response.status_code == 200, response.json()
+    client = semrush_client_for()
+    from provisioning.catalogue import catalogue_language_id
+
+    english = catalogue_language_id(client.list_languages(), "en")
+    assert english is not None
+    client.create_project(
+        workspace_id=workspace,
+        name="United States",
+        location_id=2840,
+        language=english,
+        brand_names=["Alpha"],
+        brand_domain="a.example",
+    )
+    assert len(sim.state()["projects"]) == 1
+    # when its lease runs out and the step is delivered again
+    AsyncJob.objects.filter(pk=chained.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    run(chained.pk)
+    # then the chain stays over, and the project nobody recorded is gone
+    assert AsyncJob.objects.get(pk=chained.pk).status == "CANCELLED"
+    assert sim.state()["projects"] == []
+    assert len(sim.state()["workspaces"]) == 1
