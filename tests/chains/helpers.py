@@ -25,6 +25,22 @@ def create_brand(caller: Caller, name: str, **extra: Any) -> dict[str, Any]:
     return response.json()
 
 
+def start_async_brand_with_market(caller: Caller, **extra: Any) -> dict[str, Any]:
+    """POST an async brand create with a US/en market ("Alpha"); assert the 202; its body."""
+    response = caller.post(
+        brands_path(caller),
+        {
+            "name": "Alpha",
+            "baseUrl": "https://a.example",
+            "async": True,
+            "semrushMarket": {"market": "US", "languageCode": "en"},
+            **extra,
+        },
+    )
+    assert response.status_code == 202, response.json()
+    return dict(response.json())
+
+
 def without_ids(value: Any) -> Any:
     """Replace UUIDs (and upstream ids) so that two runs on different brands compare equal."""
     if isinstance(value, dict):

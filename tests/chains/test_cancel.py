@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from unittest import mock
 
 import pytest
 from django.db import connection
@@ -13,30 +12,9 @@ from jobs.models import AsyncJob
 from provisioning import tasks
 from provisioning.models import ProvisioningAttempt
 from serenity.models import Brand, Market
-from tests.chains.helpers import brands_path, serenity_path
+from tests.chains.helpers import serenity_path, start_async_brand_with_market
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def published():
-    with mock.patch("jobs.services.publish_job", return_value=True):
-        yield
-
-
-def start(caller, **extra):
-    response = caller.post(
-        brands_path(caller),
-        {
-            "name": "Alpha",
-            "baseUrl": "https://a.example",
-            "async": True,
-            "semrushMarket": {"market": "US", "languageCode": "en"},
-            **extra,
-        },
-    )
-    assert response.status_code == 202
-    return response.json()
 
 
 def cancel(caller, accepted):
@@ -44,7 +22,7 @@ def cancel(caller, accepted):
 
 
 def test_cancel_before_promotion_fails_the_attempt_and_cancels_the_chain(sw_writer, sim, published):
-    accepted = start(sw_writer)
+    accepted = start_async_brand_with_market(sw_writer)
     sim.configure({"settleSeconds": 30})
     tasks.provision_workspace(accepted["jobId"])  # created, not ready yet
     # when
@@ -77,7 +55,7 @@ def test_cancel_after_promotion_cancels_the_unstarted_chained_job(
     sw_writer, sim, published, chained_job_delivered_separately
 ):
     sim.configure({"settleSeconds": 0})
-    accepted = start(sw_writer)
+    accepted = start_async_brand_with_market(sw_writer)
     tasks.provision_workspace(accepted["jobId"])  # promoted
     # when
     response = cancel(sw_writer, accepted)
@@ -99,7 +77,7 @@ def test_cancel_of_a_running_chained_job_is_409(
     sw_writer, sim, published, chained_job_delivered_separately
 ):
     sim.configure({"settleSeconds": 0})
-    accepted = start(sw_writer)
+    accepted = start_async_brand_with_market(sw_writer)
     tasks.provision_workspace(accepted["jobId"])
     chained = AsyncJob.objects.get(pk=accepted["jobId"]).current
     sim.add_fault({"method": "POST", "pathRegex": "/projects$", "delayMs": 800})
@@ -131,7 +109,7 @@ def test_cancel_of_a_running_chained_job_is_409(
 
 def test_cancel_of_a_finished_job_is_409(sw_writer, sim, published):
     sim.configure({"settleSeconds": 0})
-    accepted = start(sw_writer)
+    accepted = start_async_brand_with_market(sw_writer)
     tasks.provision_workspace(accepted["jobId"])
     tasks.create_market(str(AsyncJob.objects.get(pk=accepted["jobId"]).current.pk))
     response = cancel(sw_writer, accepted)
@@ -143,7 +121,7 @@ def test_reader_cannot_cancel(sw_writer, sim, published, serenity_org):
     from serenity.models import Role
     from tests.conftest import make_caller
 
-    accepted = start(sw_writer)
+    accepted = start_async_brand_with_market(sw_writer)
     reader = make_caller(serenity_org, Role.READER)
     response = cancel(reader, accepted)
     assert response.status_code == 403

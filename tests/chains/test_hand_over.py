@@ -18,32 +18,9 @@ from jobs.models import AsyncJob
 from provisioning import tasks
 from provisioning.models import ProvisioningAttempt
 from serenity.models import Market
-from tests.chains.helpers import brands_path, serenity_path
+from tests.chains.helpers import serenity_path, start_async_brand_with_market
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def published():
-    sent: list[str] = []
-    with mock.patch(
-        "jobs.services.publish_job", side_effect=lambda **kw: sent.append(str(kw["job_id"])) or True
-    ):
-        yield sent
-
-
-def accept(caller):  # type: ignore[no-untyped-def]
-    response = caller.post(
-        brands_path(caller),
-        {
-            "name": "Alpha",
-            "baseUrl": "https://a.example",
-            "async": True,
-            "semrushMarket": {"market": "US", "languageCode": "en"},
-        },
-    )
-    assert response.status_code == 202, response.json()
-    return response.json()
 
 
 def chained_of(root_id: str) -> AsyncJob:
@@ -53,7 +30,7 @@ def chained_of(root_id: str) -> AsyncJob:
 def test_one_delivery_runs_the_promotion_and_the_chained_step(sw_writer, sim, published):
     # given a workspace that is ready at once
     sim.configure({"settleSeconds": 0})
-    accepted = accept(sw_writer)
+    accepted = start_async_brand_with_market(sw_writer)
     assert published == [accepted["jobId"]]
     # when the root's one message is delivered
     tasks.provision_workspace(accepted["jobId"])
@@ -76,7 +53,7 @@ def test_a_chained_step_cancelled_before_the_hand_over_claims_it_is_not_run(
 ):
     # given a cancel that lands between the promotion's commit and the hand-over's claim
     sim.configure({"settleSeconds": 0})
-    accepted = accept(sw_writer)
+    accepted = start_async_brand_with_market(sw_writer)
     cancel_path = f"{serenity_path(sw_writer, accepted['id'])}/jobs/{accepted['jobId']}/cancel"
     real_claim = job_services.job_claim
     cancels = []
@@ -105,7 +82,7 @@ def test_a_hand_over_lost_with_its_worker_is_published_by_the_dispatcher(
 ):
     # given a worker that loses its database right after the promotion committed
     sim.configure({"settleSeconds": 0})
-    accepted = accept(sw_writer)
+    accepted = start_async_brand_with_market(sw_writer)
     real_claim = job_services.job_claim
 
     def claim(*, job_id):  # type: ignore[no-untyped-def]

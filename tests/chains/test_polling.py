@@ -11,15 +11,9 @@ from django.test.utils import CaptureQueriesContext
 
 from jobs.models import AsyncJob
 from provisioning import tasks
-from tests.chains.helpers import brands_path, serenity_path
+from tests.chains.helpers import brands_path, serenity_path, start_async_brand_with_market
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def published():
-    with mock.patch("jobs.services.publish_job", return_value=True):
-        yield
 
 
 def run_current(root_id) -> AsyncJob:
@@ -31,27 +25,13 @@ def run_current(root_id) -> AsyncJob:
     return job
 
 
-def start_chain(caller):
-    response = caller.post(
-        brands_path(caller),
-        {
-            "name": "Alpha",
-            "baseUrl": "https://a.example",
-            "async": True,
-            "semrushMarket": {"market": "US", "languageCode": "en"},
-        },
-    )
-    assert response.status_code == 202
-    return response.json()
-
-
 def test_root_is_in_progress_in_every_phase_until_the_chained_job_finished(
     sw_writer, sim, published, settings
 ):
     # given a workspace that needs three reads to settle
     sim.configure({"settleSeconds": 0.5})
     settings.SERENITY_PROVISION_BACKOFF_SECONDS = (0.0, 0.0, 0.0, 0.0, 0.0)
-    accepted = start_chain(sw_writer)
+    accepted = start_async_brand_with_market(sw_writer)
     location = f"{serenity_path(sw_writer, accepted['id'])}/jobs/{accepted['jobId']}"
     seen = []
     # when each step runs, the root is polled between steps
@@ -78,7 +58,7 @@ def test_polling_costs_the_same_queries_for_2_and_6_steps(sw_writer, sim, publis
     settings.SERENITY_PROVISION_BACKOFF_SECONDS = (0.0, 0.0, 0.0, 0.0, 0.0)
     # a 2-step chain: one settle read, then the market
     sim.configure({"settleSeconds": 0})
-    short = start_chain(sw_writer)
+    short = start_async_brand_with_market(sw_writer)
     run_current(short["jobId"])
     run_current(short["jobId"])
     # a 6-step chain: five reads (stuck), then a ready one and the market
@@ -120,7 +100,7 @@ def test_polling_costs_the_same_queries_for_2_and_6_steps(sw_writer, sim, publis
 
 
 def test_unknown_job_and_job_of_another_brand_are_the_same_404(sw_writer, sim, published):
-    accepted = start_chain(sw_writer)
+    accepted = start_async_brand_with_market(sw_writer)
     other = sw_writer.post(
         brands_path(sw_writer), {"name": "Other", "baseUrl": "https://o.example"}
     ).json()
@@ -141,7 +121,7 @@ def test_unknown_job_and_job_of_another_brand_are_the_same_404(sw_writer, sim, p
 
 
 def test_in_progress_poll_sends_retry_after_and_pending_steps(sw_writer, sim, published):
-    accepted = start_chain(sw_writer)
+    accepted = start_async_brand_with_market(sw_writer)
     response = sw_writer.get(f"{serenity_path(sw_writer, accepted['id'])}/jobs/{accepted['jobId']}")
     body = response.json()
     assert int(response["Retry-After"]) >= 1

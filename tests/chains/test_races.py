@@ -21,21 +21,16 @@ from jobs.models import AsyncJob
 from provisioning import tasks
 from provisioning.models import ProvisioningAttempt
 from serenity.models import Brand, Market
-from tests.chains.helpers import brands_path, create_brand, serenity_path
+from tests.chains.helpers import (
+    brands_path,
+    create_brand,
+    serenity_path,
+    start_async_brand_with_market,
+)
 from tests.conftest import make_caller
 from tests.factories import OrganizationFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def published():
-    """Record publishes instead of sending them: the test runs each step itself."""
-    sent: list[str] = []
-    with mock.patch(
-        "jobs.services.publish_job", side_effect=lambda **kw: sent.append(str(kw["job_id"])) or True
-    ):
-        yield sent
 
 
 def run(job_id) -> None:
@@ -188,15 +183,7 @@ def test_deactivate_between_status_read_and_promote(sw_writer, sim, published):
 def test_promote_between_deactivate_load_and_cancel_is_decommissioned(sw_writer, sim, published):
     # given an async create with a market, about to be promoted
     sim.configure({"settleSeconds": 0})
-    accepted = sw_writer.post(
-        brands_path(sw_writer),
-        {
-            "name": "Alpha",
-            "baseUrl": "https://a.example",
-            "async": True,
-            "semrushMarket": {"market": "US", "languageCode": "en"},
-        },
-    ).json()
+    accepted = start_async_brand_with_market(sw_writer)
     from provisioning import services
 
     real_cancel = services.attempt_cancel
@@ -223,15 +210,7 @@ def test_deactivate_between_promote_and_chained_job(
     sw_writer, sim, published, chained_job_delivered_separately
 ):
     sim.configure({"settleSeconds": 0})
-    accepted = sw_writer.post(
-        brands_path(sw_writer),
-        {
-            "name": "Alpha",
-            "baseUrl": "https://a.example",
-            "async": True,
-            "semrushMarket": {"market": "US", "languageCode": "en"},
-        },
-    ).json()
+    accepted = start_async_brand_with_market(sw_writer)
     run(accepted["jobId"])  # promotes
     chained = current_step(accepted["jobId"])
     assert chained.step == "createMarket"
@@ -251,15 +230,7 @@ def test_deactivate_while_chained_job_creates_its_project(
     sw_writer, sim, published, chained_job_delivered_separately
 ):
     sim.configure({"settleSeconds": 0})
-    accepted = sw_writer.post(
-        brands_path(sw_writer),
-        {
-            "name": "Alpha",
-            "baseUrl": "https://a.example",
-            "async": True,
-            "semrushMarket": {"market": "US", "languageCode": "en"},
-        },
-    ).json()
+    accepted = start_async_brand_with_market(sw_writer)
     run(accepted["jobId"])
     chained = current_step(accepted["jobId"])
     sim.add_fault({"method": "POST", "pathRegex": "/projects$", "delayMs": 1000})
@@ -278,15 +249,7 @@ def test_deactivate_while_chained_job_creates_its_project(
 
 def test_duplicate_delivery_of_a_step_runs_once(sw_writer, sim, published):
     sim.configure({"settleSeconds": 0})
-    accepted = sw_writer.post(
-        brands_path(sw_writer),
-        {
-            "name": "Alpha",
-            "baseUrl": "https://a.example",
-            "async": True,
-            "semrushMarket": {"market": "US", "languageCode": "en"},
-        },
-    ).json()
+    accepted = start_async_brand_with_market(sw_writer)
     sim.add_fault({"method": "GET", "pathRegex": "/family$", "delayMs": 300})
     barrier = threading.Barrier(2)
 
@@ -438,15 +401,7 @@ def test_a_project_made_by_a_step_that_died_unrecorded_is_deleted_when_it_runs_a
     from provisioning.semrush import semrush_client_for
 
     sim.configure({"settleSeconds": 0})
-    accepted = sw_writer.post(
-        brands_path(sw_writer),
-        {
-            "name": "Alpha",
-            "baseUrl": "https://a.example",
-            "async": True,
-            "semrushMarket": {"market": "US", "languageCode": "en"},
-        },
-    ).json()
+    accepted = start_async_brand_with_market(sw_writer)
     run(accepted["jobId"])
     chained = current_step(accepted["jobId"])
     assert job_claim(job_id=chained.pk) is not None
