@@ -7,6 +7,7 @@ Callers that combine a job write with a business write wrap both in one transact
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -164,15 +165,12 @@ def job_finish(
     cancelled with it, in the same transaction: a worker dying between the two writes would
     leave the successor unfinished and never runnable). Conditional on the claim token when one
     is given."""
-    if job.next_id is None:
-        return states.transition(
-            job_id=job.id, to=status, claim_token=claim_token, result=result, error=error
-        )
-    with transaction.atomic(savepoint=False):
+    has_successor = job.next_id is not None
+    with transaction.atomic(savepoint=False) if has_successor else contextlib.nullcontext():
         changed = states.transition(
             job_id=job.id, to=status, claim_token=claim_token, result=result, error=error
         )
-        if changed:
+        if changed and has_successor:
             _cancel_successors(job=job, error=error)
     return changed
 

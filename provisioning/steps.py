@@ -322,6 +322,7 @@ def _promote(
     superseded = False
     cancelled = False
     successor: AsyncJob | None = None
+    inline = settings.JOBS_HAND_OVER_INLINE
     try:
         with transaction.atomic():
             # The conditional write locks the attempt row first, as a cancel does.
@@ -335,7 +336,7 @@ def _promote(
                     job=run.job,
                     claim_token=run.claim_token,
                     result={"workspaceStatus": "ready"},
-                    publish=not settings.JOBS_HAND_OVER_INLINE,
+                    publish=not inline,
                 )
                 if successor is None:
                     transaction.set_rollback(True)
@@ -352,7 +353,7 @@ def _promote(
                 )
     except _PointerTakenError:
         superseded = True
-    if successor is not None and settings.JOBS_HAND_OVER_INLINE:
+    if successor is not None and inline:
         run.hand_over(successor, CHAINED_STEPS[successor.step])
     if cancelled:
         _end_as_attempt_says(run, ProvisioningAttempt.objects.get(pk=attempt.id))
