@@ -1,0 +1,196 @@
+"""CPU per chain, in one process: the accept and the two worker hops of an async brand create
+with a market, run directly (Django's test client, `jobs.runner.run_step`) against a real stack's
+PostgreSQL, Redis and simulator, with no Celery worker, no API server and no other load.
+
+    .venv/bin/python -m bench.chaincpu --chains 300 --rounds 3
+
+The fan-out's CPU table says how much each component costs under load on two shared cores, where
+the machine's speed and the contention move every figure; this says what our own code costs per
+chain (process CPU time, `time.process_time`) and how many SQL statements it runs, phase by
+phase, stably enough to compare two versions of the code run one after the other. Each round adds
+`--chains` brands to the same parent, so the family listing a create reads grows as in a
+fan-out. Prints one JSON line per round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from bench.profile import PY_SPY
+from bench.stack import (
+    PRODUCTION_TUNABLES,
+    _cpu_seconds,
+    _postgres_pids,
+    cpu_delta,
+    cpu_probe_ms,
+)
+from tests.harness import PYTHON, ROOT, Stack, StackConfig
+
+SETTLE_SECONDS = 2.0
+
+
+def child(args: dict[str, Any]) -> None:
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    django.setup()
+    from django.db import connection
+    from django.test import Client
+
+    from jobs.models import AsyncJob, JobStatus
+    from jobs.runner import run_step
+    from provisioning import steps
+
+    client = Client()
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {args['token']}"}
+    path = f"/v2/orgs/{args['orgId']}/brands"
+    statements = [0]
+
+    def others() -> dict[str, float]:
+        """CPU seconds so far of PostgreSQL (every `postgres` process), the simulator, Redis."""
+        return {
+            "postgresql": sum(_cpu_seconds(p) for p in _postgres_pids()),
+            "simulator": _cpu_seconds(args["simulatorPid"]),
+            "redis": _cpu_seconds(args["redisPid"]),
+        }
+
+    def count(execute: Any, sql: str, params: Any, many: bool, ctx: Any) -> Any:
+        statements[0] += 1
+        return execute(sql, params, many, ctx)
+
+    def phase(name: str, items: list[Any], run: Any, out: dict[str, Any]) -> None:
+        if args["show_sql"]:
+            from bench.inprocess import recorded_queries
+
+            with recorded_queries() as first:
+                run(items[0])
+            out.setdefault("sql", {})[name] = [f"{q['from']}  {q['sql'][:90]}" for q in first]
+            items = items[1:]
+        statements[0] = 0
+        others_before = others()
+        started = time.process_time()
+        for item in items:
+            run(item)
+        spent = time.process_time() - started
+        others_spent = cpu_delta(others_before, others())
+        out[name] = {
+            "cpu_ms_per_chain": round(spent * 1000 / len(items), 2),
+            "statements_per_chain": round(statements[0] / len(items), 2),
+            **{
+                f"{other}_ms_per_chain": round(seconds * 1000 / len(items), 2)
+                for other, seconds in others_spent.items()
+            },
+        }
+
+    def hop(job_id: Any) -> None:
+        run_step(
+            job_id=str(job_id), handler=steps.provision_workspace, on_unexpected=steps.on_unexpected
+        )
+
+    for round_index in range(args["rounds"]):
+        out: dict[str, Any] = {"round": round_index + 1, "probe_ms": cpu_probe_ms()}
+        roots: list[str] = []
+
+        def accept(index: int, round_index: int = round_index, roots: list[str] = roots) -> None:
+            body = {
+                "name": f"Chain cpu {round_index} {index} {os.getpid()}",
+                "baseUrl": f"https://cpu-{round_index}-{index}.bench.example",
+                "semrushMarket": {"market": "US", "languageCode": "en"},
+                "async": True,
+            }
+            response = client.post(path, json.dumps(body), "application/json", **headers)
+            assert response.status_code == 202, response.content
+            roots.append(response.json()["jobId"])
+
+        with connection.execute_wrapper(count):
+            phase("accept", list(range(args["chains"])), accept, out)
+            phase("hop 1: create-or-adopt + read", roots, hop, out)
+            time.sleep(SETTLE_SECONDS + 0.5)
+            repeats = list(
+                AsyncJob.objects.filter(
+                    root_id__in=roots, status=JobStatus.IN_PROGRESS, position=1
+                ).values_list("id", flat=True)
+            )
+            assert len(repeats) == len(roots), (len(repeats), len(roots))
+            AsyncJob.objects.filter(pk__in=repeats).update(run_after=django.utils.timezone.now())
+            phase("hop 2: read + promote + create-market", repeats, hop, out)
+        done = AsyncJob.objects.filter(pk__in=roots, status=JobStatus.COMPLETED).count()
+        chains = [out[k] for k in out if isinstance(out[k], dict) and k != "sql"]
+        for key in ("cpu", "postgresql", "simulator", "redis"):
+            out[f"total_{key}_ms_per_chain"] = round(
+                sum(p[f"{key}_ms_per_chain"] for p in chains), 2
+            )
+        out["total_statements_per_chain"] = round(sum(p["statements_per_chain"] for p in chains), 2)
+        out["completed"] = f"{done}/{len(roots)}"
+        print(json.dumps(out), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.chaincpu", description=__doc__)
+    parser.add_argument("--chains", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--show-sql", action="store_true", help="list the statements of each phase's first chain"
+    )
+    parser.add_argument(
+        "--setup-sql", action="append", default=[], help="run on the database before (to try)"
+    )
+    parser.add_argument("--profile", help="record the run with py-spy into this folded file")
+    parsed = parser.parse_args(argv)
+    stack = Stack(
+        StackConfig(
+            workers=0,
+            api=False,
+            beat=False,
+            settle_seconds=SETTLE_SECONDS,
+            env=dict(PRODUCTION_TUNABLES),
+        ),
+        name="chaincpu",
+    )
+    with stack:
+        org_id, token = stack.create_org_and_token()
+        for statement in parsed.setup_sql:
+            stack.query(statement)
+        assert stack.sim is not None and stack.redis is not None
+        payload = {
+            "orgId": org_id,
+            "token": token,
+            "simulatorPid": stack.sim.pid,
+            "redisPid": stack.redis.pid,
+            **vars(parsed),
+        }
+        argv = [PYTHON, "-m", "bench.chaincpu", "--child", json.dumps(payload)]
+        if parsed.profile:
+            argv = [
+                PY_SPY,
+                "record",
+                "--format",
+                "raw",
+                "-r",
+                "250",
+                "-o",
+                parsed.profile,
+                "--",
+                *argv,
+            ]
+        completed = subprocess.run(  # noqa: S603 - our own argv
+            argv,
+            env=stack.env,
+            cwd=str(ROOT),
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
+    return completed.returncode
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        child(json.loads(sys.argv[2]))
+    else:
+        sys.exit(main())
