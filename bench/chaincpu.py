@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from typing import Any
 
 from bench.profile import PY_SPY
@@ -48,7 +49,7 @@ def child(args: dict[str, Any]) -> None:
     from provisioning import steps
 
     client = Client()
-    headers = {"HTTP_AUTHORIZATION": f"Bearer {args['token']}"}
+    authorization = f"Bearer {args['token']}"
     path = f"/v2/orgs/{args['orgId']}/brands"
     statements = [0]
 
@@ -95,18 +96,25 @@ def child(args: dict[str, Any]) -> None:
 
     for round_index in range(args["rounds"]):
         out: dict[str, Any] = {"round": round_index + 1, "probe_ms": cpu_probe_ms()}
-        roots: list[str] = []
+        roots: list[uuid.UUID] = []
 
-        def accept(index: int, round_index: int = round_index, roots: list[str] = roots) -> None:
+        def accept(
+            index: int, round_index: int = round_index, roots: list[uuid.UUID] = roots
+        ) -> None:
             body = {
                 "name": f"Chain cpu {round_index} {index} {os.getpid()}",
                 "baseUrl": f"https://cpu-{round_index}-{index}.bench.example",
                 "semrushMarket": {"market": "US", "languageCode": "en"},
                 "async": True,
             }
-            response = client.post(path, json.dumps(body), "application/json", **headers)
+            response = client.post(
+                path,
+                json.dumps(body),
+                content_type="application/json",
+                HTTP_AUTHORIZATION=authorization,
+            )
             assert response.status_code == 202, response.content
-            roots.append(response.json()["jobId"])
+            roots.append(uuid.UUID(response.json()["jobId"]))
 
         with connection.execute_wrapper(count):
             phase("accept", list(range(args["chains"])), accept, out)
