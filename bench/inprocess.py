@@ -83,7 +83,7 @@ def _build_chain(*, organization_id: str, brand_id: str, settle_reads: int) -> s
     create-market row, written by the real job services (publishing disabled: no worker must
     run it). Returns the root id."""
     from jobs import services
-    from jobs.models import AsyncJob, JobStatus, JobStep, JobType
+    from jobs.models import JobStatus, JobStep, JobType
 
     with mock.patch("jobs.services.publish_job"):
         root = services.job_chain_create(
@@ -95,29 +95,29 @@ def _build_chain(*, organization_id: str, brand_id: str, settle_reads: int) -> s
         )
         current = root
         for _ in range(settle_reads - 1):
-            token = services.job_claim(job_id=current.id)
-            assert token is not None
+            claimed = services.job_claim(job_id=current.id)
+            assert claimed is not None and claimed.claim_token is not None
             repeated = services.job_complete_and_repeat(
-                job=AsyncJob.objects.get(pk=current.id),
-                claim_token=token,
+                job=claimed,
+                claim_token=claimed.claim_token,
                 result={"workspaceStatus": "notReady"},
                 delay_seconds=0,
             )
             assert repeated is not None
             current = repeated
-        token = services.job_claim(job_id=current.id)
-        assert token is not None
-        successor = services.job_complete_and_release_next(
-            job=AsyncJob.objects.get(pk=current.id),
-            claim_token=token,
+        claimed = services.job_claim(job_id=current.id)
+        assert claimed is not None and claimed.claim_token is not None
+        successor_id = services.job_complete_and_release_next(
+            job=claimed,
+            claim_token=claimed.claim_token,
             result={"workspaceStatus": "ready"},
         )
+        assert successor_id is not None
+        successor = services.job_claim(job_id=successor_id)
         assert successor is not None
-        token = services.job_claim(job_id=successor.id)
-        assert token is not None
         services.job_finish(
             job=successor,
-            claim_token=token,
+            claim_token=successor.claim_token,
             status=JobStatus.COMPLETED,
             result={"status": 201, "body": {}, "outcome": "succeeded"},
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -27,8 +27,9 @@ class StepRun:
     claim_token: uuid.UUID
     lease_from: float = field(default_factory=time.monotonic)
     # Set by a handler that made its chained successor runnable without publishing it: this
-    # worker claims and runs it next, in the same task (`hand_over`).
-    successor: tuple[AsyncJob, StepHandler] | None = None
+    # worker claims and runs it next, in the same task (`hand_over`), with the handler of its
+    # step.
+    successor: tuple[uuid.UUID, Mapping[str, StepHandler]] | None = None
 
     def renew(self) -> bool:
         """Extend the lease now. False: the claim was lost (a checkpointing step stops)."""
@@ -44,9 +45,10 @@ class StepRun:
         if time.monotonic() - self.lease_from >= settings.JOBS_LEASE_SECONDS / 3:
             self.renew()
 
-    def hand_over(self, successor: AsyncJob, handler: StepHandler) -> None:
-        """After this step made `successor` runnable (committed, unpublished): run it next."""
-        self.successor = (successor, handler)
+    def hand_over(self, successor_id: uuid.UUID, handlers: Mapping[str, StepHandler]) -> None:
+        """After this step made its successor runnable (committed, unpublished): claim and run
+        it next, with the handler `handlers` has for its step."""
+        self.successor = (successor_id, handlers)
 
 
 StepHandler = Callable[[StepRun], None]
@@ -65,27 +67,30 @@ def run_step(*, job_id: str, handler: StepHandler, on_unexpected: FailureHandler
     re-publishes the job, which resumes. Any other exception is the step's unexpected failure,
     handed to `on_unexpected` (which records the job's and the attempt's outcome).
     """
-    parsed = uuid.UUID(job_id)
-    token = services.job_claim(job_id=parsed)
-    if token is None:
+    job = services.job_claim(job_id=uuid.UUID(job_id))
+    if job is None:
         logger.info("delivery ignored: job finished, not due, or claimed", extra={"job_id": job_id})
         return
-    # With its chained successor: a step that hands over needs no other read.
-    job = AsyncJob.objects.select_related("next").get(pk=parsed)
-    run: StepRun | None = StepRun(job=job, claim_token=token)
+    run: StepRun | None = _claimed(job)
     while run is not None:
         _run_claimed(run, handler, on_unexpected)
         if run.successor is None:
             return
-        successor, handler = run.successor
-        token = services.job_claim(job_id=successor.id)
-        if token is None:
+        successor_id, handlers = run.successor
+        job = services.job_claim(job_id=successor_id)
+        if job is None:
             logger.info(
                 "hand-over ignored: the chained job was cancelled or claimed",
-                extra={"job_id": str(successor.id)},
+                extra={"job_id": str(successor_id)},
             )
             return
-        run = StepRun(job=successor, claim_token=token)
+        handler = handlers[job.step]
+        run = _claimed(job)
+
+
+def _claimed(job: AsyncJob) -> StepRun:
+    assert job.claim_token is not None  # returned by the claim
+    return StepRun(job=job, claim_token=job.claim_token)
 
 
 def _run_claimed(run: StepRun, handler: StepHandler, on_unexpected: FailureHandler) -> None:

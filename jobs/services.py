@@ -8,17 +8,17 @@ Callers that combine a job write with a business write wrap both in one transact
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import uuid
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F, Q
-from django.db.models.functions import Coalesce
+from django.db import connection, transaction
+from django.db.models import F, Field, Q
 from django.utils import timezone
 
 from jobs import states
@@ -109,24 +109,81 @@ def job_chain_create(
     return root
 
 
-def job_claim(*, job_id: uuid.UUID) -> uuid.UUID | None:
+def job_claim(*, job_id: uuid.UUID) -> AsyncJob | None:
     """Claim a due, unfinished job for this worker: one conditional UPDATE setting a fresh
-    claim token and lease. Returns the token, or None when the job is finished, not due, or
-    held by a live lease (a duplicate or late delivery, which must do nothing)."""
+    claim token and lease, returning the claimed row (`claim_token` is the claim). None when the
+    job is finished, not due, or held by a live lease (a duplicate or late delivery, which must
+    do nothing).
+
+    Every step starts here, so it is one statement, written once (`_claim_sql`): the ORM's
+    filtered update cannot return the row, and the read after it was a second statement."""
     now = timezone.now()
-    token = uuid.uuid4()
-    changed = (
-        AsyncJob.objects.filter(pk=job_id, status=JobStatus.IN_PROGRESS, run_after__lte=now)
-        .filter(Q(claim_token__isnull=True) | Q(lease_expires_at__lt=now))
-        .update(
-            claim_token=token,
-            lease_expires_at=now + timedelta(seconds=settings.JOBS_LEASE_SECONDS),
-            started_at=Coalesce("started_at", now),
-            run_count=F("run_count") + 1,
-            updated_at=now,
-        )
+    params = _claim_params(
+        claim_token=uuid.uuid4(),
+        lease_expires_at=now + timedelta(seconds=settings.JOBS_LEASE_SECONDS),
+        now=now,
+        job_id=job_id,
     )
-    return token if changed == 1 else None
+    return next(iter(AsyncJob.objects.raw(_claim_sql(), params)), None)
+
+
+@functools.cache
+def _claim_sql() -> str:
+    quote = connection.ops.quote_name
+    fields = _concrete_fields()
+    # Identifiers from the model's meta; every value is a parameter.
+    return _CLAIM_TEMPLATE.format(
+        table=quote(AsyncJob._meta.db_table),
+        returning=", ".join(quote(cast(str, f.column)) for f in fields.values()),
+        **{name: quote(cast(str, fields[name].column)) for name in _CLAIM_FIELDS},
+    )
+
+
+_CLAIM_TEMPLATE = (
+    "UPDATE {table} SET {claim_token} = %s, {lease_expires_at} = %s,"
+    " {started_at} = COALESCE({started_at}, %s), {run_count} = {run_count} + 1,"
+    " {updated_at} = %s"
+    " WHERE {id} = %s AND {status} = %s AND {run_after} <= %s"
+    " AND ({claim_token} IS NULL OR {lease_expires_at} < %s)"
+    " RETURNING {returning}"
+)
+_CLAIM_FIELDS = (
+    "id",
+    "status",
+    "run_after",
+    "claim_token",
+    "lease_expires_at",
+    "started_at",
+    "run_count",
+    "updated_at",
+)
+
+
+@functools.cache
+def _concrete_fields() -> dict[str, Field[Any, Any]]:
+    return {f.name: f for f in AsyncJob._meta.concrete_fields}
+
+
+def _claim_params(
+    *, claim_token: uuid.UUID, lease_expires_at: datetime, now: datetime, job_id: uuid.UUID
+) -> list[Any]:
+    """The claim's parameters in `_claim_sql`'s order, prepared by their fields (a UUID is
+    text on SQLite, the dev stack's database)."""
+
+    def prep(name: str, value: Any) -> Any:
+        return _concrete_fields()[name].get_db_prep_value(value, connection)
+
+    at = prep("updated_at", now)
+    return [
+        prep("claim_token", claim_token),
+        prep("lease_expires_at", lease_expires_at),
+        at,
+        at,
+        prep("id", job_id),
+        JobStatus.IN_PROGRESS.value,
+        at,
+        at,
+    ]
 
 
 def job_renew(*, job_id: uuid.UUID, claim_token: uuid.UUID) -> bool:
@@ -189,29 +246,29 @@ def _cancel_successors(*, job: AsyncJob, error: dict[str, Any] | None) -> None:
 
 def job_complete_and_release_next(
     *, job: AsyncJob, claim_token: uuid.UUID, result: Any = None, publish: bool = True
-) -> AsyncJob | None:
+) -> uuid.UUID | None:
     """Complete this step and make its chained successor runnable (the chain's current step),
     publishing it after commit, or, with `publish=False`, leaving it to the caller's worker to
     claim and run next (`StepRun.hand_over`; the dispatcher publishes it if that worker dies
-    first). Returns the successor, or None when the claim was lost."""
+    first). Returns the successor's id, or None when the claim was lost."""
     if not states.transition(
         job_id=job.id, to=JobStatus.COMPLETED, claim_token=claim_token, result=result
     ):
         return None
-    assert job.next_id is not None
+    successor_id = job.next_id
+    assert successor_id is not None
     now = timezone.now()
-    AsyncJob.objects.filter(pk=job.next_id, status=JobStatus.IN_PROGRESS).update(
+    AsyncJob.objects.filter(pk=successor_id, status=JobStatus.IN_PROGRESS).update(
         run_after=now, published_at=now, updated_at=now
     )
     root_id = job.root_id or job.id
     AsyncJob.objects.filter(pk=root_id).update(
-        current_id=job.next_id, step_count=F("step_count") + 1, updated_at=now
+        current_id=successor_id, step_count=F("step_count") + 1, updated_at=now
     )
-    successor = job.next  # loaded with the job by the runner (`select_related`)
-    assert successor is not None
     if publish:
-        publish_on_commit(job_id=successor.id, step=successor.step, premarked=True)
-    return successor
+        step = AsyncJob.objects.values_list("step", flat=True).get(pk=successor_id)
+        publish_on_commit(job_id=successor_id, step=step, premarked=True)
+    return successor_id
 
 
 def job_complete_and_repeat(

@@ -18,7 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs import services as job_services
-from jobs.models import AsyncJob, JobStatus, JobStep
+from jobs.models import JobStatus, JobStep
 from jobs.runner import StepRun
 from provisioning import services as attempts
 from provisioning import states
@@ -321,7 +321,7 @@ def _promote(
     empties only a workspace it created."""
     superseded = False
     cancelled = False
-    successor: AsyncJob | None = None
+    successor: uuid.UUID | None = None
     inline = settings.JOBS_HAND_OVER_INLINE
     try:
         with transaction.atomic():
@@ -354,7 +354,7 @@ def _promote(
     except _PointerTakenError:
         superseded = True
     if successor is not None and inline:
-        run.hand_over(successor, CHAINED_STEPS[successor.step])
+        run.hand_over(successor, CHAINED_STEPS)
     if cancelled:
         _end_as_attempt_says(run, ProvisioningAttempt.objects.get(pk=attempt.id))
     elif superseded:

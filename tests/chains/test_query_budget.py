@@ -7,6 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from jobs.models import AsyncJob
 from tests.chains.helpers import brands_path, create_brand, serenity_path
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -59,3 +60,27 @@ def test_async_accepts_stay_within_the_query_budget(sw_writer, sim):
         )
         <= BUDGET
     )
+
+
+def test_a_chain_s_steps_run_in_a_fixed_number_of_statements(sw_writer, sim, published):
+    # given an accepted brand create with a market, and a workspace that is ready at once
+    from provisioning import tasks
+    from tests.chains.helpers import start_async_brand_with_market
+
+    sim.configure({"settleSeconds": 0})
+    accepted = start_async_brand_with_market(sw_writer)
+    # when its one message is delivered (create, read, promote, then the handed-over
+    # create-market)
+    with CaptureQueriesContext(connection) as captured:
+        tasks.provision_workspace(accepted["jobId"])
+    # then each step starts with one statement, the claim returning the job it claims (no read
+    # of the job after it), and the whole chain runs 16 statements in three transactions
+    sql = [q["sql"] for q in captured.captured_queries]
+    listing = "\n".join(s[:100] for s in sql)
+    claims = [s for s in sql if s.startswith('UPDATE "jobs_asyncjob" SET "claim_token"')]
+    assert len(claims) == 2 and all(" RETURNING " in s for s in claims), listing
+    assert sql[0] == claims[0], listing
+    assert not any(s.startswith("SELECT") and 'FROM "jobs_asyncjob"' in s for s in sql), listing
+    statements = [s for s in sql if s not in ("BEGIN", "COMMIT")]
+    assert (len(statements), sql.count("BEGIN"), sql.count("COMMIT")) == (16, 3, 3), listing
+    assert AsyncJob.objects.get(pk=accepted["jobId"]).status == "COMPLETED"

@@ -32,11 +32,17 @@ def test_a_due_job_is_claimed_once_while_the_lease_is_live(db, settings):
     # when
     first = job_claim(job_id=job.id)
     second = job_claim(job_id=job.id)
-    # then
+    # then: the claim returns the claimed row, as stored
     assert first is not None
     assert second is None
     job.refresh_from_db()
-    assert job.claim_token == first
+    assert first.claim_token is not None and job.claim_token == first.claim_token
+    assert (first.run_count, first.lease_expires_at, first.started_at) == (
+        job.run_count,
+        job.lease_expires_at,
+        job.started_at,
+    )
+    assert (first.step, first.metadata, first.next_id) == (job.step, job.metadata, job.next_id)
     assert job.run_count == 1
     assert job.started_at is not None
     assert job.lease_expires_at > timezone.now() + timedelta(seconds=100)
@@ -46,6 +52,7 @@ def test_a_job_whose_lease_expired_can_be_claimed_again(db):
     # given: a claim whose worker died
     job = make_job()
     first = job_claim(job_id=job.id)
+    assert first is not None
     started_at = AsyncJob.objects.get(pk=job.id).started_at
     AsyncJob.objects.filter(pk=job.id).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
@@ -53,9 +60,9 @@ def test_a_job_whose_lease_expired_can_be_claimed_again(db):
     # when
     second = job_claim(job_id=job.id)
     # then
-    assert second is not None and second != first
+    assert second is not None and second.claim_token != first.claim_token
     job.refresh_from_db()
-    assert job.claim_token == second
+    assert job.claim_token == second.claim_token
     assert job.run_count == 2
     assert job.started_at == started_at
 
@@ -67,9 +74,10 @@ def test_the_old_holder_can_neither_renew_nor_release_after_a_reclaim(db):
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
     second = job_claim(job_id=job.id)
-    assert job_renew(job_id=job.id, claim_token=first) is False
-    assert job_release(job_id=job.id, claim_token=first, delay_seconds=5) is False
-    assert job_renew(job_id=job.id, claim_token=second) is True
+    assert first is not None and second is not None
+    assert job_renew(job_id=job.id, claim_token=first.claim_token) is False
+    assert job_release(job_id=job.id, claim_token=first.claim_token, delay_seconds=5) is False
+    assert job_renew(job_id=job.id, claim_token=second.claim_token) is True
 
 
 def test_a_finished_job_cannot_be_claimed(db):
@@ -96,10 +104,10 @@ def test_an_unknown_job_cannot_be_claimed(db):
 def test_release_gives_the_claim_back_and_reschedules(db):
     # given
     job = make_job()
-    token = job_claim(job_id=job.id)
-    assert token is not None
+    claimed = job_claim(job_id=job.id)
+    assert claimed is not None
     # when
-    released = job_release(job_id=job.id, claim_token=token, delay_seconds=30)
+    released = job_release(job_id=job.id, claim_token=claimed.claim_token, delay_seconds=30)
     # then: nobody can claim it before its new run_after
     assert released is True
     job.refresh_from_db()
@@ -116,9 +124,9 @@ def test_keep_alive_writes_nothing_on_a_fresh_lease_and_extends_an_aging_one(
 
     settings.JOBS_LEASE_SECONDS = 90
     job = make_job()
-    token = job_claim(job_id=job.id)
-    assert token is not None
-    run = StepRun(job=AsyncJob.objects.get(pk=job.id), claim_token=token)
+    claimed = job_claim(job_id=job.id)
+    assert claimed is not None and claimed.claim_token is not None
+    run = StepRun(job=claimed, claim_token=claimed.claim_token)
     AsyncJob.objects.filter(pk=job.id).update(lease_expires_at=timezone.now())
     # when: less than a third of the lease has run
     with django_assert_num_queries(0):
@@ -152,8 +160,9 @@ def test_a_step_that_dies_while_ending_its_chain_leaves_it_whole_for_a_rerun(mon
             first=StepSpec(JobStep.PROVISION_WORKSPACE),
             then=StepSpec(JobStep.CREATE_MARKET),
         )
-    token = job_claim(job_id=root.id)
-    assert token is not None
+    claimed = job_claim(job_id=root.id)
+    assert claimed is not None
+    token = claimed.claim_token
 
     def die(**kwargs: Any) -> None:
         raise OperationalError("server closed the connection unexpectedly")

@@ -370,9 +370,9 @@ def _begin_job(sw_writer, b: str, prompts: list[dict]) -> AsyncJob:
 
 
 def _run_once(job: AsyncJob) -> None:
-    token = job_claim(job_id=job.pk)
-    assert token is not None
-    classify_prompts_step(StepRun(job=AsyncJob.objects.get(pk=job.pk), claim_token=token))
+    claimed = job_claim(job_id=job.pk)
+    assert claimed is not None and claimed.claim_token is not None
+    classify_prompts_step(StepRun(job=claimed, claim_token=claimed.claim_token))
 
 
 def test_job_metadata_holds_the_validated_prompts_and_no_secrets(sw_writer, sim):
@@ -488,7 +488,9 @@ def test_a_run_that_lost_its_claim_keeps_the_rows_it_pushed_and_writes_nothing_t
     # given: a run whose lease expired and whose job another delivery has claimed meanwhile
     b = make_brand(sw_writer, ("US", "en"), ("DE", "de"))
     job = _begin_job(sw_writer, b, [us("a"), de("b")])
-    stale_token = job_claim(job_id=job.pk)
+    stale = job_claim(job_id=job.pk)
+    assert stale is not None and stale.claim_token is not None
+    stale_token = stale.claim_token
     other_token = uuid.uuid4()
     AsyncJob.objects.filter(pk=job.pk).update(claim_token=other_token)
     calls = Calls(sim)
