@@ -3,18 +3,25 @@ with a market, run directly (Django's test client, `jobs.runner.run_step`) again
 PostgreSQL, Redis and simulator, with no Celery worker, no API server and no other load.
 
     .venv/bin/python -m bench.chaincpu --chains 300 --rounds 3
+    .venv/bin/python -m bench.chaincpu --chains 50 --rounds 1 --calls   # deterministic
 
 The fan-out's CPU table says how much each component costs under load on two shared cores, where
 the machine's speed and the contention move every figure; this says what our own code costs per
-chain (process CPU time, `time.process_time`) and how many SQL statements it runs, phase by
-phase, stably enough to compare two versions of the code run one after the other. Each round adds
-`--chains` brands to the same parent, so the family listing a create reads grows as in a
-fan-out. Prints one JSON line per round.
+chain, phase by phase: process CPU time (`time.process_time`), the CPU PostgreSQL, the simulator
+and Redis spent meanwhile, and the SQL statements run. Each round adds `--chains` brands to the
+same parent, so the family listing a create reads grows as in a fan-out. Prints one JSON line per
+round.
+
+CPU time still moves with this shared machine's speed (±30 % between runs of the same code), so
+two versions of the code are compared with `--calls`: the Python and C function calls per chain,
+which do not depend on the machine. `--cprofile FILE` profiles the phases (cProfile, wall clock),
+`--profile FILE` samples the whole process with py-spy, `--show-sql` lists each phase's statements.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
 import subprocess
@@ -52,6 +59,7 @@ def child(args: dict[str, Any]) -> None:
     authorization = f"Bearer {args['token']}"
     path = f"/v2/orgs/{args['orgId']}/brands"
     statements = [0]
+    profiler = cProfile.Profile()
 
     def others() -> dict[str, float]:
         """CPU seconds so far of PostgreSQL (every `postgres` process), the simulator, Redis."""
@@ -74,15 +82,30 @@ def child(args: dict[str, Any]) -> None:
             out.setdefault("sql", {})[name] = [f"{q['from']}  {q['sql'][:90]}" for q in first]
             items = items[1:]
         statements[0] = 0
+        calls = [0]
+
+        def count_call(frame: Any, event: str, arg: Any) -> None:
+            if event in ("call", "c_call"):
+                calls[0] += 1
+
         others_before = others()
         started = time.process_time()
-        for item in items:
-            run(item)
+        if args["calls"]:
+            sys.setprofile(count_call)
+        elif args["cprofile"]:
+            profiler.enable()
+        try:
+            for item in items:
+                run(item)
+        finally:
+            sys.setprofile(None)
+            profiler.disable()
         spent = time.process_time() - started
         others_spent = cpu_delta(others_before, others())
         out[name] = {
             "cpu_ms_per_chain": round(spent * 1000 / len(items), 2),
             "statements_per_chain": round(statements[0] / len(items), 2),
+            **({"calls_per_chain": round(calls[0] / len(items))} if args["calls"] else {}),
             **{
                 f"{other}_ms_per_chain": round(seconds * 1000 / len(items), 2)
                 for other, seconds in others_spent.items()
@@ -130,6 +153,8 @@ def child(args: dict[str, Any]) -> None:
             phase("hop 2: read + promote + create-market", repeats, hop, out)
         done = AsyncJob.objects.filter(pk__in=roots, status=JobStatus.COMPLETED).count()
         chains = [out[k] for k in out if isinstance(out[k], dict) and k != "sql"]
+        if args["calls"]:
+            out["total_calls_per_chain"] = sum(p["calls_per_chain"] for p in chains)
         for key in ("cpu", "postgresql", "simulator", "redis"):
             out[f"total_{key}_ms_per_chain"] = round(
                 sum(p[f"{key}_ms_per_chain"] for p in chains), 2
@@ -137,6 +162,8 @@ def child(args: dict[str, Any]) -> None:
         out["total_statements_per_chain"] = round(sum(p["statements_per_chain"] for p in chains), 2)
         out["completed"] = f"{done}/{len(roots)}"
         print(json.dumps(out), flush=True)
+    if args["cprofile"]:
+        profiler.dump_stats(args["cprofile"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,8 +174,15 @@ def main(argv: list[str] | None = None) -> int:
         "--show-sql", action="store_true", help="list the statements of each phase's first chain"
     )
     parser.add_argument(
+        "--calls",
+        action="store_true",
+        help="count Python and C function calls per chain (deterministic, unlike CPU time on a"
+        " shared machine; the CPU figures are then inflated by the counting)",
+    )
+    parser.add_argument(
         "--setup-sql", action="append", default=[], help="run on the database before (to try)"
     )
+    parser.add_argument("--cprofile", help="profile the phases with cProfile into this file")
     parser.add_argument("--profile", help="record the run with py-spy into this folded file")
     parsed = parser.parse_args(argv)
     stack = Stack(
