@@ -41,6 +41,7 @@ from bench.stack import (
 from tests.harness import PYTHON, ROOT, Stack, StackConfig
 
 SETTLE_SECONDS = 2.0
+WARM_UP_CHAINS = 3
 
 
 def child(args: dict[str, Any]) -> None:
@@ -59,6 +60,7 @@ def child(args: dict[str, Any]) -> None:
     authorization = f"Bearer {args['token']}"
     path = f"/v2/orgs/{args['orgId']}/brands"
     statements = [0]
+    by_origin: dict[str, int] = {}
     profiler = cProfile.Profile()
 
     def others() -> dict[str, float]:
@@ -74,6 +76,10 @@ def child(args: dict[str, Any]) -> None:
         return execute(sql, params, many, ctx)
 
     def phase(name: str, items: list[Any], run: Any, out: dict[str, Any]) -> None:
+        if out["round"] == 0:  # the warm-up: imports, caches and lazy loads, not measured
+            for item in items:
+                run(item)
+            return
         if args["show_sql"]:
             from bench.inprocess import recorded_queries
 
@@ -87,6 +93,16 @@ def child(args: dict[str, Any]) -> None:
         def count_call(frame: Any, event: str, arg: Any) -> None:
             if event in ("call", "c_call"):
                 calls[0] += 1
+                if args["calls_by"]:
+                    caller = frame
+                    while caller is not None:
+                        name = caller.f_code.co_filename
+                        if "/site-packages/" not in name and name.startswith(str(ROOT)):
+                            code = caller.f_code
+                            key = f"{name[len(str(ROOT)) + 1 :]}:{code.co_name}:{caller.f_lineno}"
+                            by_origin[key] = by_origin.get(key, 0) + 1
+                            break
+                        caller = caller.f_back
 
         others_before = others()
         started = time.process_time()
@@ -117,9 +133,10 @@ def child(args: dict[str, Any]) -> None:
             job_id=str(job_id), handler=steps.provision_workspace, on_unexpected=steps.on_unexpected
         )
 
-    for round_index in range(args["rounds"]):
+    for round_index in range(-1, args["rounds"]):
         out: dict[str, Any] = {"round": round_index + 1, "probe_ms": cpu_probe_ms()}
         roots: list[uuid.UUID] = []
+        chains = args["chains"] if round_index >= 0 else WARM_UP_CHAINS
 
         def accept(
             index: int, round_index: int = round_index, roots: list[uuid.UUID] = roots
@@ -140,7 +157,7 @@ def child(args: dict[str, Any]) -> None:
             roots.append(uuid.UUID(response.json()["jobId"]))
 
         with connection.execute_wrapper(count):
-            phase("accept", list(range(args["chains"])), accept, out)
+            phase("accept", list(range(chains)), accept, out)
             phase("hop 1: create-or-adopt + read", roots, hop, out)
             time.sleep(SETTLE_SECONDS + 0.5)
             repeats = list(
@@ -152,18 +169,25 @@ def child(args: dict[str, Any]) -> None:
             AsyncJob.objects.filter(pk__in=repeats).update(run_after=django.utils.timezone.now())
             phase("hop 2: read + promote + create-market", repeats, hop, out)
         done = AsyncJob.objects.filter(pk__in=roots, status=JobStatus.COMPLETED).count()
-        chains = [out[k] for k in out if isinstance(out[k], dict) and k != "sql"]
+        assert done == len(roots), f"{done}/{len(roots)} chains completed"
+        if round_index < 0:
+            continue
+        phases = [out[k] for k in out if isinstance(out[k], dict) and k != "sql"]
         if args["calls"]:
-            out["total_calls_per_chain"] = sum(p["calls_per_chain"] for p in chains)
+            out["total_calls_per_chain"] = sum(p["calls_per_chain"] for p in phases)
         for key in ("cpu", "postgresql", "simulator", "redis"):
             out[f"total_{key}_ms_per_chain"] = round(
-                sum(p[f"{key}_ms_per_chain"] for p in chains), 2
+                sum(p[f"{key}_ms_per_chain"] for p in phases), 2
             )
-        out["total_statements_per_chain"] = round(sum(p["statements_per_chain"] for p in chains), 2)
+        out["total_statements_per_chain"] = round(sum(p["statements_per_chain"] for p in phases), 2)
         out["completed"] = f"{done}/{len(roots)}"
         print(json.dumps(out), flush=True)
     if args["cprofile"]:
         profiler.dump_stats(args["cprofile"])
+    if args["calls_by"]:
+        chains = args["chains"] * args["rounds"]
+        top = sorted(by_origin.items(), key=lambda kv: -kv[1])[:60]
+        print(json.dumps({"calls_by_origin": [(k, round(v / chains)) for k, v in top]}))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="count Python and C function calls per chain (deterministic, unlike CPU time on a"
         " shared machine; the CPU figures are then inflated by the counting)",
+    )
+    parser.add_argument(
+        "--calls-by", action="store_true", help="with --calls: by the line of ours that made them"
     )
     parser.add_argument(
         "--setup-sql", action="append", default=[], help="run on the database before (to try)"
