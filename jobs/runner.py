@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError
@@ -29,7 +30,10 @@ class StepRun:
     # Set by a handler that made its chained successor runnable without publishing it: this
     # worker claims and runs it next, in the same task (`hand_over`), with the handler of its
     # step.
-    successor: tuple[uuid.UUID, Mapping[str, StepHandler]] | None = None
+    successor: tuple[uuid.UUID, Mapping[str, StepHandler], Any] | None = None
+    # What the step before, in this worker, handed over with this job (`hand_over(carry=...)`):
+    # rows it had just written, which this step may use instead of reading them again.
+    carried: Any = None
 
     def renew(self) -> bool:
         """Extend the lease now. False: the claim was lost (a checkpointing step stops)."""
@@ -45,10 +49,12 @@ class StepRun:
         if time.monotonic() - self.lease_from >= settings.JOBS_LEASE_SECONDS / 3:
             self.renew()
 
-    def hand_over(self, successor_id: uuid.UUID, handlers: Mapping[str, StepHandler]) -> None:
+    def hand_over(
+        self, successor_id: uuid.UUID, handlers: Mapping[str, StepHandler], carry: Any = None
+    ) -> None:
         """After this step made its successor runnable (committed, unpublished): claim and run
-        it next, with the handler `handlers` has for its step."""
-        self.successor = (successor_id, handlers)
+        it next, with the handler `handlers` has for its step, and `carry` as its `carried`."""
+        self.successor = (successor_id, handlers, carry)
 
 
 StepHandler = Callable[[StepRun], None]
@@ -76,7 +82,7 @@ def run_step(*, job_id: str, handler: StepHandler, on_unexpected: FailureHandler
         _run_claimed(run, handler, on_unexpected)
         if run.successor is None:
             return
-        successor_id, handlers = run.successor
+        successor_id, handlers, carry = run.successor
         job = services.job_claim(job_id=successor_id)
         if job is None:
             logger.info(
@@ -86,6 +92,7 @@ def run_step(*, job_id: str, handler: StepHandler, on_unexpected: FailureHandler
             return
         handler = handlers[job.step]
         run = _claimed(job)
+        run.carried = carry
 
 
 def _claimed(job: AsyncJob) -> StepRun:

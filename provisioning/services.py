@@ -259,23 +259,26 @@ def attempt_cancel(*, attempt_id: uuid.UUID) -> bool:
     attempt = ProvisioningAttempt.objects.filter(pk=attempt_id).first()
     if attempt is None:
         return False
-    changed = states.transition(
-        attempt_id=attempt_id,
-        to=AttemptStatus.FAILED,
-        reason=AttemptReason.CANCELLED,
-        error="Provisioning was cancelled.",
-    )
-    if not changed:
-        return False
-    if attempt.job_id:
-        job_services.chain_cancel(root_id=attempt.job_id, only_unstarted=True)
-        if not AsyncJob.objects.filter(
-            Q(pk=attempt.job_id) | Q(root_id=attempt.job_id), status=JobStatus.IN_PROGRESS
-        ).exists():
-            # No step of the chain will run again to free its market reservation (a running
-            # step frees it itself); without this it stayed 'creating' until the stale sweep.
-            _release_reservations(attempt_id=attempt_id)
-    schedule_cleanup(attempt_id=attempt_id)
+    # One transaction: a job of the chain that a worker claims is then either cancelled with
+    # the attempt or claimed before it, never claimed behind an attempt already cancelled.
+    with transaction.atomic():
+        changed = states.transition(
+            attempt_id=attempt_id,
+            to=AttemptStatus.FAILED,
+            reason=AttemptReason.CANCELLED,
+            error="Provisioning was cancelled.",
+        )
+        if not changed:
+            return False
+        if attempt.job_id:
+            job_services.chain_cancel(root_id=attempt.job_id, only_unstarted=True)
+            if not AsyncJob.objects.filter(
+                Q(pk=attempt.job_id) | Q(root_id=attempt.job_id), status=JobStatus.IN_PROGRESS
+            ).exists():
+                # No step of the chain will run again to free its market reservation (a running
+                # step frees it itself); without this it stayed 'creating' until the stale sweep.
+                _release_reservations(attempt_id=attempt_id)
+        schedule_cleanup(attempt_id=attempt_id)
     return True
 
 

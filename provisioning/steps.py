@@ -354,7 +354,11 @@ def _promote(
     except _PointerTakenError:
         superseded = True
     if successor is not None and inline:
-        run.hand_over(successor, CHAINED_STEPS)
+        # The chained step's pre-flight reads what this promotion just committed: hand it over.
+        attempt.candidate_workspace_id = workspace_id  # recorded earlier, maybe in this hop
+        attempt.workspace_promoted = True
+        brand.semrush_sub_workspace_id = workspace_id
+        run.hand_over(successor, CHAINED_STEPS, carry=attempt)
     if cancelled:
         _end_as_attempt_says(run, ProvisioningAttempt.objects.get(pk=attempt.id))
     elif superseded:
@@ -391,8 +395,14 @@ def _point_brand_at(*, brand_id: uuid.UUID, workspace_id: str) -> bool:
 
 def _chained_preflight(run: StepRun) -> tuple[ProvisioningAttempt, Brand, str] | None:
     """Re-check before touching Semrush: the brand exists, is pending/active, points at the
-    promoted workspace, and the attempt is still pending. Otherwise end CANCELLED."""
-    attempt = _attempt_for(run)
+    promoted workspace, and the attempt is still pending. Otherwise end CANCELLED.
+
+    Handed over by the promoting worker (`carried`), the attempt and brand are the rows that
+    promotion committed: a cancel that committed before this job's claim has cancelled the job
+    with the attempt (one transaction), so the claim failed; one after it is seen by the final
+    write's check (`_still_valid`), as it is after a read here."""
+    carried = run.carried
+    attempt = carried if isinstance(carried, ProvisioningAttempt) else _attempt_for(run)
     if attempt is None or attempt.status != AttemptStatus.PENDING or not attempt.workspace_promoted:
         _cancel_step(run, attempt)
         return None

@@ -108,3 +108,36 @@ def test_a_hand_over_lost_with_its_worker_is_published_by_the_dispatcher(
     tasks.create_market(str(chained.pk))
     assert AsyncJob.objects.get(pk=chained.pk).status == "COMPLETED"
     assert len(sim.state()["projects"]) == 1
+
+
+def test_an_attempt_cancelled_before_the_hand_over_claims_its_step_leaves_it_unrun(
+    sw_writer, sim, published
+):
+    # given a deactivate's cancel of the attempt that lands between the promotion's commit and
+    # the hand-over's claim (the handed-over step trusts the promotion's rows instead of reading
+    # the attempt again)
+    from provisioning.services import attempt_cancel
+
+    sim.configure({"settleSeconds": 0})
+    accepted = start_async_brand_with_market(sw_writer)
+    attempt = ProvisioningAttempt.objects.get(job_id=accepted["jobId"])
+    real_claim = job_services.job_claim
+    cancelled = []
+
+    def claim(*, job_id):  # type: ignore[no-untyped-def]
+        if job_id != AsyncJob.objects.get(pk=accepted["jobId"]).id:
+            cancelled.append(attempt_cancel(attempt_id=attempt.id))
+        return real_claim(job_id=job_id)
+
+    # when
+    with mock.patch("jobs.runner.services.job_claim", side_effect=claim):
+        tasks.provision_workspace(accepted["jobId"])
+    # then the chained job was cancelled with the attempt, in one transaction: it never ran and
+    # never touched Semrush
+    assert cancelled == [True]
+    chained = chained_of(accepted["jobId"])
+    assert (chained.status, chained.run_count) == ("CANCELLED", 0)
+    assert sim.state()["projects"] == []
+    attempt.refresh_from_db()
+    assert (attempt.status, attempt.reason) == ("failed", "cancelled")
+    assert not Market.objects.filter(brand_id=accepted["id"]).exists()

@@ -74,13 +74,18 @@ def test_a_chain_s_steps_run_in_a_fixed_number_of_statements(sw_writer, sim, pub
     with CaptureQueriesContext(connection) as captured:
         tasks.provision_workspace(accepted["jobId"])
     # then each step starts with one statement, the claim returning the job it claims (no read
-    # of the job after it), and the whole chain runs 16 statements in three transactions
+    # of the job after it); the handed-over step reads no attempt (the promotion hands over the
+    # rows it committed), and the whole chain runs 15 statements in three transactions
     sql = [q["sql"] for q in captured.captured_queries]
     listing = "\n".join(s[:100] for s in sql)
     claims = [s for s in sql if s.startswith('UPDATE "jobs_asyncjob" SET "claim_token"')]
     assert len(claims) == 2 and all(" RETURNING " in s for s in claims), listing
     assert sql[0] == claims[0], listing
     assert not any(s.startswith("SELECT") and 'FROM "jobs_asyncjob"' in s for s in sql), listing
+    attempt_reads = [
+        s for s in sql if s.startswith('SELECT "provisioning_provisioningattempt"."id"')
+    ]
+    assert len(attempt_reads) == 1, listing
     statements = [s for s in sql if s not in ("BEGIN", "COMMIT")]
-    assert (len(statements), sql.count("BEGIN"), sql.count("COMMIT")) == (16, 3, 3), listing
+    assert (len(statements), sql.count("BEGIN"), sql.count("COMMIT")) == (15, 3, 3), listing
     assert AsyncJob.objects.get(pk=accepted["jobId"]).status == "COMPLETED"
