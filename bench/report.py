@@ -602,6 +602,7 @@ HOW_TO = """\
 .venv/bin/python -m bench.run fanout --repeat 1 --no-profile  # one run per size, no py-spy
 .venv/bin/python -m bench.run all --pool prefork --concurrency 2 --label before  # baseline
 .venv/bin/python -m bench.run report          # re-render from docs/benchmarks.json
+.venv/bin/python -m bench.chaincpu --chains 50 --rounds 1 --calls  # our calls per chain
 ```
 
 Each measurement starts its own stack with `tests.harness.Stack` (through `bench.stack`): the
