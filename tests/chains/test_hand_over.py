@@ -129,12 +129,16 @@ def test_an_attempt_cancelled_before_the_hand_over_claims_its_step_leaves_it_unr
             cancelled.append(attempt_cancel(attempt_id=attempt.id))
         return real_claim(job_id=job_id)
 
-    # when
-    with mock.patch("jobs.runner.services.job_claim", side_effect=claim):
+    # when (the cleanup a cancel schedules is recorded, not sent to the session's worker)
+    with (
+        mock.patch("jobs.runner.services.job_claim", side_effect=claim),
+        mock.patch("provisioning.services.schedule_cleanup") as cleanup,
+    ):
         tasks.provision_workspace(accepted["jobId"])
     # then the chained job was cancelled with the attempt, in one transaction: it never ran and
     # never touched Semrush
     assert cancelled == [True]
+    cleanup.assert_called_once_with(attempt_id=attempt.id)
     chained = chained_of(accepted["jobId"])
     assert (chained.status, chained.run_count) == ("CANCELLED", 0)
     assert sim.state()["projects"] == []
