@@ -476,16 +476,7 @@ class SemrushClient:
             attempt += 1
             started = self._clock()
             try:
-                response = self._session.request(
-                    method,
-                    url,
-                    proxies=None if self._session.trust_env else environ_proxies(self.base_url),
-                    params=params,
-                    data=data,
-                    headers=headers,
-                    timeout=(self.timeout, self.timeout),
-                    allow_redirects=False,
-                )
+                response = self._send(method, url, params=params, data=data, headers=headers)
             except requests.RequestException as exc:
                 duration_ms = _elapsed_ms(started, self._clock())
                 transport_error = self._transport_error(
@@ -545,6 +536,43 @@ class SemrushClient:
             if wait is None:
                 raise error
             self._sleep(wait)
+
+    def _send(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Mapping[str, str] | None,
+        data: bytes | None,
+        headers: dict[str, str],
+    ) -> requests.Response:
+        """One HTTP exchange through the session's transport adapter, never following a
+        redirect, the body read (which hands the connection back to the pool).
+
+        `Session.request` would merge cookies, hooks and the environment into every call and
+        cost ~1 800 Python calls per exchange, against ~1 000 here (eight exchanges per
+        provisioning chain). Nothing it adds applies: cookies are never kept, no hooks are set,
+        and a pooled session reads the environment once (`environ_proxies`); a session that
+        trusts the environment still has it merged here."""
+        session = self._session
+        prepared = requests.PreparedRequest()
+        prepared.prepare(
+            method=method, url=url, headers={**session.headers, **headers}, data=data, params=params
+        )
+        if session.trust_env:
+            env = session.merge_environment_settings(prepared.url or url, {}, False, None, None)
+            proxies, verify, cert = env["proxies"], env["verify"], env["cert"]
+        else:
+            proxies, verify, cert = environ_proxies(self.base_url), session.verify, session.cert
+        response = session.get_adapter(url).send(
+            prepared,
+            timeout=(self.timeout, self.timeout),
+            verify=verify,
+            cert=cert,
+            proxies=proxies,
+        )
+        response.content  # noqa: B018 - read now, as Session.send does without `stream`
+        return response
 
     def _wait_before_retry(
         self, error: SemrushError, *, attempt: int, idempotent: bool
