@@ -64,16 +64,7 @@ def test_polling_costs_the_same_queries_for_2_and_6_steps(sw_writer, sim, publis
     # a 6-step chain: five reads (stuck), then a ready one and the market
     sim.configure({"settleOutcome": "stuck"})
     sw_writer.org.refresh_from_db()
-    response = sw_writer.post(
-        brands_path(sw_writer),
-        {
-            "name": "Beta",
-            "baseUrl": "https://b.example",
-            "async": True,
-            "semrushMarket": {"market": "US", "languageCode": "en"},
-        },
-    )
-    long = response.json()
+    long = start_async_brand_with_market(sw_writer, name="Beta", baseUrl="https://b.example")
     for _ in range(4):
         run_current(long["jobId"])
     sim.configure({"settleOutcome": "created"})
