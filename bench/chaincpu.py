@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import os
 import subprocess
@@ -71,6 +72,16 @@ def child(args: dict[str, Any]) -> None:
             "redis": _cpu_seconds(args["redisPid"]),
         }
 
+    gc_spent = [0.0, 0.0]  # seconds in the cyclic collector; when the running one started
+
+    def gc_clock(event: str, info: dict[str, Any]) -> None:
+        if event == "start":
+            gc_spent[1] = time.process_time()
+        else:
+            gc_spent[0] += time.process_time() - gc_spent[1]
+
+    gc.callbacks.append(gc_clock)
+
     def count(execute: Any, sql: str, params: Any, many: bool, ctx: Any) -> Any:
         statements[0] += 1
         return execute(sql, params, many, ctx)
@@ -105,6 +116,7 @@ def child(args: dict[str, Any]) -> None:
                         caller = caller.f_back
 
         others_before = others()
+        gc_spent[0] = 0.0
         started = time.process_time()
         if args["calls"]:
             sys.setprofile(count_call)
@@ -120,6 +132,7 @@ def child(args: dict[str, Any]) -> None:
         others_spent = cpu_delta(others_before, others())
         out[name] = {
             "cpu_ms_per_chain": round(spent * 1000 / len(items), 2),
+            "gc_ms_per_chain": round(gc_spent[0] * 1000 / len(items), 2),
             "statements_per_chain": round(statements[0] / len(items), 2),
             **({"calls_per_chain": round(calls[0] / len(items))} if args["calls"] else {}),
             **{
@@ -171,11 +184,15 @@ def child(args: dict[str, Any]) -> None:
         done = AsyncJob.objects.filter(pk__in=roots, status=JobStatus.COMPLETED).count()
         assert done == len(roots), f"{done}/{len(roots)} chains completed"
         if round_index < 0:
+            # As a gunicorn or Celery worker does once it has loaded the application.
+            from config.runtime import ready_to_serve
+
+            ready_to_serve()
             continue
         phases = [out[k] for k in out if isinstance(out[k], dict) and k != "sql"]
         if args["calls"]:
             out["total_calls_per_chain"] = sum(p["calls_per_chain"] for p in phases)
-        for key in ("cpu", "postgresql", "simulator", "redis"):
+        for key in ("cpu", "gc", "postgresql", "simulator", "redis"):
             out[f"total_{key}_ms_per_chain"] = round(
                 sum(p[f"{key}_ms_per_chain"] for p in phases), 2
             )

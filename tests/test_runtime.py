@@ -1,0 +1,66 @@
+"""`config.runtime.ready_to_serve`: the garbage-collector tuning of the server processes."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from config import runtime
+
+
+@pytest.fixture
+def pristine_collector(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    threshold = gc.get_threshold()
+    gc.unfreeze()
+    monkeypatch.setattr(runtime, "_done", False)
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
+
+
+def test_ready_to_serve_freezes_the_startup_heap_and_raises_the_young_threshold(
+    pristine_collector, monkeypatch
+):
+    # given
+    monkeypatch.delenv("SERVER_GC_FREEZE", raising=False)
+    monkeypatch.delenv("SERVER_GC_THRESHOLD", raising=False)
+    _, older, oldest = gc.get_threshold()
+    assert gc.get_freeze_count() == 0
+    # when
+    runtime.ready_to_serve()
+    # then
+    frozen = gc.get_freeze_count()
+    assert frozen > 10_000  # the test process's modules, classes and settings at least
+    assert gc.get_threshold() == (10_000, older, oldest)
+    # and a second call (gunicorn and Celery may both reach it) changes nothing
+    gc.set_threshold(700, older, oldest)
+    runtime.ready_to_serve()
+    assert gc.get_freeze_count() == frozen
+    assert gc.get_threshold() == (700, older, oldest)
+
+
+def test_the_young_threshold_is_configurable(pristine_collector, monkeypatch):
+    # given
+    monkeypatch.setenv("SERVER_GC_THRESHOLD", "2500")
+    # when
+    runtime.ready_to_serve()
+    # then
+    assert gc.get_threshold()[0] == 2500
+    assert gc.get_freeze_count() > 0
+
+
+def test_the_collector_is_left_as_python_configures_it_when_turned_off(
+    pristine_collector, monkeypatch
+):
+    # given
+    monkeypatch.setenv("SERVER_GC_FREEZE", "false")
+    before = gc.get_threshold()
+    # when
+    runtime.ready_to_serve()
+    # then
+    assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
