@@ -203,9 +203,16 @@ def market_provision(
     delete_on_failure: bool,
     still_valid: Callable[[], bool] | None = None,
     renew: Callable[[], object] | None = None,
+    workspace_new: bool = False,
 ) -> Outcome | None:
     """Create or resume the slice's project in `workspace_id`, set its tracked URL, publish it
     and finish the market row. The reservation (`market`, owned by `owner`) already exists.
+
+    In a sub-workspace the slice's project is first looked up upstream (a published one is
+    `sliceExists`, a draft is resumed), unless `workspace_new`: the caller's attempt created
+    the workspace moments ago and this is the first run of its step, so the workspace holds no
+    project (nothing else may touch a brand's workspace while its attempt is pending) and the
+    listing would be an upstream call that cannot find anything. A re-run always looks.
 
     Returns the Outcome; or None when `still_valid()` turned false before the final write (a
     deactivate or cancel won): the project this call created is deleted and the reservation
@@ -215,7 +222,7 @@ def market_provision(
     ambiguous_create = False
     project_id = market.semrush_project_id
     try:
-        if project_id is None and owned_workspace:
+        if project_id is None and owned_workspace and not workspace_new:
             existing = _find_slice_project(
                 client.list_projects(workspace_id=workspace_id, owned=True), request.slice
             )

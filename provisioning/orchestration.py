@@ -199,6 +199,7 @@ def market_provision_reserved(
     owned_workspace: bool,
     still_valid: Callable[[], bool] | None = None,
     renew: Callable[[], object] | None = None,
+    workspace_new: bool = False,
 ) -> Outcome | None:
     """Resolve the market's language, then create or resume its project in `workspace_id` (the
     reservation already exists). A refusal before any upstream write frees the reservation.
@@ -227,6 +228,7 @@ def market_provision_reserved(
         delete_on_failure=not owned_workspace,
         still_valid=still_valid,
         renew=renew,
+        workspace_new=workspace_new,
     )
 
 

@@ -238,7 +238,10 @@ def provision_workspace(run: StepRun) -> None:
                 candidate_workspace_id=candidate,
                 freshly_created=fresh,
             )
-            if not recorded:
+            if recorded:
+                # What was just written, for the promotion and a handed-over step of this hop.
+                attempt.candidate_workspace_id, attempt.freshly_created = candidate, fresh
+            else:
                 # Cancelled (or a duplicate delivery recorded one) meanwhile.
                 current = ProvisioningAttempt.objects.get(pk=attempt.id)
                 if fresh and current.candidate_workspace_id != candidate:
@@ -533,6 +536,8 @@ def create_market(run: StepRun) -> None:
         owned_workspace=True,
         still_valid=_still_valid(attempt.id, brand.pk, workspace_id),
         renew=run.keep_alive,
+        # A brand create's workspace, made by this attempt: on the step's first run it is empty.
+        workspace_new=attempt.freshly_created and run.job.run_count == 1,
     )
     _finish_chained(run, attempt, outcome)
 

@@ -17,8 +17,22 @@ from jobs import services as job_services
 from jobs.models import AsyncJob
 from provisioning import tasks
 from provisioning.models import ProvisioningAttempt
+from provisioning.semrush.client import SemrushClient
 from serenity.models import Market
 from tests.chains.helpers import serenity_path, start_async_brand_with_market
+from tests.support import (
+    calls,
+    calls_since,
+    create_child,
+    create_project,
+    family,
+    languages,
+    list_projects,
+    mark,
+    publish,
+    set_tracked_url,
+    status_read,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -145,3 +159,74 @@ def test_an_attempt_cancelled_before_the_hand_over_claims_its_step_leaves_it_unr
     attempt.refresh_from_db()
     assert (attempt.status, attempt.reason) == ("failed", "cancelled")
     assert not Market.objects.filter(brand_id=accepted["id"]).exists()
+
+
+def test_the_market_step_does_not_look_for_projects_in_the_workspace_its_chain_just_made(
+    sw_writer, sim, published
+):
+    # given a brand create with a market whose workspace is ready at once
+    sim.configure({"settleSeconds": 0})
+    accepted = start_async_brand_with_market(sw_writer)
+    # when the chain runs
+    tasks.provision_workspace(accepted["jobId"])
+    # then the market step went straight to the create: a workspace made moments ago by this
+    # attempt holds no project to find
+    workspace = sim.state()["workspaces"][0]["id"]
+    project = sim.state()["projects"][0]["id"]
+    assert [c for c in calls(sim) if c != languages()] == [
+        family(sim.parent_id),
+        create_child(sim.parent_id),
+        status_read(workspace),
+        create_project(workspace),
+        set_tracked_url(workspace, project),
+        publish(workspace, project),
+    ]
+    assert chained_of(accepted["jobId"]).status == "COMPLETED"
+    assert Market.objects.get(brand_id=accepted["id"]).semrush_project_id == project
+
+
+def test_a_re_run_of_the_market_step_resumes_the_project_its_dead_first_run_made(
+    sw_writer, sim, published, chained_job_delivered_separately
+):
+    # given a promoted chain whose market step died right after creating its project upstream,
+    # before recording it
+    sim.configure({"settleSeconds": 0})
+    accepted = start_async_brand_with_market(sw_writer)
+    tasks.provision_workspace(accepted["jobId"])
+    chained = chained_of(accepted["jobId"])
+
+    class Died(BaseException):
+        pass
+
+    real_create = SemrushClient.create_project
+
+    def create_then_die(self, **kwargs):  # type: ignore[no-untyped-def]
+        real_create(self, **kwargs)
+        raise Died()
+
+    with (
+        mock.patch.object(SemrushClient, "create_project", create_then_die),
+        pytest.raises(Died),
+    ):
+        tasks.create_market(str(chained.pk))
+    assert len(sim.state()["projects"]) == 1
+    assert Market.objects.get(brand_id=accepted["id"]).semrush_project_id is None
+    # when its lease runs out and the step is delivered again
+    AsyncJob.objects.filter(pk=chained.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    start = mark(sim)
+    tasks.create_market(str(chained.pk))
+    # then the second run looked for the slice's project, found the draft and resumed it
+    workspace = sim.state()["workspaces"][0]["id"]
+    project = sim.state()["projects"][0]["id"]
+    assert [c for c in calls_since(sim, start) if c != languages()] == [
+        list_projects(workspace),
+        set_tracked_url(workspace, project),
+        publish(workspace, project),
+    ]
+    assert len(sim.state()["projects"]) == 1
+    chained.refresh_from_db()
+    assert (chained.status, chained.run_count) == ("COMPLETED", 2)
+    market = Market.objects.get(brand_id=accepted["id"])
+    assert (market.status, market.semrush_project_id) == ("live", project)
