@@ -10,6 +10,7 @@ from typing import Any
 from django.db.models import OuterRef, Subquery
 
 from serenity.core.errors import InvalidRequestError
+from serenity.core.queries import unique_or_none
 from serenity.exceptions import (
     BrandNotFoundError,
     NotAMemberError,
@@ -65,16 +66,14 @@ def caller_scope_resolve(
         parse_geo_target_id(geo_target_id)
 
     # The org and the caller's role in it, in one query.
-    organization = (
-        Organization.objects.filter(pk=org_uuid)
-        .annotate(
+    organization = unique_or_none(
+        Organization.objects.filter(pk=org_uuid).annotate(
             caller_role=Subquery(
                 Membership.objects.filter(organization_id=OuterRef("pk"), user_id=user.pk).values(
                     "role"
                 )[:1]
             )
         )
-        .first()
     )
     if organization is None:
         raise OrganizationNotFoundError()
@@ -94,7 +93,7 @@ def caller_scope_resolve(
         brands = Brand.objects.filter(pk=brand_uuid, organization=organization)
         if serenity_route:
             brands = brands.exclude(status=BrandStatus.DELETED)
-        brand = brands.first()
+        brand = unique_or_none(brands)
         if brand is None:
             raise BrandNotFoundError()
         brand.organization = organization
