@@ -320,34 +320,39 @@ def job_complete_and_repeat(
     `delay_seconds`, ahead of any chained job. No worker slot is held while waiting: the wait is
     the new row's `run_after` plus a countdown message (and the dispatcher as backstop)."""
     successor_id = job.next_id
-    # `next` is one-to-one: the finished row lets go of the successor in its final UPDATE, so
-    # that the repeat can take it.
-    unlink: dict[str, Any] = {"next": None} if successor_id is not None else {}
-    if not states.transition(
-        job_id=job.id, to=JobStatus.COMPLETED, claim_token=claim_token, result=result, **unlink
-    ):
-        return None
     now = timezone.now()
     root_id = job.root_id or job.id
-    repeat = AsyncJob.objects.create(
-        organization_id=job.organization_id,
-        brand_id=job.brand_id,
-        job_type=job.job_type,
-        step=job.step,
-        metadata=job.metadata,
-        root_id=root_id,
-        next_id=successor_id,
-        position=job.position + 1,
-        run_after=now + timedelta(seconds=delay_seconds),
-        published_at=now + timedelta(seconds=delay_seconds),
-    )
-    chain = {"current_id": repeat.id, "step_count": F("step_count") + 1, "updated_at": now}
-    if job.root_id is None:
-        # The root links to its repeat and records it as the chain's current step at once.
-        AsyncJob.objects.filter(pk=job.id).update(next=repeat, **chain)
-    else:
-        AsyncJob.objects.filter(pk=job.id).update(next=repeat)
-        AsyncJob.objects.filter(pk=root_id).update(**chain)
+    repeat_id = uuid.uuid4()
+    # The finished row's final UPDATE already points it at its repeat (the links are foreign
+    # keys checked at commit, so the repeat may be inserted after): that lets go of the
+    # successor, which `next` (one-to-one) needs before the repeat takes it. A root also
+    # records its repeat as the chain's current step in that same UPDATE.
+    chain = {"current_id": repeat_id, "step_count": F("step_count") + 1}
+    with transaction.atomic(savepoint=False):
+        if not states.transition(
+            job_id=job.id,
+            to=JobStatus.COMPLETED,
+            claim_token=claim_token,
+            result=result,
+            next_id=repeat_id,
+            **(chain if job.root_id is None else {}),
+        ):
+            return None
+        repeat = AsyncJob.objects.create(
+            id=repeat_id,
+            organization_id=job.organization_id,
+            brand_id=job.brand_id,
+            job_type=job.job_type,
+            step=job.step,
+            metadata=job.metadata,
+            root_id=root_id,
+            next_id=successor_id,
+            position=job.position + 1,
+            run_after=now + timedelta(seconds=delay_seconds),
+            published_at=now + timedelta(seconds=delay_seconds),
+        )
+        if job.root_id is not None:
+            AsyncJob.objects.filter(pk=root_id).update(**chain, updated_at=now)
     publish_on_commit(job_id=repeat.id, step=repeat.step, countdown=delay_seconds, premarked=True)
     return repeat
 

@@ -89,3 +89,43 @@ def test_a_chain_s_steps_run_in_a_fixed_number_of_statements(sw_writer, sim, pub
     statements = [s for s in sql if s not in ("BEGIN", "COMMIT")]
     assert (len(statements), sql.count("BEGIN"), sql.count("COMMIT")) == (15, 3, 3), listing
     assert AsyncJob.objects.get(pk=accepted["jobId"]).status == "COMPLETED"
+
+
+def test_a_settle_read_that_finds_the_workspace_not_ready_schedules_its_repeat_in_one_transaction(
+    sw_writer, sim, published
+):
+    # given an accepted brand create with a market, and a workspace that takes its time
+    from provisioning import tasks
+    from tests.chains.helpers import start_async_brand_with_market
+
+    sim.configure({"settleSeconds": 30})
+    accepted = start_async_brand_with_market(sw_writer)
+    # when its first hop runs (create, read: not ready)
+    with CaptureQueriesContext(connection) as captured:
+        tasks.provision_workspace(accepted["jobId"])
+    # then the hop ends in one transaction of three statements after the attempt's lock: the
+    # root's final UPDATE also links its repeat and makes it the chain's current step, then the
+    # repeat is inserted
+    sql = [q["sql"] for q in captured.captured_queries]
+    listing = "\n".join(s[:100] for s in sql)
+    ending = sql[sql.index("BEGIN") :]
+    expected = [
+        "BEGIN",
+        'UPDATE "provisioning_provisioningattempt" SET "updated_at" = ',
+        'UPDATE "jobs_asyncjob" SET "status" = \'COMPLETED\'',
+        'INSERT INTO "jobs_asyncjob" ',
+        "COMMIT",
+    ]
+    assert len(ending) == len(expected), listing
+    assert all(s.startswith(prefix) for s, prefix in zip(ending, expected, strict=True)), listing
+    root = AsyncJob.objects.get(pk=accepted["jobId"])
+    repeat = AsyncJob.objects.get(root_id=root.pk, step="provisionWorkspace")
+    assert (root.status, root.next_id, root.current_id, root.step_count) == (
+        "COMPLETED",
+        repeat.pk,
+        repeat.pk,
+        2,
+    )
+    assert repeat.next_id == AsyncJob.objects.get(root_id=root.pk, step="createMarket").pk
+    assert (repeat.status, repeat.position) == ("IN_PROGRESS", 1)
+    assert published == [accepted["jobId"], str(repeat.pk)]
