@@ -327,7 +327,7 @@ def job_complete_and_repeat(
     # keys checked at commit, so the repeat may be inserted after): that lets go of the
     # successor, which `next` (one-to-one) needs before the repeat takes it. A root also
     # records its repeat as the chain's current step in that same UPDATE.
-    chain = {"current_id": repeat_id, "step_count": F("step_count") + 1}
+    chain: dict[str, Any] = {"current_id": repeat_id, "step_count": F("step_count") + 1}
     with transaction.atomic(savepoint=False):
         if not states.transition(
             job_id=job.id,
