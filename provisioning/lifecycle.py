@@ -123,10 +123,11 @@ def _matches(
     wanted = title.strip().lower()
     candidates = []
     for ws in family:
+        # The title first: it rules out all but a few of a family of thousands.
+        if str(ws.get("title", "")).strip().lower() != wanted:
+            continue
         ws_id = str(ws.get("id", ""))
         if not ws_id or ws_id == parent_id:
-            continue
-        if str(ws.get("title", "")).strip().lower() != wanted:
             continue
         readiness = classify_status(ws.get("status"))
         if readiness is Readiness.READY or (accept_not_ready and readiness is Readiness.NOT_READY):
