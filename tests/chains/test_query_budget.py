@@ -62,22 +62,29 @@ def test_async_accepts_stay_within_the_query_budget(sw_writer, sim):
     )
 
 
-def test_a_chain_s_steps_run_in_a_fixed_number_of_statements(sw_writer, sim, published):
-    # given an accepted brand create with a market, and a workspace that is ready at once
+def first_delivery_sql(caller, sim, *, settle_seconds: float):  # type: ignore[no-untyped-def]
+    """Accept a brand create with a market (the workspace settles after `settle_seconds`) and
+    deliver the chain's first message in-process: (the accepted body, the SQL it ran, a listing
+    of that SQL for assertion messages)."""
     from provisioning import tasks
     from tests.chains.helpers import start_async_brand_with_market
 
-    sim.configure({"settleSeconds": 0})
-    accepted = start_async_brand_with_market(sw_writer)
-    # when its one message is delivered (create, read, promote, then the handed-over
-    # create-market)
+    sim.configure({"settleSeconds": settle_seconds})
+    accepted = start_async_brand_with_market(caller)
     with CaptureQueriesContext(connection) as captured:
         tasks.provision_workspace(accepted["jobId"])
+    sql = [q["sql"] for q in captured.captured_queries]
+    return accepted, sql, "\n".join(s[:100] for s in sql)
+
+
+def test_a_chain_s_steps_run_in_a_fixed_number_of_statements(sw_writer, sim, published):
+    # given an accepted brand create with a market, and a workspace that is ready at once
+    # when its one message is delivered (create, read, promote, then the handed-over
+    # create-market)
+    accepted, sql, listing = first_delivery_sql(sw_writer, sim, settle_seconds=0)
     # then each step starts with one statement, the claim returning the job it claims (no read
     # of the job after it); the handed-over step reads no attempt (the promotion hands over the
     # rows it committed), and the whole chain runs 15 statements in three transactions
-    sql = [q["sql"] for q in captured.captured_queries]
-    listing = "\n".join(s[:100] for s in sql)
     claims = [s for s in sql if s.startswith('UPDATE "jobs_asyncjob" SET "claim_token"')]
     assert len(claims) == 2 and all(" RETURNING " in s for s in claims), listing
     assert sql[0] == claims[0], listing
@@ -95,19 +102,11 @@ def test_a_settle_read_that_finds_the_workspace_not_ready_schedules_its_repeat_i
     sw_writer, sim, published
 ):
     # given an accepted brand create with a market, and a workspace that takes its time
-    from provisioning import tasks
-    from tests.chains.helpers import start_async_brand_with_market
-
-    sim.configure({"settleSeconds": 30})
-    accepted = start_async_brand_with_market(sw_writer)
     # when its first hop runs (create, read: not ready)
-    with CaptureQueriesContext(connection) as captured:
-        tasks.provision_workspace(accepted["jobId"])
+    accepted, sql, listing = first_delivery_sql(sw_writer, sim, settle_seconds=30)
     # then the hop ends in one transaction of three statements after the attempt's lock: the
     # root's final UPDATE also links its repeat and makes it the chain's current step, then the
     # repeat is inserted
-    sql = [q["sql"] for q in captured.captured_queries]
-    listing = "\n".join(s[:100] for s in sql)
     ending = sql[sql.index("BEGIN") :]
     expected = [
         "BEGIN",
