@@ -597,12 +597,14 @@ HOW_TO = """\
 
 ```sh
 .venv/bin/pip install py-spy                  # once (profiles; optional)
-.venv/bin/python -m bench.run all             # every measurement (~20 min), then this file
+.venv/bin/python -m bench.run all             # every measurement (~10 min), then this file
+.venv/bin/python -m bench.run fanout --drain --repeat 1 --no-profile  # the '(drain)' rows
 .venv/bin/python -m bench.run fanout --sizes 200        # one measurement; the others are kept
 .venv/bin/python -m bench.run fanout --repeat 1 --no-profile  # one run per size, no py-spy
 .venv/bin/python -m bench.run all --pool prefork --concurrency 2 --label before  # baseline
 .venv/bin/python -m bench.run report          # re-render from docs/benchmarks.json
 .venv/bin/python -m bench.chaincpu --chains 50 --rounds 1 --calls  # our calls per chain
+.venv/bin/python -m bench.celerycost          # Celery's own CPU per delivered task
 ```
 
 Each measurement starts its own stack with `tests.harness.Stack` (through `bench.stack`): the
