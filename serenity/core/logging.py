@@ -6,6 +6,8 @@ import json
 import logging
 from datetime import UTC, datetime
 
+import orjson
+
 from serenity.core import context
 
 
@@ -33,4 +35,9 @@ class JsonFormatter(logging.Formatter):
                 payload[key] = value
         if record.exc_info:
             payload["exc"] = self.formatException(record.exc_info)
-        return json.dumps(payload, default=str)
+        try:
+            # orjson: ~5 x faster than the standard library, and a worker writes ~15 lines
+            # per chain (SPEC's upstream-call and step lines).
+            return orjson.dumps(payload, default=str).decode()
+        except TypeError:  # what orjson refuses (e.g. an int beyond 64 bits, non-str keys)
+            return json.dumps(payload, default=str)
