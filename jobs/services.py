@@ -27,6 +27,7 @@ from django.utils import timezone
 from jobs import states
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.publishing import publish_job
+from serenity.core.queries import update_where
 
 logger = logging.getLogger("serenity.jobs")
 
@@ -232,9 +233,11 @@ def job_renew(*, job_id: uuid.UUID, claim_token: uuid.UUID) -> bool:
     """Extend the lease between upstream calls. False: the claim was lost."""
     now = timezone.now()
     return (
-        AsyncJob.objects.filter(
-            pk=job_id, status=JobStatus.IN_PROGRESS, claim_token=claim_token
-        ).update(lease_expires_at=now + timedelta(seconds=settings.JOBS_LEASE_SECONDS))
+        update_where(
+            AsyncJob,
+            {"pk": job_id, "status": JobStatus.IN_PROGRESS, "claim_token": claim_token},
+            lease_expires_at=now + timedelta(seconds=settings.JOBS_LEASE_SECONDS),
+        )
         == 1
     )
 
@@ -300,12 +303,20 @@ def job_complete_and_release_next(
     successor_id = job.next_id
     assert successor_id is not None
     now = timezone.now()
-    AsyncJob.objects.filter(pk=successor_id, status=JobStatus.IN_PROGRESS).update(
-        run_after=now, published_at=now, updated_at=now
+    update_where(
+        AsyncJob,
+        {"pk": successor_id, "status": JobStatus.IN_PROGRESS},
+        run_after=now,
+        published_at=now,
+        updated_at=now,
     )
     root_id = job.root_id or job.id
-    AsyncJob.objects.filter(pk=root_id).update(
-        current_id=successor_id, step_count=F("step_count") + 1, updated_at=now
+    update_where(
+        AsyncJob,
+        {"pk": root_id},
+        current_id=successor_id,
+        step_count=F("step_count") + 1,
+        updated_at=now,
     )
     if publish:
         step = AsyncJob.objects.values_list("step", flat=True).get(pk=successor_id)
@@ -352,7 +363,7 @@ def job_complete_and_repeat(
             published_at=now + timedelta(seconds=delay_seconds),
         )
         if job.root_id is not None:
-            AsyncJob.objects.filter(pk=root_id).update(**chain, updated_at=now)
+            update_where(AsyncJob, {"pk": root_id}, **chain, updated_at=now)
     publish_on_commit(job_id=repeat.id, step=repeat.step, countdown=delay_seconds, premarked=True)
     return repeat
 

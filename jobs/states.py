@@ -19,6 +19,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
+from serenity.core.queries import update_where
 
 ALLOWED: dict[JobStatus, tuple[JobStatus, ...]] = {
     JobStatus.COMPLETED: (JobStatus.IN_PROGRESS,),
@@ -44,20 +45,21 @@ def transition(
     same UPDATE (e.g. unlinking the job's successor).
     """
     now = timezone.now()
-    query = AsyncJob.objects.filter(pk=job_id, status__in=ALLOWED[to])
+    where: dict[str, Any] = {"pk": job_id, "status__in": ALLOWED[to]}
     if claim_token is not None:
-        query = query.filter(claim_token=claim_token)
+        where["claim_token"] = claim_token
+    values = {
+        "status": to,
+        "result": result,
+        "error": error,
+        "finished_at": now,
+        "updated_at": now,
+        "claim_token": None,
+        "lease_expires_at": None,
+        **fields,
+    }
     if only_unstarted:
         # Not running: never claimed, or its claim's lease ran out (the worker died).
-        query = query.filter(Q(claim_token__isnull=True) | Q(lease_expires_at__lt=now))
-    changed = query.update(
-        status=to,
-        result=result,
-        error=error,
-        finished_at=now,
-        updated_at=now,
-        claim_token=None,
-        lease_expires_at=None,
-        **fields,
-    )
-    return changed == 1
+        unstarted = Q(claim_token__isnull=True) | Q(lease_expires_at__lt=now)
+        return AsyncJob.objects.filter(unstarted, **where).update(**values) == 1
+    return update_where(AsyncJob, where, **values) == 1

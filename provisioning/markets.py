@@ -25,6 +25,7 @@ from provisioning.lifecycle import translate_upstream
 from provisioning.models import AttemptStatus, ProvisioningAttempt
 from provisioning.outcome import Outcome
 from provisioning.semrush import SemrushClient, SemrushError, SemrushQuotaError
+from serenity.core.queries import update_where
 from serenity.exceptions import SliceExistsError
 from serenity.models import Brand, Market, MarketStatus
 from serenity.slices import Slice
@@ -269,8 +270,12 @@ def market_provision(
             project_id = str(project["id"])
             created_here = True
         # Record the project the moment it exists: a crash from here on resumes it.
-        Market.objects.filter(pk=market.pk, reserved_by=owner).update(
-            semrush_project_id=project_id, workspace_id=workspace_id, updated_at=timezone.now()
+        update_where(
+            Market,
+            {"pk": market.pk, "reserved_by": owner},
+            semrush_project_id=project_id,
+            workspace_id=workspace_id,
+            updated_at=timezone.now(),
         )
         if renew is not None:
             renew()
@@ -308,9 +313,9 @@ def market_provision(
             valid = False
         else:
             valid = (
-                Market.objects.filter(
-                    pk=market.pk, reserved_by=owner, deleted_at__isnull=True
-                ).update(
+                update_where(
+                    Market,
+                    {"pk": market.pk, "reserved_by": owner, "deleted_at__isnull": True},
                     status=MarketStatus.LIVE,
                     reserved_by=None,
                     semrush_project_id=project_id,

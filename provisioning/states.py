@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from provisioning.models import AttemptReason, AttemptStatus, ProvisioningAttempt
 from serenity.core.errors import clean_message
+from serenity.core.queries import update_where
 
 ALLOWED: dict[AttemptStatus, tuple[AttemptStatus, ...]] = {
     AttemptStatus.READY: (AttemptStatus.PENDING,),
@@ -35,7 +36,9 @@ def transition(
     **fields: Any,
 ) -> bool:
     """Finish a pending attempt. Returns whether this call changed the row."""
-    changed = ProvisioningAttempt.objects.filter(pk=attempt_id, status__in=ALLOWED[to]).update(
+    changed = update_where(
+        ProvisioningAttempt,
+        {"pk": attempt_id, "status__in": ALLOWED[to]},
         status=to,
         reason=reason,
         error=clean_message(error) if error else None,
@@ -50,10 +53,8 @@ def update_pending(
 ) -> bool:
     """Change fields of a still-pending attempt (record a candidate, mark promotion, bump the
     staleness clock). `only_if` adds conditions, e.g. `{"candidate_workspace_id": None}`."""
-    query = ProvisioningAttempt.objects.filter(pk=attempt_id, status=AttemptStatus.PENDING)
-    if only_if:
-        query = query.filter(**only_if)
-    return query.update(updated_at=timezone.now(), **fields) == 1
+    where = {"pk": attempt_id, "status": AttemptStatus.PENDING, **(only_if or {})}
+    return update_where(ProvisioningAttempt, where, updated_at=timezone.now(), **fields) == 1
 
 
 def touch(*, attempt_id: uuid.UUID) -> bool:

@@ -1,14 +1,20 @@
-"""`serenity.core.queries.unique_or_none`."""
+"""`serenity.core.queries`: `unique_or_none`, `update_where`."""
 
 from __future__ import annotations
 
+import re
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.db.models import F
+from django.db.models.functions import Coalesce
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
-from serenity.core.queries import unique_or_none
+from jobs.models import AsyncJob, JobStatus, JobStep, JobType
+from serenity.core.queries import unique_or_none, update_where
 from serenity.models import Organization
 from tests.factories import OrganizationFactory
 
@@ -30,3 +36,128 @@ def test_a_unique_lookup_returns_its_row_in_one_unordered_query():
 
 def test_a_lookup_that_matches_nothing_returns_none():
     assert unique_or_none(Organization.objects.filter(pk=uuid.uuid4())) is None
+
+
+# --- update_where ---------------------------------------------------------------------------
+
+
+def _job(**fields):  # type: ignore[no-untyped-def]
+    values = {
+        "organization_id": uuid.uuid4(),
+        "job_type": JobType.PROVISION_WORKSPACE,
+        "step": JobStep.PROVISION_WORKSPACE,
+        "metadata": {"attemptId": "a"},
+    }
+    return AsyncJob.objects.create(**{**values, **fields})
+
+
+def _row(job: AsyncJob) -> dict[str, object]:
+    return AsyncJob.objects.filter(pk=job.pk).values().get()
+
+
+def test_update_where_writes_what_the_orms_update_writes():
+    # given: two identical pairs of jobs (one successor each), one updated each way
+    now = timezone.now()
+    token = uuid.uuid4()
+    pairs = []
+    for _ in range(2):
+        successor = _job()
+        pairs.append((_job(claim_token=token, next=successor, step_count=3), successor))
+    values = {
+        "status": JobStatus.COMPLETED,
+        "result": {"status": 201, "body": {"ids": ["x"], "n": 1.5}},
+        "error": None,
+        "finished_at": now,
+        "claim_token": None,
+        "next": None,
+        "step_count": F("step_count") + 2,
+    }
+    # when
+    by_orm = AsyncJob.objects.filter(
+        pk=pairs[0][0].pk, status__in=[JobStatus.IN_PROGRESS], claim_token=token
+    ).update(**values)
+    with CaptureQueriesContext(connection) as queries:
+        by_helper = update_where(
+            AsyncJob,
+            {"pk": pairs[1][0].pk, "status__in": [JobStatus.IN_PROGRESS], "claim_token": token},
+            **values,
+        )
+    # then: one row each, the same columns written
+    assert (by_orm, by_helper) == (1, 1)
+    assert len(queries) == 1
+    orm_row, helper_row = _row(pairs[0][0]), _row(pairs[1][0])
+    for row in (orm_row, helper_row):
+        del row["id"], row["organization_id"], row["created_at"], row["updated_at"]
+    assert helper_row == orm_row
+    assert helper_row["step_count"] == 5
+    assert helper_row["next_id"] is None
+    assert helper_row["result"] == {"status": 201, "body": {"ids": ["x"], "n": 1.5}}
+
+
+def test_update_where_changes_nothing_when_a_condition_does_not_hold():
+    # given
+    job = _job(claim_token=uuid.uuid4())
+    before = _row(job)
+    # when: another claim token; a lease that is not null; an empty IN
+    lost = update_where(AsyncJob, {"pk": job.pk, "claim_token": uuid.uuid4()}, run_count=9)
+    held = update_where(AsyncJob, {"pk": job.pk, "claim_token__isnull": True}, run_count=9)
+    empty = update_where(AsyncJob, {"pk": job.pk, "status__in": []}, run_count=9)
+    # then
+    assert (lost, held, empty) == (0, 0, 0)
+    assert _row(job) == before
+
+
+def test_update_where_compares_nulls_and_ranges_as_the_orm_does():
+    # given
+    now = timezone.now()
+    unclaimed = _job(lease_expires_at=None)
+    expired = _job(claim_token=uuid.uuid4(), lease_expires_at=now - timedelta(seconds=1))
+    live = _job(claim_token=uuid.uuid4(), lease_expires_at=now + timedelta(seconds=60))
+    ids = [unclaimed.pk, expired.pk, live.pk]
+    # when
+    none_as_null = update_where(AsyncJob, {"pk__in": ids, "claim_token": None}, run_count=1)
+    below = update_where(AsyncJob, {"pk__in": ids, "lease_expires_at__lt": now}, run_count=2)
+    at_least = update_where(AsyncJob, {"pk__in": ids, "lease_expires_at__gte": now}, run_count=3)
+    not_null = update_where(AsyncJob, {"pk__in": ids, "claim_token__isnull": False}, position=7)
+    # then
+    assert (none_as_null, below, at_least, not_null) == (1, 1, 1, 2)
+    counts = dict(AsyncJob.objects.filter(pk__in=ids).values_list("pk", "run_count"))
+    assert counts == {unclaimed.pk: 1, expired.pk: 2, live.pk: 3}
+    assert sorted(AsyncJob.objects.filter(position=7).values_list("pk", flat=True)) == sorted(
+        [expired.pk, live.pk]
+    )
+
+
+def test_update_where_takes_a_foreign_key_by_instance_or_by_id():
+    # given
+    root, other = _job(), _job()
+    step = _job(root=root)
+    # when
+    by_instance = update_where(AsyncJob, {"root": root}, current=other)
+    by_id = update_where(AsyncJob, {"root_id": root.pk}, position=4)
+    # then
+    assert (by_instance, by_id) == (1, 1)
+    step.refresh_from_db()
+    assert (step.current_id, step.position) == (other.pk, 4)
+
+
+@pytest.mark.parametrize(
+    ("where", "values", "message"),
+    [
+        ({"pk": uuid.uuid4()}, {"nothing": 1}, "AsyncJob has no column field 'nothing'"),
+        ({"root__step": "x"}, {"position": 1}, "unsupported lookup 'root__step'"),
+        ({"step__icontains": "x"}, {"position": 1}, "unsupported lookup 'step__icontains'"),
+        ({"pk": uuid.uuid4()}, {"position": F("run_count") * 2}, "is not F(name) + n"),
+        ({"pk": uuid.uuid4()}, {"position": Coalesce("run_count", 0)}, "is not a plain value"),
+        ({"pk": uuid.uuid4()}, {}, "nothing to set"),
+    ],
+)
+def test_update_where_refuses_what_it_cannot_write_as_the_orm_would(where, values, message):
+    # given
+    job = _job()
+    before = _row(job)
+    # when
+    with pytest.raises(ValueError, match=re.escape(message)):
+        update_where(AsyncJob, {**where}, **values)
+    # then
+    assert _row(job) == before
