@@ -11,7 +11,6 @@ import contextlib
 import functools
 import logging
 import uuid
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -19,15 +18,14 @@ from functools import partial
 from typing import Any, cast
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, transaction
 from django.db.models import F, Field, Q
-from django.db.models.expressions import Col
 from django.utils import timezone
 
 from jobs import states
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.publishing import publish_job
-from serenity.core.queries import update_where
+from serenity.core.queries import instance_from_row, update_where
 
 logger = logging.getLogger("serenity.jobs")
 
@@ -135,34 +133,9 @@ def job_claim(*, job_id: uuid.UUID) -> AsyncJob | None:
 
 
 def _job_from_row(row: Sequence[Any]) -> AsyncJob:
-    """The job of a row in `_concrete_fields()` order, with the converters Django's compiler
-    applies to those columns (the JSON ones; UUIDs and datetimes on SQLite) — what
-    `AsyncJob.objects.raw` does, without re-deriving the column mapping on every claim."""
-    values = list(row)
-    wrapper = connections[DEFAULT_DB_ALIAS]  # this thread's
-    converters = _row_converters.get(wrapper)
-    if converters is None:
-        converters = _row_converters[wrapper] = _converters_for(wrapper)
-    for index, functions, column in converters:
-        for convert in functions:
-            values[index] = convert(values[index], column, wrapper)
-    return AsyncJob.from_db(DEFAULT_DB_ALIAS, _attnames(), values)
-
-
-# Per connection (one per thread): backend converters are methods of the connection's ops.
-_row_converters: weakref.WeakKeyDictionary[Any, list[tuple[int, list[Any], Col]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _converters_for(wrapper: Any) -> list[tuple[int, list[Any], Col]]:
-    found = []
-    for index, model_field in enumerate(_concrete_fields().values()):
-        column = model_field.get_col(AsyncJob._meta.db_table)
-        functions = wrapper.ops.get_db_converters(column) + column.get_db_converters(wrapper)
-        if functions:
-            found.append((index, functions, column))
-    return found
+    """The job of a row in `_concrete_fields()` order (what `AsyncJob.objects.raw` builds,
+    without re-deriving its column mapping and converters on every claim)."""
+    return instance_from_row(AsyncJob, row, using=DEFAULT_DB_ALIAS)
 
 
 @functools.cache
@@ -195,11 +168,6 @@ _CLAIM_FIELDS = (
     "run_count",
     "updated_at",
 )
-
-
-@functools.cache
-def _attnames() -> tuple[str, ...]:
-    return tuple(f.attname for f in _concrete_fields().values())
 
 
 @functools.cache

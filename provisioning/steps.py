@@ -43,7 +43,7 @@ from provisioning.orchestration import (
 from provisioning.outcome import Outcome
 from serenity.core import context
 from serenity.core.errors import DomainError
-from serenity.core.queries import unique_or_none
+from serenity.core.queries import fetch_one
 from serenity.models import Brand, BrandStatus, Market, MarketStatus
 from serenity.slices import Slice
 
@@ -103,8 +103,8 @@ def _attempt_for(run: StepRun) -> ProvisioningAttempt | None:
     attempt_id = run.job.metadata.get("attemptId")
     if not attempt_id:
         return None
-    return unique_or_none(
-        ProvisioningAttempt.objects.select_related("brand__organization").filter(pk=attempt_id)
+    return fetch_one(
+        ProvisioningAttempt, {"pk": attempt_id}, related=("brand", "brand__organization")
     )
 
 
@@ -506,7 +506,7 @@ def create_market(run: StepRun) -> None:
         attempt_id=str(attempt.id),
         job_id=str(run.job.id),
     )
-    market = unique_or_none(Market.objects.filter(pk=meta.get("marketId")))
+    market = fetch_one(Market, {"pk": meta.get("marketId")})
     if market is None or market.deleted_at is not None:
         _finish_chained(run, attempt, None)
         return

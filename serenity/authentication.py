@@ -8,7 +8,7 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from serenity.core.queries import unique_or_none
+from serenity.core.queries import fetch_one
 from serenity.models import ApiToken
 from serenity.tokens import token_digest
 
@@ -24,10 +24,8 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         raw = raw.strip()
         if scheme.lower() != "bearer" or not raw or " " in raw:
             raise exceptions.AuthenticationFailed("Invalid authorization header.")
-        token = unique_or_none(
-            ApiToken.objects.select_related("user").filter(
-                token_hash=token_digest(raw), revoked_at__isnull=True
-            )
+        token = fetch_one(
+            ApiToken, {"token_hash": token_digest(raw), "revoked_at": None}, related=("user",)
         )
         if token is None or not token.user.is_active:
             raise exceptions.AuthenticationFailed("Invalid token.")

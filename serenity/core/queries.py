@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from django.db import connections, models, router, transaction
 from django.db.models import F, Value
-from django.db.models.expressions import CombinedExpression
+from django.db.models.expressions import Col, CombinedExpression
 
 M = TypeVar("M", bound=models.Model)
 
@@ -41,7 +42,6 @@ def update_where(model: type[models.Model], where: Mapping[str, Any], /, **value
     using = router.db_for_write(model)
     connection = connections[using]
     meta = model._meta
-    where_shape: list[tuple[str, str, int]] = []
     params: list[Any] = []
     set_shape: list[tuple[str, str | None]] = []
     for name, value in values.items():
@@ -57,29 +57,13 @@ def update_where(model: type[models.Model], where: Mapping[str, Any], /, **value
             value = value.prepare_database_save(field)
         set_shape.append((cast(str, field.column), None))
         params.append(field.get_db_prep_save(value, connection))
-    for key, value in where.items():
-        name, _, lookup = key.partition("__")
-        field = meta.pk if name == "pk" else _concrete_field(model, name)
-        assert field is not None
-        lookup = lookup or "exact"
-        if lookup == "exact" and value is None:
-            lookup, value = "isnull", True
-        if lookup == "isnull":
-            where_shape.append((cast(str, field.column), "isnull" if value else "notnull", 0))
-        elif lookup == "in":
-            items = [_prep_lookup(field, item, connection) for item in value]
-            if not items:
-                return 0  # as the ORM: nothing can match an empty IN
-            where_shape.append((cast(str, field.column), "in", len(items)))
-            params.extend(items)
-        elif lookup in _OPERATORS:
-            where_shape.append((cast(str, field.column), lookup, 1))
-            params.append(_prep_lookup(field, value, connection))
-        else:
-            raise ValueError(f"update_where: unsupported lookup {key!r}")
     if not set_shape:
         raise ValueError("update_where: nothing to set")
-    sql = _update_sql(using, cast(str, meta.db_table), tuple(set_shape), tuple(where_shape))
+    where_shape, where_params = _where(model, where, connection)
+    if where_shape is None:
+        return 0  # as the ORM: nothing can match an empty IN
+    params.extend(where_params)
+    sql = _update_sql(using, cast(str, meta.db_table), tuple(set_shape), where_shape)
     with transaction.mark_for_rollback_on_error(using), connection.cursor() as cursor:
         cursor.execute(sql, params)
         return int(cursor.rowcount)
@@ -87,11 +71,58 @@ def update_where(model: type[models.Model], where: Mapping[str, Any], /, **value
 
 _OPERATORS = {"exact": "=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
 
+WhereShape = tuple[tuple[str, str, int], ...]
+
+
+def _where(
+    model: type[models.Model], where: Mapping[str, Any], connection: Any
+) -> tuple[WhereShape | None, list[Any]]:
+    """The shape of `where` (column, lookup, arity) and its prepared parameters; no shape when
+    nothing can match (an empty IN)."""
+    shape: list[tuple[str, str, int]] = []
+    params: list[Any] = []
+    for key, value in where.items():
+        name, _, lookup = key.partition("__")
+        field = model._meta.pk if name == "pk" else _concrete_field(model, name)
+        assert field is not None
+        lookup = lookup or "exact"
+        if lookup == "exact" and value is None:
+            lookup, value = "isnull", True
+        if lookup == "isnull":
+            shape.append((cast(str, field.column), "isnull" if value else "notnull", 0))
+        elif lookup == "in":
+            items = [_prep_lookup(field, item, connection) for item in value]
+            if not items:
+                return None, []
+            shape.append((cast(str, field.column), "in", len(items)))
+            params.extend(items)
+        elif lookup in _OPERATORS:
+            shape.append((cast(str, field.column), lookup, 1))
+            params.append(_prep_lookup(field, value, connection))
+        else:
+            raise ValueError(f"unsupported lookup {key!r}")
+    return tuple(shape), params
+
+
+def _conditions(quote: Callable[[str], str], shape: WhereShape, alias: str = "") -> list[str]:
+    conditions = []
+    for column, lookup, count in shape:
+        name = f"{alias}{quote(column)}"
+        if lookup == "isnull":
+            conditions.append(f"{name} IS NULL")
+        elif lookup == "notnull":
+            conditions.append(f"{name} IS NOT NULL")
+        elif lookup == "in":
+            conditions.append(f"{name} IN ({', '.join(['%s'] * count)})")
+        else:
+            conditions.append(f"{name} {_OPERATORS[lookup]} %s")
+    return conditions
+
 
 def _concrete_field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
     field = _fields_by_name(model).get(name)
     if field is None:
-        raise ValueError(f"update_where: {model.__name__} has no column field {name!r}")
+        raise ValueError(f"{model.__name__} has no column field {name!r}")
     return field
 
 
@@ -131,23 +162,141 @@ def _update_sql(
     using: str,
     table: str,
     set_shape: tuple[tuple[str, str | None], ...],
-    where_shape: tuple[tuple[str, str, int], ...],
+    where_shape: WhereShape,
 ) -> str:
     quote = connections[using].ops.quote_name
     sets = [
         f"{quote(column)} = {quote(source)} + %s" if source else f"{quote(column)} = %s"
         for column, source in set_shape
     ]
-    conditions = []
-    for column, lookup, count in where_shape:
-        if lookup == "isnull":
-            conditions.append(f"{quote(column)} IS NULL")
-        elif lookup == "notnull":
-            conditions.append(f"{quote(column)} IS NOT NULL")
-        elif lookup == "in":
-            conditions.append(f"{quote(column)} IN ({', '.join(['%s'] * count)})")
-        else:
-            conditions.append(f"{quote(column)} {_OPERATORS[lookup]} %s")
+    conditions = _conditions(quote, where_shape)
     # Identifiers from the models' meta, quoted; every value is a parameter.
     sql = f"UPDATE {quote(table)} SET {', '.join(sets)}"  # noqa: S608
     return f"{sql} WHERE {' AND '.join(conditions)}" if conditions else sql
+
+
+def fetch_one(
+    model: type[M], where: Mapping[str, Any], /, *, related: tuple[str, ...] = ()
+) -> M | None:
+    """The row of `model.objects.select_related(*related).filter(**where)` that matches at most
+    one (a primary or unique key), or None, from SQL built once per shape.
+
+    The steps' reads of their attempt (with its brand and org) and their market are ~2 000
+    Python calls each through the ORM, most of them building the same `SELECT` of some sixty
+    columns anew. `related` follows non-null foreign keys (`"brand"`, `"brand__organization"`:
+    inner joins; each related row is cached on its instance as `select_related` does). `where`
+    takes what `update_where` takes, on the model's own columns."""
+    using = router.db_for_read(model)
+    connection = connections[using]
+    where_shape, params = _where(model, where, connection)
+    if where_shape is None:
+        return None
+    sql, layout = _select_sql(using, model, related, where_shape)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    instances = []
+    for target, start, stop in layout:
+        instances.append(instance_from_row(target, row[start:stop], using=using))
+    for (field, owner_index), instance in zip(_joins(model, related), instances[1:], strict=True):
+        field.set_cached_value(instances[owner_index], instance)
+    return cast(M, instances[0])
+
+
+def instance_from_row(model: type[M], values: Sequence[Any], *, using: str) -> M:
+    """The instance of a row of `model`'s concrete columns (in their order), with the converters
+    Django's compiler applies to them (JSON; UUIDs and datetimes on SQLite)."""
+    connection = connections[using]
+    values = list(values)
+    for index, functions, column in _converters(connection, model):
+        for convert in functions:
+            values[index] = convert(values[index], column, connection)
+    return model.from_db(using, _attnames(model), values)
+
+
+@functools.cache
+def _attnames(model: type[models.Model]) -> tuple[str, ...]:
+    return tuple(f.attname for f in model._meta.concrete_fields)
+
+
+# Per connection (one per thread): backend converters are methods of the connection's ops.
+_row_converters: weakref.WeakKeyDictionary[Any, dict[type[models.Model], list[Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _converters(connection: Any, model: type[models.Model]) -> list[tuple[int, list[Any], Col]]:
+    by_model = _row_converters.get(connection)
+    if by_model is None:
+        by_model = _row_converters[connection] = {}
+    found = by_model.get(model)
+    if found is None:
+        found = by_model[model] = []
+        for index, field in enumerate(model._meta.concrete_fields):
+            column = field.get_col(model._meta.db_table)
+            functions = connection.ops.get_db_converters(column) + column.get_db_converters(
+                connection
+            )
+            if functions:
+                found.append((index, functions, column))
+    return found
+
+
+@functools.cache
+def _joins(
+    model: type[models.Model], related: tuple[str, ...]
+) -> tuple[tuple[models.ForeignKey[Any, Any], int], ...]:
+    """For each path of `related`, in order: its last foreign key and the index (0 = `model`,
+    then the paths') of the instance that holds it."""
+    found: list[tuple[models.ForeignKey[Any, Any], int]] = []
+    paths: list[str] = []
+    for path in related:
+        owner_path, _, name = path.rpartition("__")
+        owner_model = model
+        if owner_path:
+            if owner_path not in paths:
+                raise ValueError(f"fetch_one: {path!r} needs {owner_path!r} before it")
+            owner_model = found[paths.index(owner_path)][0].related_model
+        field = owner_model._meta.get_field(name)
+        if not isinstance(field, models.ForeignKey) or field.null:
+            raise ValueError(f"fetch_one: {path!r} is not a non-null foreign key")
+        found.append((field, paths.index(owner_path) + 1 if owner_path else 0))
+        paths.append(path)
+    return tuple(found)
+
+
+@functools.cache
+def _select_sql(
+    using: str,
+    model: type[models.Model],
+    related: tuple[str, ...],
+    where_shape: WhereShape,
+) -> tuple[str, tuple[tuple[type[models.Model], int, int], ...]]:
+    """The `SELECT … FROM … JOIN … WHERE … LIMIT 1` and where each model's columns sit."""
+    quote = connections[using].ops.quote_name
+    tables = [model]
+    joins = []
+    for index, (field, owner_index) in enumerate(_joins(model, related), start=1):
+        target = cast(type[models.Model], field.related_model)
+        tables.append(target)
+        joins.append(
+            f" INNER JOIN {quote(target._meta.db_table)} T{index}"
+            f" ON T{owner_index}.{quote(cast(str, field.column))}"
+            f" = T{index}.{quote(cast(str, field.target_field.column))}"
+        )
+    columns: list[str] = []
+    layout = []
+    for index, table in enumerate(tables):
+        start = len(columns)
+        columns.extend(
+            f"T{index}.{quote(cast(str, f.column))}" for f in table._meta.concrete_fields
+        )
+        layout.append((table, start, len(columns)))
+    conditions = _conditions(quote, where_shape, alias="T0.")
+    sql = (
+        f"SELECT {', '.join(columns)} FROM {quote(model._meta.db_table)} T0{''.join(joins)}"  # noqa: S608
+        f" WHERE {' AND '.join(conditions)} LIMIT 1"
+    )
+    return sql, tuple(layout)

@@ -1,4 +1,4 @@
-"""`serenity.core.queries`: `unique_or_none`, `update_where`."""
+"""`serenity.core.queries`: `unique_or_none`, `update_where`, `fetch_one`."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
-from serenity.core.queries import unique_or_none, update_where
-from serenity.models import Organization
-from tests.factories import OrganizationFactory
+from provisioning.models import ProvisioningAttempt
+from serenity.core.queries import fetch_one, unique_or_none, update_where
+from serenity.models import ApiToken, Organization
+from tests.factories import BrandFactory, MembershipFactory, OrganizationFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -161,3 +162,82 @@ def test_update_where_refuses_what_it_cannot_write_as_the_orm_would(where, value
         update_where(AsyncJob, {**where}, **values)
     # then
     assert _row(job) == before
+
+
+# --- fetch_one ------------------------------------------------------------------------------
+
+
+def _attempt() -> ProvisioningAttempt:
+    brand = BrandFactory(semrush_sub_workspace_id="ws-1")
+    return ProvisioningAttempt.objects.create(
+        brand=brand, status="pending", started_by="activate", candidate_workspace_id="ws-2"
+    )
+
+
+def test_fetch_one_reads_what_select_related_reads_in_one_query():
+    # given
+    attempt = _attempt()
+    expected = ProvisioningAttempt.objects.select_related("brand__organization").get(pk=attempt.pk)
+    # when: the id as a step finds it in its job's metadata (text)
+    with CaptureQueriesContext(connection) as queries:
+        found = fetch_one(
+            ProvisioningAttempt, {"pk": str(attempt.pk)}, related=("brand", "brand__organization")
+        )
+        assert found is not None
+        brand, organization = found.brand, found.brand.organization
+    # then: every column of the three rows, converted as the ORM converts them, the related
+    # rows cached on their instances (no query after the first)
+    assert len(queries) == 1
+    assert "LIMIT 1" in queries[0]["sql"]
+    for mine, theirs in (
+        (found, expected),
+        (brand, expected.brand),
+        (organization, expected.brand.organization),
+    ):
+        assert type(mine) is type(theirs)
+        fields = type(mine)._meta.concrete_fields
+        assert [getattr(mine, f.attname) for f in fields] == [
+            getattr(theirs, f.attname) for f in fields
+        ]
+        assert not mine._state.adding and mine._state.db == "default"
+    assert isinstance(found.id, uuid.UUID) and found.created_at.tzinfo is not None
+
+
+def test_fetch_one_returns_none_when_no_row_matches():
+    # given
+    attempt = _attempt()
+    # when / then: another id; a condition that does not hold; an empty IN (no query)
+    assert fetch_one(ProvisioningAttempt, {"pk": uuid.uuid4()}) is None
+    assert fetch_one(ProvisioningAttempt, {"pk": attempt.pk, "status": "ready"}) is None
+    with CaptureQueriesContext(connection) as queries:
+        assert fetch_one(ProvisioningAttempt, {"pk__in": []}) is None
+    assert len(queries) == 0
+
+
+def test_fetch_one_matches_nulls_as_the_orm_does():
+    # given: a live token and a revoked one
+    organization = OrganizationFactory()
+    user = MembershipFactory(organization=organization).user
+    live = ApiToken.objects.create(user=user, name="live", token_hash="a" * 64)
+    ApiToken.objects.create(user=user, name="old", token_hash="b" * 64, revoked_at=timezone.now())
+    # when
+    found = fetch_one(ApiToken, {"token_hash": "a" * 64, "revoked_at": None}, related=("user",))
+    revoked = fetch_one(ApiToken, {"token_hash": "b" * 64, "revoked_at": None}, related=("user",))
+    # then
+    assert found == live and found.user == user
+    assert revoked is None
+
+
+@pytest.mark.parametrize(
+    ("related", "message"),
+    [
+        (("brand__organization",), "'brand__organization' needs 'brand' before it"),
+        (("candidate_workspace_id",), "'candidate_workspace_id' is not a non-null foreign key"),
+    ],
+)
+def test_fetch_one_refuses_what_it_cannot_join(related, message):
+    # given
+    attempt = _attempt()
+    # when / then
+    with pytest.raises(ValueError, match=re.escape(message)):
+        fetch_one(ProvisioningAttempt, {"pk": attempt.pk}, related=related)
