@@ -25,7 +25,7 @@ from django.utils import timezone
 from jobs import states
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.publishing import publish_job
-from serenity.core.queries import instance_from_row, update_where
+from serenity.core.queries import insert_rows, instance_from_row, update_where
 
 logger = logging.getLogger("serenity.jobs")
 
@@ -106,7 +106,7 @@ def job_chain_create(
                 run_after=None,
             )
         )
-    AsyncJob.objects.bulk_create(rows)
+    insert_rows(*rows)
     publish_on_commit(job_id=root.id, step=root.step, premarked=True)
     return root
 
@@ -317,7 +317,7 @@ def job_complete_and_repeat(
             **(chain if job.root_id is None else {}),
         ):
             return None
-        repeat = AsyncJob.objects.create(
+        repeat = AsyncJob(
             id=repeat_id,
             organization_id=job.organization_id,
             brand_id=job.brand_id,
@@ -330,6 +330,7 @@ def job_complete_and_repeat(
             run_after=now + timedelta(seconds=delay_seconds),
             published_at=now + timedelta(seconds=delay_seconds),
         )
+        insert_rows(repeat)
         if job.root_id is not None:
             update_where(AsyncJob, {"pk": root_id}, **chain, updated_at=now)
     publish_on_commit(job_id=repeat.id, step=repeat.step, countdown=delay_seconds, premarked=True)

@@ -25,7 +25,7 @@ from provisioning.lifecycle import translate_upstream
 from provisioning.models import AttemptStatus, ProvisioningAttempt
 from provisioning.outcome import Outcome
 from provisioning.semrush import SemrushClient, SemrushError, SemrushQuotaError
-from serenity.core.queries import update_where
+from serenity.core.queries import insert_row, update_where
 from serenity.exceptions import SliceExistsError
 from serenity.models import Brand, Market, MarketStatus
 from serenity.slices import Slice
@@ -126,7 +126,8 @@ def market_reserve(
         existing.refresh_from_db()
         return existing
     if not savepoint:
-        return Market.objects.create(
+        return insert_row(
+            Market,
             brand=brand,
             geo_target_id=slice_.geo_target_id,
             language_code=slice_.language_code,
@@ -136,7 +137,8 @@ def market_reserve(
         )
     try:
         with transaction.atomic():
-            return Market.objects.create(
+            return insert_row(
+                Market,
                 brand=brand,
                 geo_target_id=slice_.geo_target_id,
                 language_code=slice_.language_code,

@@ -57,6 +57,7 @@ from provisioning.outcome import Outcome
 from provisioning.selectors import with_latest_attempt
 from provisioning.semrush import SemrushClient, SemrushError
 from serenity.core.errors import DomainError, InvalidRequestError
+from serenity.core.queries import insert_row
 from serenity.exceptions import (
     BaseUrlRequiredError,
     BrandExistsError,
@@ -365,7 +366,8 @@ def _brand_insert(*, organization: Organization, data: BrandInput, status: str) 
     # (BrandExistsError propagates out of it), so a savepoint would only cost two statements.
     try:
         with transaction.atomic(savepoint=False):
-            return Brand.objects.create(
+            return insert_row(
+                Brand,
                 organization=organization,
                 name=data.name.strip(),
                 workspace_mode=organization.workspace_mode,

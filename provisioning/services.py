@@ -27,6 +27,7 @@ from provisioning.models import (
     AttemptStatus,
     ProvisioningAttempt,
 )
+from serenity.core.queries import insert_row
 from serenity.models import Brand
 
 logger = logging.getLogger("serenity.provisioning")
@@ -182,9 +183,7 @@ def attempt_insert_unguarded(
 ) -> ProvisioningAttempt:
     """The first attempt of a brand created in the same transaction: nothing can hold or race
     it (the brand row is not visible to anyone else yet), so no guard and no savepoint."""
-    return ProvisioningAttempt.objects.create(
-        brand_id=brand_id, started_by=started_by, job_id=job_id
-    )
+    return insert_row(ProvisioningAttempt, brand_id=brand_id, started_by=started_by, job_id=job_id)
 
 
 def attempt_insert(

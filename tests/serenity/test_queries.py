@@ -1,4 +1,4 @@
-"""`serenity.core.queries`: `unique_or_none`, `update_where`, `fetch_one`."""
+"""`serenity.core.queries`: the hot paths' reads and writes, each against what the ORM does."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.db.models.functions import Coalesce
 from django.test.utils import CaptureQueriesContext
@@ -15,8 +15,14 @@ from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from provisioning.models import ProvisioningAttempt
-from serenity.core.queries import fetch_one, unique_or_none, update_where
-from serenity.models import ApiToken, Organization
+from serenity.core.queries import (
+    fetch_one,
+    insert_row,
+    insert_rows,
+    unique_or_none,
+    update_where,
+)
+from serenity.models import ApiToken, Brand, Market, MarketStatus, Organization
 from tests.factories import BrandFactory, MembershipFactory, OrganizationFactory
 
 pytestmark = pytest.mark.django_db
@@ -241,3 +247,75 @@ def test_fetch_one_refuses_what_it_cannot_join(related, message):
     # when / then
     with pytest.raises(ValueError, match=re.escape(message)):
         fetch_one(ProvisioningAttempt, {"pk": attempt.pk}, related=related)
+
+
+# --- insert_rows / insert_row ---------------------------------------------------------------
+
+
+def test_insert_row_writes_what_create_writes():
+    # given
+    brand = BrandFactory()
+    values = {
+        "brand": brand,
+        "geo_target_id": 2840,
+        "language_code": "en",
+        "name": "US-en",
+        "status": MarketStatus.CREATING,
+        "reserved_by": uuid.uuid4(),
+    }
+    by_orm = Market.objects.create(**values)
+    Market.objects.filter(pk=by_orm.pk).update(deleted_at=timezone.now())  # frees the slice
+    # when
+    with CaptureQueriesContext(connection) as queries:
+        mine = insert_row(Market, **values)
+    # then: one INSERT; the instance is a saved row with its timestamps set
+    assert len(queries) == 1 and queries[0]["sql"].startswith('INSERT INTO "serenity_market"')
+    assert not mine._state.adding and mine._state.db == "default"
+    assert mine.created_at is not None and mine.updated_at is not None
+    row = Market.objects.filter(pk=mine.pk).values().get()
+    theirs = Market.objects.filter(pk=by_orm.pk).values().get()
+    for key in ("id", "created_at", "updated_at", "deleted_at"):
+        del row[key], theirs[key]
+    assert row == theirs
+    assert Market.objects.get(pk=mine.pk).created_at == mine.created_at
+
+
+def test_insert_rows_writes_several_rows_in_one_statement():
+    # given: a chain's two jobs, the first pointing at the second
+    first, second = _job_instance(), _job_instance()
+    first.next_id = second.id
+    # when
+    with CaptureQueriesContext(connection) as queries:
+        insert_rows(first, second)
+    # then
+    assert len(queries) == 1
+    assert AsyncJob.objects.get(pk=first.pk).next_id == second.id
+    assert AsyncJob.objects.get(pk=second.pk).metadata == {"attemptId": "a"}
+
+
+def test_insert_rows_raises_the_orms_integrity_error_and_writes_nothing():
+    # given: a brand whose name the org already has
+    brand = BrandFactory(name="Taken")
+    before = Brand.objects.count()
+    # when / then
+    with pytest.raises(IntegrityError), transaction.atomic():
+        insert_row(Brand, organization=brand.organization, name="Taken", status="active")
+    assert Brand.objects.count() == before
+
+
+def test_insert_rows_refuses_rows_of_two_models():
+    # given
+    job, organization = _job_instance(), OrganizationFactory.build()
+    # when / then
+    with pytest.raises(ValueError, match="rows of one model"):
+        insert_rows(job, organization)
+    assert not AsyncJob.objects.filter(pk=job.pk).exists()
+
+
+def _job_instance() -> AsyncJob:
+    return AsyncJob(
+        organization_id=uuid.uuid4(),
+        job_type=JobType.PROVISION_WORKSPACE,
+        step=JobStep.PROVISION_WORKSPACE,
+        metadata={"attemptId": "a"},
+    )
