@@ -159,7 +159,7 @@ def workspace_create_or_adopt(
     Raises domain errors only (upstream errors are translated).
     """
     try:
-        family = client.list_family(parent_id=parent_id)
+        family = client.list_family(parent_id=parent_id, titled=brand.name)
         matches = _matches(
             family=family,
             title=brand.name,
@@ -193,7 +193,7 @@ def workspace_create_or_adopt(
 
 
 def _resolve_ambiguous_create(*, client: SemrushClient, brand: Brand, parent_id: str) -> Workspace:
-    family = client.list_family(parent_id=parent_id)
+    family = client.list_family(parent_id=parent_id, titled=brand.name)
     matches = _matches(
         family=family,
         title=brand.name,

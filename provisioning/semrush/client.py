@@ -225,17 +225,23 @@ class SemrushClient:
             )
         return status
 
-    def list_family(self, *, parent_id: str) -> list[dict[str, Any]]:
+    def list_family(self, *, parent_id: str, titled: str | None = None) -> list[dict[str, Any]]:
         """List the parent workspace and all its descendants (``{id, title, status, parent_id}``).
 
         Upstream answers a bare JSON array (no ``items`` envelope). The parent itself is part of
         the list; filtering it out is the caller's job.
+
+        With ``titled``, the caller only looks for workspaces of that title (trimmed,
+        case-insensitive): a listing whose text cannot hold one answers ``[]`` without being
+        decoded (`_cannot_hold_title`). The listing grows with every brand of the org (~300
+        bytes each) and is read on every brand create; decoding it was the one cost of a create
+        that grows with the fleet.
         """
-        body = self._request_json(
-            operation="list_family",
-            method="GET",
-            url=f"{self._um}/v1/workspaces/{_segment(parent_id)}/family",
-        )
+        url = f"{self._um}/v1/workspaces/{_segment(parent_id)}/family"
+        response = self._request(operation="list_family", method="GET", url=url)
+        if titled is not None and _cannot_hold_title(response.content, titled):
+            return []
+        body = self._decode(response, operation="list_family", method="GET", url=url)
         return _expect_list_of_dicts(body, operation="list_family")
 
     # ------------------------------------------------------------ Project Engine (projects)
@@ -436,6 +442,10 @@ class SemrushClient:
             json_body=json_body,
             owned=owned,
         )
+        return self._decode(response, operation=operation, method=method, url=url)
+
+    def _decode(self, response: requests.Response, *, operation: str, method: str, url: str) -> Any:
+        """The parsed JSON body (``None`` for an empty body)."""
         if not response.content or not response.content.strip():
             return None
         try:
@@ -883,6 +893,28 @@ def _expect_dict(body: Any, *, operation: str, required: tuple[str, ...] = ()) -
             operation=operation, status=None, detail=f"expected an object with {list(required)}"
         )
     return body
+
+
+def _cannot_hold_title(body: bytes, title: str) -> bool:
+    """Whether a listing's raw text rules out, unread, any workspace titled `title` (trimmed,
+    case-insensitive). Sound only where it answers True, so it answers True only when all hold:
+    - the body is a bare array (`[` … `]`), as upstream answers; anything else is decoded and
+      judged by the decoder (an error page, a truncated body);
+    - it has no backslash, so every string in it is its literal bytes (no escape can spell a
+      title differently), and no byte beyond ASCII, so ASCII lower-casing of the bytes is
+      `str.lower()` of every string in it;
+    - the wanted title is ASCII, and its lower-cased form is nowhere in the lower-cased body
+      (a title that matches would be, whatever its surrounding spaces).
+    """
+    wanted = title.strip().lower()
+    if not wanted or not wanted.isascii():
+        return False
+    text = body.strip()
+    if not (text.startswith(b"[") and text.endswith(b"]")) or b"\\" in text:
+        return False
+    if not text.isascii():
+        return False
+    return wanted.encode() not in text.lower()
 
 
 def _expect_list_of_dicts(body: Any, *, operation: str) -> list[dict[str, Any]]:

@@ -154,6 +154,72 @@ def test_list_family_returns_the_bare_array(semrush: SemrushClient) -> None:
     assert result == family
 
 
+def _family_body(*titles: str) -> bytes:
+    rows = [{"id": PARENT, "title": "Org", "status": "created", "parent_id": None}]
+    rows += [
+        {"id": f"ws-{i}", "title": t, "status": "created", "parent_id": PARENT}
+        for i, t in enumerate(titles)
+    ]
+    return json.dumps(rows, ensure_ascii=False).encode()
+
+
+@responses.activate
+@pytest.mark.parametrize(
+    ("body", "decoded"),
+    [
+        # the title as it is, or in other case and with spaces around it
+        (_family_body("Other", "Acme"), True),
+        (_family_body("Other", "  ACME "), True),
+        # the title spelled with an escape: the text is decoded, not searched
+        (b'[{"id": "ws-0", "title": "\\u0041cme", "status": "created"}]', True),
+        # a non-ASCII title anywhere: decoded, even without the one wanted
+        (_family_body("Caf\u00e9", "Acme"), True),
+        (_family_body("Caf\u00e9"), True),
+        (_family_body("Other", "Acme Labs"), True),
+        (_family_body("Other", "Beta"), False),
+    ],
+)
+def test_list_family_with_a_title_decodes_a_listing_that_could_hold_it(
+    semrush: SemrushClient, body: bytes, decoded: bool
+) -> None:
+    # given
+    responses.add(responses.GET, f"{UM}/v1/workspaces/{PARENT}/family", body=body)
+    # when
+    result = semrush.list_family(parent_id=PARENT, titled="Acme")
+    # then: the whole family when the text could hold the title (the caller matches), else none
+    assert result == (json.loads(body) if decoded else [])
+
+
+@responses.activate
+def test_list_family_with_a_title_answers_none_for_an_ascii_listing_without_it(
+    semrush: SemrushClient,
+) -> None:
+    # given: a family of a thousand other brands (a bare array, ASCII, no escapes)
+    responses.add(
+        responses.GET,
+        f"{UM}/v1/workspaces/{PARENT}/family",
+        body=_family_body(*(f"Brand {i}" for i in range(1000))),
+    )
+    # when / then: nothing of that title, the same as the decoded listing says
+    assert semrush.list_family(parent_id=PARENT, titled="Acme") == []
+    assert semrush.list_family(parent_id=PARENT, titled="Brand 999") != []
+
+
+@responses.activate
+@pytest.mark.parametrize(
+    "body",
+    [b'{"items": []}', b"<html>gateway error</html>", b'[{"id": "ws-1", "title": "Beta"'],
+)
+def test_list_family_with_a_title_still_rejects_what_is_not_a_listing(
+    semrush: SemrushClient, body: bytes
+) -> None:
+    # given: not a bare array of objects (an envelope, an error page, a truncated array)
+    responses.add(responses.GET, f"{UM}/v1/workspaces/{PARENT}/family", body=body)
+    # when / then
+    with pytest.raises(SemrushUnexpectedResponseError):
+        semrush.list_family(parent_id=PARENT, titled="Acme")
+
+
 @responses.activate
 def test_list_projects_follows_pagination_until_total(semrush: SemrushClient) -> None:
     # given
