@@ -204,6 +204,34 @@ def test_family_is_a_bare_array_of_the_parent_and_its_descendants(api, sim):
     ]
 
 
+def test_family_shows_each_workspace_as_it_is_at_each_listing(api, sim):
+    # given a child settling in 0.3 s, listed once while not ready
+    configure(sim, settleSeconds=0.3)
+    child = create_child(api, sim, "Acme").json()["id"]
+    family = f"{sim.base_url}{UM}/v1/workspaces/{PARENT}/family"
+
+    def entry() -> dict[str, Any]:
+        return next(w for w in api.get(family, timeout=5).json() if w["id"] == child)
+
+    first = entry()
+    # when it has settled, and then has a live project
+    settled = poll_status(api, sim, child)
+    second = entry()
+    projects = f"{sim.base_url}{PE}/v1/workspaces/{child}/projects"
+    project_id = api.post(projects, json=project_body(), timeout=5).json()["id"]
+    assert api.post(f"{projects}/{project_id}/publish", timeout=5).status_code == 202
+    third = entry()
+
+    # then each listing shows the state of that moment (the entries are not stale copies)
+    assert (first["status"], first["published_projects_count"]) == ("not ready", 0)
+    assert settled == "created"
+    assert (second["status"], second["published_projects_count"]) == ("created", 0)
+    assert (third["status"], third["published_projects_count"]) == ("created", 1)
+    assert {k: v for k, v in third.items() if k != "published_projects_count"} == {
+        k: v for k, v in second.items() if k != "published_projects_count"
+    }
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body"),
     [
