@@ -15,7 +15,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 
 from provisioning.exceptions import (
     AmbiguousWorkspaceError,
@@ -42,6 +41,7 @@ from provisioning.semrush import (
 from provisioning.semrush.errors import SemrushAuthError
 from serenity.core.errors import ConfigurationError, DomainError
 from serenity.core.metrics import record_upstream_call
+from serenity.core.queries import update_where
 from serenity.models import Brand, BrandStatus, Organization
 
 logger = logging.getLogger("serenity.provisioning")
@@ -281,18 +281,21 @@ def pointer_persist(*, brand_id: Any, workspace_id: str) -> bool:
     deleted. False: another writer won (or the workspace is another brand's pointer)."""
     try:
         with transaction.atomic():
-            changed = (
-                Brand.objects.filter(pk=brand_id)
-                .exclude(status=BrandStatus.DELETED)
-                .filter(
-                    Q(semrush_sub_workspace_id__isnull=True)
-                    | Q(semrush_sub_workspace_id=workspace_id)
-                )
-                .update(semrush_sub_workspace_id=workspace_id)
-            )
+            return pointer_write(brand_id=brand_id, workspace_id=workspace_id)
     except IntegrityError:
         return False
-    return changed == 1
+
+
+def pointer_write(*, brand_id: Any, workspace_id: str) -> bool:
+    """The conditional pointer write (`pointer IS NULL OR pointer = workspace`, brand not
+    deleted); whether it changed the row. The pointer is unique: a workspace that is another
+    brand's pointer raises `IntegrityError` (the caller decides what that ends)."""
+    where = {
+        "pk": brand_id,
+        "status__ne": BrandStatus.DELETED,
+        "semrush_sub_workspace_id__null_or": workspace_id,
+    }
+    return update_where(Brand, where, semrush_sub_workspace_id=workspace_id) == 1
 
 
 def empty_quietly(*, client: SemrushClient, workspace_id: str, parent_id: str | None) -> bool:

@@ -14,7 +14,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from jobs import services as job_services
@@ -27,6 +26,7 @@ from provisioning.lifecycle import (
     Readiness,
     client_for_org,
     empty_quietly,
+    pointer_write,
     workspace_create_or_adopt,
     workspace_read_readiness,
 )
@@ -379,15 +379,7 @@ def _point_brand_at(*, brand_id: uuid.UUID, workspace_id: str) -> bool:
     violation raises `_PointerTakenError` out of the caller's transaction, which rolls back
     whole (the promotion must not stand without its pointer): no savepoint is needed."""
     try:
-        return (
-            Brand.objects.filter(pk=brand_id)
-            .exclude(status=BrandStatus.DELETED)
-            .filter(
-                Q(semrush_sub_workspace_id__isnull=True) | Q(semrush_sub_workspace_id=workspace_id)
-            )
-            .update(semrush_sub_workspace_id=workspace_id)
-            == 1
-        )
+        return pointer_write(brand_id=brand_id, workspace_id=workspace_id)
     except IntegrityError:
         raise _PointerTakenError() from None
 

@@ -36,8 +36,11 @@ def update_where(model: type[models.Model], where: Mapping[str, Any], /, **value
     instances by their key), no signals, no `auto_now`; returns the number of rows changed.
 
     `where` takes `name` (`pk` too; `None` means IS NULL) and `name__in`, `name__isnull`,
-    `name__lt`, `__lte`, `__gt`, `__gte`; a value may be `F("name") + n`. Anything else (a `Q`,
-    a join, another expression) raises `ValueError`: use the ORM there.
+    `name__lt`, `__lte`, `__gt`, `__gte`, and two of its own: `name__ne` (`<>`, on a non-null
+    column: what `.exclude(name=value)` means there) and `name__null_or` (`name IS NULL OR
+    name = value`: a pointer that is empty or already this value). A value may be
+    `F("name") + n`. Anything else (a `Q`, a join, another expression) raises `ValueError`: use
+    the ORM there.
     """
     using = router.db_for_write(model)
     connection = connections[using]
@@ -69,7 +72,15 @@ def update_where(model: type[models.Model], where: Mapping[str, Any], /, **value
         return int(cursor.rowcount)
 
 
-_OPERATORS = {"exact": "=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
+_OPERATORS = {
+    "exact": "=",
+    "ne": "<>",
+    "null_or": "=",  # (column IS NULL OR column = value)
+    "lt": "<",
+    "lte": "<=",
+    "gt": ">",
+    "gte": ">=",
+}
 
 WhereShape = tuple[tuple[str, str, int], ...]
 
@@ -97,6 +108,8 @@ def _where(
             shape.append((cast(str, field.column), "in", len(items)))
             params.extend(items)
         elif lookup in _OPERATORS:
+            if lookup == "ne" and field.null:
+                raise ValueError(f"{key!r}: `ne` is for a non-null column (use the ORM's exclude)")
             shape.append((cast(str, field.column), lookup, 1))
             params.append(_prep_lookup(field, value, connection))
         else:
@@ -114,6 +127,8 @@ def _conditions(quote: Callable[[str], str], shape: WhereShape, alias: str = "")
             conditions.append(f"{name} IS NOT NULL")
         elif lookup == "in":
             conditions.append(f"{name} IN ({', '.join(['%s'] * count)})")
+        elif lookup == "null_or":
+            conditions.append(f"({name} IS NULL OR {name} = %s)")
         else:
             conditions.append(f"{name} {_OPERATORS[lookup]} %s")
     return conditions

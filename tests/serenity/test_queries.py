@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -319,3 +319,36 @@ def _job_instance() -> AsyncJob:
         step=JobStep.PROVISION_WORKSPACE,
         metadata={"attemptId": "a"},
     )
+
+
+def test_update_where_ne_and_null_or_select_what_exclude_and_the_or_select():
+    # given: brands whose pointer is empty, this workspace, another; one of them deleted
+    empty = BrandFactory(semrush_sub_workspace_id=None)
+    same = BrandFactory(semrush_sub_workspace_id="ws-1")
+    other = BrandFactory(semrush_sub_workspace_id="ws-2")
+    deleted = BrandFactory(semrush_sub_workspace_id=None, status="deleted")
+    ids = [empty.pk, same.pk, other.pk, deleted.pk]
+    expected = set(
+        Brand.objects.filter(pk__in=ids)
+        .exclude(status="deleted")
+        .filter(Q(semrush_sub_workspace_id__isnull=True) | Q(semrush_sub_workspace_id="ws-1"))
+        .values_list("pk", flat=True)
+    )
+    # when
+    changed = update_where(
+        Brand,
+        {"pk__in": ids, "status__ne": "deleted", "semrush_sub_workspace_id__null_or": "ws-1"},
+        name="picked",
+    )
+    # then
+    assert changed == 2
+    assert set(Brand.objects.filter(name="picked").values_list("pk", flat=True)) == expected
+    assert expected == {empty.pk, same.pk}
+
+
+def test_update_where_ne_refuses_a_nullable_column():
+    # given: `<>` would not match NULL there, where `.exclude()` does
+    job = _job()
+    # when / then
+    with pytest.raises(ValueError, match="`ne` is for a non-null column"):
+        update_where(AsyncJob, {"pk": job.pk, "brand_id__ne": uuid.uuid4()}, position=1)
