@@ -107,7 +107,8 @@ def _run_claimed(run: StepRun, handler: StepHandler, on_unexpected: FailureHandl
     with context.scope(
         job_id=job.id, org_id=job.organization_id, brand_id=job.brand_id, step=job.step
     ):
-        logger.info("step started", extra={"run_count": job.run_count})
+        # DEBUG: the row's `started_at` says as much; "step ended" (INFO) carries the outcome.
+        logger.debug("step started", extra={"run_count": job.run_count})
         try:
             handler(run)
             outcome = "ok"
@@ -128,5 +129,10 @@ def _run_claimed(run: StepRun, handler: StepHandler, on_unexpected: FailureHandl
             elapsed = time.monotonic() - started
             STEP_DURATION.labels(job.step, outcome).observe(elapsed)
             logger.info(
-                "step ended", extra={"outcome": outcome, "duration_ms": int(elapsed * 1000)}
+                "step ended",
+                extra={
+                    "outcome": outcome,
+                    "duration_ms": int(elapsed * 1000),
+                    "run_count": job.run_count,
+                },
             )
