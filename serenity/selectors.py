@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import OuterRef, Subquery
+from django.db import DEFAULT_DB_ALIAS, connection
 
 from serenity.core.errors import InvalidRequestError
-from serenity.core.queries import unique_or_none
+from serenity.core.queries import columns_sql, instance_from_row, unique_or_none
 from serenity.exceptions import (
     BrandNotFoundError,
     NotAMemberError,
@@ -20,6 +21,44 @@ from serenity.exceptions import (
 from serenity.models import Brand, BrandStatus, Membership, Organization, Role
 
 _DIGITS = re.compile(r"^[0-9]{1,10}$")
+
+
+def _organization_with_role(org_id: uuid.UUID, *, user_id: Any) -> Organization | None:
+    """The org with the caller's role in it as `caller_role` (None: not a member), in one
+    statement built once: every request makes this read, and the ORM's annotated subquery cost
+    ~1 000 Python calls to compile, an eighth of an accepted request."""
+    params = [
+        Membership._meta.get_field("user").get_db_prep_value(user_id, connection),
+        Organization._meta.get_field("id").get_db_prep_value(org_id, connection),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_organization_with_role_sql(), params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    organization = instance_from_row(Organization, row[:-1], using=DEFAULT_DB_ALIAS)
+    organization.caller_role = row[-1]  # type: ignore[attr-defined]
+    return organization
+
+
+@functools.cache
+def _organization_with_role_sql() -> str:
+    quote = connection.ops.quote_name
+
+    def column(model: Any, name: str) -> str:
+        return quote(model._meta.get_field(name).column)
+
+    # Identifiers from the models' meta, quoted; both values are parameters.
+    role = (
+        f"SELECT M.{column(Membership, 'role')} FROM {quote(Membership._meta.db_table)} M"  # noqa: S608
+        f" WHERE M.{column(Membership, 'organization')} = T0.{column(Organization, 'id')}"
+        f" AND M.{column(Membership, 'user')} = %s LIMIT 1"
+    )
+    return (
+        f"SELECT {columns_sql(DEFAULT_DB_ALIAS, Organization, 'T0')}, ({role})"  # noqa: S608
+        f" FROM {quote(Organization._meta.db_table)} T0"
+        f" WHERE T0.{column(Organization, 'id')} = %s"
+    )
 
 
 @dataclass(frozen=True)
@@ -65,16 +104,7 @@ def caller_scope_resolve(
     if geo_target_id is not None:
         parse_geo_target_id(geo_target_id)
 
-    # The org and the caller's role in it, in one query.
-    organization = unique_or_none(
-        Organization.objects.filter(pk=org_uuid).annotate(
-            caller_role=Subquery(
-                Membership.objects.filter(organization_id=OuterRef("pk"), user_id=user.pk).values(
-                    "role"
-                )[:1]
-            )
-        )
-    )
+    organization = _organization_with_role(org_uuid, user_id=user.pk)
     if organization is None:
         raise OrganizationNotFoundError()
 

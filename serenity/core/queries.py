@@ -260,6 +260,14 @@ def _converters(connection: Any, model: type[models.Model]) -> list[tuple[int, l
 
 
 @functools.cache
+def columns_sql(using: str, model: type[models.Model], alias: str) -> str:
+    """`alias."col", ...` of the model's concrete columns, in the order `instance_from_row`
+    takes them."""
+    quote = connections[using].ops.quote_name
+    return ", ".join(f"{alias}.{quote(cast(str, f.column))}" for f in model._meta.concrete_fields)
+
+
+@functools.cache
 def _joins(
     model: type[models.Model], related: tuple[str, ...]
 ) -> tuple[tuple[models.ForeignKey[Any, Any], int], ...]:
@@ -303,12 +311,12 @@ def _select_sql(
         )
     columns: list[str] = []
     layout = []
+    start = 0
     for index, table in enumerate(tables):
-        start = len(columns)
-        columns.extend(
-            f"T{index}.{quote(cast(str, f.column))}" for f in table._meta.concrete_fields
-        )
-        layout.append((table, start, len(columns)))
+        columns.append(columns_sql(using, table, f"T{index}"))
+        stop = start + len(table._meta.concrete_fields)
+        layout.append((table, start, stop))
+        start = stop
     conditions = _conditions(quote, where_shape, alias="T0.")
     sql = (
         f"SELECT {', '.join(columns)} FROM {quote(model._meta.db_table)} T0{''.join(joins)}"  # noqa: S608

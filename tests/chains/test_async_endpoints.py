@@ -10,6 +10,7 @@ from provisioning.models import ProvisioningAttempt
 from serenity.models import Market
 from tests.chains.helpers import brands_path, create_brand, serenity_path, without_ids
 from tests.conftest import poll_job
+from tests.support import wait_until_settled
 
 
 def assert_accepted(response, job_type: str = "provisionWorkspace") -> dict:
@@ -22,9 +23,11 @@ def assert_accepted(response, job_type: str = "provisionWorkspace") -> dict:
 
 
 def test_async_market_create_equals_sync(sw_writer, sim, worker):
-    # given two ready brands
+    # given two ready brands (a sync bare create sets the pointer without waiting for the
+    # workspace to settle: wait for it, or the first status read may find it not ready yet)
     a = create_brand(sw_writer, "Alpha")
     b = create_brand(sw_writer, "Beta")
+    wait_until_settled(sim, b["semrushSubWorkspaceId"])
     payload = {"market": "de", "languageCode": "DE"}
     # when one creates the market synchronously and the other asynchronously
     sync = sw_writer.post(f"{serenity_path(sw_writer, a['id'])}/markets", payload)
