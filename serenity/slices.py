@@ -3,6 +3,7 @@ countries and languages come from pycountry."""
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -43,12 +44,23 @@ class Slice:
 def geo_target_id_for(country: str, *, field: str = "market") -> tuple[str, int]:
     if not isinstance(country, str) or not _MARKET.match(country):
         raise InvalidRequestError(f"{field} must be an ISO 3166-1 alpha-2 country code.")
-    record = pycountry.countries.get(alpha_2=country.upper())
-    if record is None or not getattr(record, "numeric", None):
+    found = _country(country.upper())
+    if found is None:
         raise UnknownMarketError(f"{field}: {country.upper()} is not a known ISO 3166 country.")
+    return found
+
+
+# The ISO tables are fixed for the life of the process, and every request and step that names a
+# market looks them up (pycountry's lookups cost ~50 Python calls each): cached.
+@functools.lru_cache(maxsize=512)
+def _country(alpha_2: str) -> tuple[str, int] | None:
+    record = pycountry.countries.get(alpha_2=alpha_2)
+    if record is None or not getattr(record, "numeric", None):
+        return None
     return record.alpha_2, GEO_TARGET_OFFSET + int(record.numeric)
 
 
+@functools.lru_cache(maxsize=512)
 def country_for_geo_target_id(geo_target_id: int) -> str | None:
     record = pycountry.countries.get(numeric=f"{geo_target_id - GEO_TARGET_OFFSET:03d}")
     return record.alpha_2 if record else None
@@ -63,6 +75,7 @@ def normalize_language(value: object, *, field: str = "languageCode") -> str:
     return code
 
 
+@functools.lru_cache(maxsize=1024)
 def language_name(code: str) -> str | None:
     """The ISO 639 English name of the code's base language ("en" → "English")."""
     base = code.split("-", 1)[0]
