@@ -164,6 +164,14 @@ def _increment(model: type[models.Model], value: CombinedExpression) -> tuple[st
     return cast(str, _concrete_field(model, lhs.name).column), rhs.value  # type: ignore[attr-defined]
 
 
+def db_value(model: type[models.Model], name: str, value: Any, connection: Any) -> Any:
+    """`value` as a parameter compared with `model`'s column `name` (a foreign key's by its
+    target's field): what the ORM sends for `filter(name=value)`."""
+    field = model._meta.pk if name == "pk" else _concrete_field(model, name)
+    assert field is not None
+    return _prep_lookup(field, value, connection)
+
+
 def _prep_lookup(field: models.Field[Any, Any], value: Any, connection: Any) -> Any:
     if isinstance(value, models.Model):
         value = value.pk
