@@ -31,11 +31,17 @@ _done = False
 
 
 def ready_to_serve() -> None:
-    """Freeze the startup heap and raise the young generation's threshold (once per process)."""
+    """Load what the first request or step would load lazily, then freeze the startup heap and
+    raise the young generation's threshold (once per process)."""
     global _done
-    if _done or not env_bool("SERVER_GC_FREEZE", True):
+    if _done:
         return
     _done = True
+    from serenity.slices import load_iso_tables
+
+    load_iso_tables()
+    if not env_bool("SERVER_GC_FREEZE", True):
+        return
     gc.collect()
     gc.freeze()
     threshold = max(env_int("SERVER_GC_THRESHOLD", 10_000), 1)

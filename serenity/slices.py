@@ -50,6 +50,13 @@ def geo_target_id_for(country: str, *, field: str = "market") -> tuple[str, int]
     return found
 
 
+def load_iso_tables() -> None:
+    """Load pycountry's country and language tables now (a server at startup): pycountry reads
+    its JSON on first use, ~8 000 languages, in whichever request or step comes first."""
+    pycountry.countries.get(alpha_2="US")
+    pycountry.languages.get(alpha_2="en")
+
+
 # The ISO tables are fixed for the life of the process, and every request and step that names a
 # market looks them up (pycountry's lookups cost ~50 Python calls each): cached.
 @functools.lru_cache(maxsize=512)

@@ -68,3 +68,32 @@ def test_the_collector_is_left_as_python_configures_it_when_turned_off(
     # then
     assert gc.get_freeze_count() == 0
     assert gc.get_threshold() == before
+
+
+@pytest.mark.parametrize("freeze", ["true", "false"])
+def test_the_iso_tables_are_loaded_before_the_first_request(
+    pristine_collector, monkeypatch, freeze
+):
+    # given
+    import serenity.slices
+
+    monkeypatch.setenv("SERVER_GC_FREEZE", freeze)
+    loads: list[bool] = []
+    monkeypatch.setattr(serenity.slices, "load_iso_tables", lambda: loads.append(True))
+    # when: twice (a prefork child may run it again)
+    runtime.ready_to_serve()
+    runtime.ready_to_serve()
+    # then
+    assert loads == [True]
+
+
+def test_load_iso_tables_loads_pycountrys_tables():
+    # given
+    import pycountry
+
+    from serenity.slices import load_iso_tables
+
+    # when
+    load_iso_tables()
+    # then
+    assert pycountry.countries._is_loaded and pycountry.languages._is_loaded
