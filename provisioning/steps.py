@@ -118,9 +118,14 @@ def _end_as_attempt_says(run: StepRun, attempt: ProvisioningAttempt) -> None:
     else:
         error = job_services.cancelled_error()
         status = JobStatus.CANCELLED
-    job_services.job_finish(job=run.job, claim_token=run.claim_token, status=status, error=error)
-    # Free the chain's market reservation if nothing was created for it (SPEC §3).
-    _drop_reservation(run.job.metadata)
+    # The job's end and the release of the chain's market reservation (if nothing was created
+    # for it, SPEC §3) commit together: a worker dying between them left a finished job, which
+    # never runs again, and a reservation only the stale sweep would free.
+    with transaction.atomic():
+        job_services.job_finish(
+            job=run.job, claim_token=run.claim_token, status=status, error=error
+        )
+        _drop_reservation(run.job.metadata)
     cleanup_candidate(attempt_id=attempt.id)
 
 
@@ -159,21 +164,26 @@ def cleanup_candidate(*, attempt_id: uuid.UUID) -> None:
 def _fail_chain(run: StepRun, attempt: ProvisioningAttempt, error: DomainError) -> None:
     """Before promotion: the attempt fails with its reason, the chain with its error code."""
     reason = reason_for(error)
-    if not states.transition(
-        attempt_id=attempt.id, to=AttemptStatus.FAILED, reason=reason, error=error.message
-    ):
+    # The attempt's failure, the job's end and the release of the chain's market reservation
+    # commit together (see `_end_as_attempt_says`): nothing was created for the market before
+    # promotion, so its slice is free again (SPEC §3, "failure paths that created nothing
+    # delete their reservation").
+    with transaction.atomic():
+        failed = states.transition(
+            attempt_id=attempt.id, to=AttemptStatus.FAILED, reason=reason, error=error.message
+        )
+        if failed:
+            job_services.job_finish(
+                job=run.job,
+                claim_token=run.claim_token,
+                status=JobStatus.FAILED,
+                error=job_error_for(error),
+            )
+            _drop_reservation(run.job.metadata)
+    if not failed:
         fresh = ProvisioningAttempt.objects.get(pk=attempt.id)
         _end_as_attempt_says(run, fresh)
         return
-    job_services.job_finish(
-        job=run.job,
-        claim_token=run.claim_token,
-        status=JobStatus.FAILED,
-        error=job_error_for(error),
-    )
-    # Nothing was created for the chain's market before promotion: free its slice (SPEC §3,
-    # "failure paths that created nothing delete their reservation").
-    _drop_reservation(run.job.metadata)
     if error.code not in ("subworkspaceCreationFailed",):
         # A terminal workspace is left alone (it cannot be used or deleted); any other failure
         # empties a candidate this attempt created.

@@ -432,3 +432,32 @@ def test_a_project_made_by_a_step_that_died_unrecorded_is_deleted_when_it_runs_a
     assert AsyncJob.objects.get(pk=chained.pk).status == "CANCELLED"
     assert sim.state()["projects"] == []
     assert len(sim.state()["workspaces"]) == 1
+
+
+def test_a_chain_that_fails_before_promotion_ends_and_frees_its_market_in_one_commit(
+    sw_writer, sim, published
+):
+    # given an async brand create with a market, whose workspace create Semrush refuses
+    sim.add_fault({"method": "POST", "pathRegex": "/child$", "status": 400, "times": 2})
+    accepted = start_async_brand_with_market(sw_writer)
+    market = Market.objects.get(brand_id=accepted["id"])
+    # when the worker dies as the step frees the market's reservation (its last write)
+    with (
+        mock.patch("provisioning.steps.market_release", side_effect=SystemExit("killed")),
+        pytest.raises(SystemExit),
+    ):
+        run(accepted["jobId"])
+    # then nothing of the failure committed: no finished job holds a reservation nobody frees
+    attempt = ProvisioningAttempt.objects.get(brand_id=accepted["id"])
+    assert attempt.status == "pending"
+    assert AsyncJob.objects.get(pk=accepted["jobId"]).status == "IN_PROGRESS"
+    assert Market.objects.get(pk=market.pk).status == "creating"
+    # and when the step is delivered again after its lease, it ends the chain whole
+    AsyncJob.objects.filter(pk=accepted["jobId"]).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    run(accepted["jobId"])
+    attempt.refresh_from_db()
+    assert (attempt.status, attempt.reason) == ("failed", "upstream")
+    assert AsyncJob.objects.get(pk=accepted["jobId"]).status == "FAILED"
+    assert not Market.objects.filter(pk=market.pk).exists()
