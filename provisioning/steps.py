@@ -424,19 +424,25 @@ def _chained_preflight(run: StepRun) -> tuple[ProvisioningAttempt, Brand, str] |
 
 
 def _cancel_step(run: StepRun, attempt: ProvisioningAttempt | None) -> None:
-    job_services.job_finish(
-        job=run.job,
-        claim_token=run.claim_token,
-        status=JobStatus.CANCELLED,
-        error=job_services.cancelled_error(),
-    )
-    if (
-        attempt is not None
-        and attempt.status == AttemptStatus.PENDING
-        and attempt.workspace_promoted
-    ):
-        # The promoted workspace is valid and stays: the attempt is done.
-        states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
+    """End the chained step CANCELLED. The job's end, the attempt's, and the release of a market
+    reservation of the chain that nothing was created for commit together: a worker dying in
+    between left a finished job (never run again) with the attempt pending until the stale
+    sweep, or the market `creating`."""
+    with transaction.atomic():
+        job_services.job_finish(
+            job=run.job,
+            claim_token=run.claim_token,
+            status=JobStatus.CANCELLED,
+            error=job_services.cancelled_error(),
+        )
+        if (
+            attempt is not None
+            and attempt.status == AttemptStatus.PENDING
+            and attempt.workspace_promoted
+        ):
+            # The promoted workspace is valid and stays: the attempt is done.
+            states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
+        _drop_reservation(run.job.metadata)
 
 
 def _still_valid(
@@ -518,8 +524,7 @@ def create_market(run: StepRun) -> None:
         _create_market_flat(run, market_input)
         return
     checked = _chained_preflight(run)
-    if checked is None:
-        _drop_reservation(meta)
+    if checked is None:  # cancelled, its reservation freed with it
         if run.job.run_count > 1:
             _discard_unrecorded_project(run, market_input.slice)
         return

@@ -461,3 +461,36 @@ def test_a_chain_that_fails_before_promotion_ends_and_frees_its_market_in_one_co
     assert (attempt.status, attempt.reason) == ("failed", "upstream")
     assert AsyncJob.objects.get(pk=accepted["jobId"]).status == "FAILED"
     assert not Market.objects.filter(pk=market.pk).exists()
+
+
+def test_a_chained_step_that_stands_down_ends_and_frees_its_market_in_one_commit(
+    sw_writer, sim, published, chained_job_delivered_separately
+):
+    # given a promoted chain whose brand no longer points at the workspace when its
+    # create-market step runs (the step stands down: nothing is created)
+    sim.configure({"settleSeconds": 0})
+    accepted = start_async_brand_with_market(sw_writer)
+    run(accepted["jobId"])
+    chained = current_step(accepted["jobId"])
+    Brand.objects.filter(pk=accepted["id"]).update(semrush_sub_workspace_id=None)
+    market = Market.objects.get(brand_id=accepted["id"])
+    # when the worker dies as the step frees the market's reservation (its last write)
+    with (
+        mock.patch("provisioning.steps.market_release", side_effect=SystemExit("killed")),
+        pytest.raises(SystemExit),
+    ):
+        run(chained.pk)
+    # then nothing of its end committed
+    attempt = ProvisioningAttempt.objects.get(brand_id=accepted["id"])
+    assert attempt.status == "pending"
+    assert AsyncJob.objects.get(pk=chained.pk).status == "IN_PROGRESS"
+    assert Market.objects.get(pk=market.pk).status == "creating"
+    # and when the step is delivered again after its lease, it ends whole
+    AsyncJob.objects.filter(pk=chained.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    run(chained.pk)
+    attempt.refresh_from_db()
+    assert attempt.status == "ready"
+    assert AsyncJob.objects.get(pk=chained.pk).status == "CANCELLED"
+    assert not Market.objects.filter(pk=market.pk).exists()
