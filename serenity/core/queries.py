@@ -208,7 +208,9 @@ def fetch_one(
     Python calls each through the ORM, most of them building the same `SELECT` of some sixty
     columns anew. `related` follows non-null foreign keys (`"brand"`, `"brand__organization"`:
     inner joins; each related row is cached on its instance as `select_related` does). `where`
-    takes what `update_where` takes, on the model's own columns."""
+    takes what `update_where` takes, on the model's own columns, and at least one condition."""
+    if not where:
+        raise ValueError("fetch_one: no condition (it reads one row by a unique key)")
     using = router.db_for_read(model)
     connection = connections[using]
     where_shape, params = _where(model, where, connection)

@@ -234,6 +234,12 @@ def test_fetch_one_matches_nulls_as_the_orm_does():
     assert revoked is None
 
 
+def test_fetch_one_refuses_a_read_without_a_condition():
+    # when / then: it reads one row by a unique key, never "any row"
+    with pytest.raises(ValueError, match="no condition"):
+        fetch_one(ProvisioningAttempt, {})
+
+
 @pytest.mark.parametrize(
     ("related", "message"),
     [
