@@ -49,6 +49,15 @@ def current_step(root_id):
     return AsyncJob.objects.get(pk=root_id).current
 
 
+def promoted_chain(caller, sim) -> tuple[dict, AsyncJob]:
+    """An async brand create with a market run up to its promotion (workspaces settle at once):
+    the 202's body and the chained create-market job, not run yet."""
+    sim.configure({"settleSeconds": 0})
+    accepted = start_async_brand_with_market(caller)
+    run(accepted["jobId"])  # promotes
+    return accepted, current_step(accepted["jobId"])
+
+
 def poll(caller, brand_id, job_id):
     response = caller.get(f"{serenity_path(caller, brand_id)}/jobs/{job_id}")
     assert response.status_code == 200
@@ -209,10 +218,7 @@ def test_promote_between_deactivate_load_and_cancel_is_decommissioned(sw_writer,
 def test_deactivate_between_promote_and_chained_job(
     sw_writer, sim, published, chained_job_delivered_separately
 ):
-    sim.configure({"settleSeconds": 0})
-    accepted = start_async_brand_with_market(sw_writer)
-    run(accepted["jobId"])  # promotes
-    chained = current_step(accepted["jobId"])
+    accepted, chained = promoted_chain(sw_writer, sim)
     assert chained.step == "createMarket"
     # when
     response = sw_writer.post(f"{serenity_path(sw_writer, accepted['id'])}/deactivate")
@@ -229,10 +235,7 @@ def test_deactivate_between_promote_and_chained_job(
 def test_deactivate_while_chained_job_creates_its_project(
     sw_writer, sim, published, chained_job_delivered_separately
 ):
-    sim.configure({"settleSeconds": 0})
-    accepted = start_async_brand_with_market(sw_writer)
-    run(accepted["jobId"])
-    chained = current_step(accepted["jobId"])
+    accepted, chained = promoted_chain(sw_writer, sim)
     sim.add_fault({"method": "POST", "pathRegex": "/projects$", "delayMs": 1000})
     thread, _ = in_thread(run, chained.pk)
     while not project_posts(sim):
@@ -400,10 +403,7 @@ def test_a_project_made_by_a_step_that_died_unrecorded_is_deleted_when_it_runs_a
     from jobs.services import job_claim
     from provisioning.semrush import semrush_client_for
 
-    sim.configure({"settleSeconds": 0})
-    accepted = start_async_brand_with_market(sw_writer)
-    run(accepted["jobId"])
-    chained = current_step(accepted["jobId"])
+    accepted, chained = promoted_chain(sw_writer, sim)
     assert job_claim(job_id=chained.pk) is not None
     workspace = Brand.objects.get(pk=accepted["id"]).semrush_sub_workspace_id
     # and a deactivate empties the workspace before the dead worker's project create lands
@@ -468,10 +468,7 @@ def test_a_chained_step_that_stands_down_ends_and_frees_its_market_in_one_commit
 ):
     # given a promoted chain whose brand no longer points at the workspace when its
     # create-market step runs (the step stands down: nothing is created)
-    sim.configure({"settleSeconds": 0})
-    accepted = start_async_brand_with_market(sw_writer)
-    run(accepted["jobId"])
-    chained = current_step(accepted["jobId"])
+    accepted, chained = promoted_chain(sw_writer, sim)
     Brand.objects.filter(pk=accepted["id"]).update(semrush_sub_workspace_id=None)
     market = Market.objects.get(brand_id=accepted["id"])
     # when the worker dies as the step frees the market's reservation (its last write)
