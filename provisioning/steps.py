@@ -44,7 +44,7 @@ from provisioning.orchestration import (
 from provisioning.outcome import Outcome
 from serenity.core import context
 from serenity.core.errors import DomainError
-from serenity.core.queries import db_value, fetch_one
+from serenity.core.queries import db_value, fetch_one, quoted_column, quoted_table
 from serenity.models import Brand, BrandStatus, Market, MarketStatus
 from serenity.slices import Slice
 
@@ -471,16 +471,12 @@ def _still_valid_sql() -> str:
     """`ProvisioningAttempt.objects.select_for_update(of=("self",)).filter(pk=…, status=pending,
     brand_id=…, brand__semrush_sub_workspace_id=…).exists()`, written once: the ORM compiled it
     anew at every market's final write (~1 000 Python calls)."""
-    quote = connection.ops.quote_name
-
-    def column(model: Any, name: str) -> str:
-        return quote(model._meta.get_field(name).column)
-
+    column = quoted_column
     attempt, brand = ProvisioningAttempt, Brand
     lock = " FOR UPDATE OF T0" if connection.features.has_select_for_update_of else ""
     return (
-        f"SELECT 1 FROM {quote(attempt._meta.db_table)} T0"  # noqa: S608 - identifiers from meta
-        f" INNER JOIN {quote(brand._meta.db_table)} T1"
+        f"SELECT 1 FROM {quoted_table(attempt)} T0"  # noqa: S608 - identifiers from meta
+        f" INNER JOIN {quoted_table(brand)} T1"
         f" ON T0.{column(attempt, 'brand')} = T1.{column(brand, 'id')}"
         f" WHERE T0.{column(attempt, 'id')} = %s AND T0.{column(attempt, 'status')} = %s"
         f" AND T0.{column(attempt, 'brand')} = %s"

@@ -11,7 +11,14 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connection
 
 from serenity.core.errors import InvalidRequestError
-from serenity.core.queries import columns_sql, db_value, instance_from_row, unique_or_none
+from serenity.core.queries import (
+    columns_sql,
+    db_value,
+    instance_from_row,
+    quoted_column,
+    quoted_table,
+    unique_or_none,
+)
 from serenity.exceptions import (
     BrandNotFoundError,
     NotAMemberError,
@@ -43,20 +50,16 @@ def _organization_with_role(org_id: uuid.UUID, *, user_id: Any) -> Organization 
 
 @functools.cache
 def _organization_with_role_sql() -> str:
-    quote = connection.ops.quote_name
-
-    def column(model: Any, name: str) -> str:
-        return quote(model._meta.get_field(name).column)
-
+    column = quoted_column
     # Identifiers from the models' meta, quoted; both values are parameters.
     role = (
-        f"SELECT M.{column(Membership, 'role')} FROM {quote(Membership._meta.db_table)} M"  # noqa: S608
+        f"SELECT M.{column(Membership, 'role')} FROM {quoted_table(Membership)} M"  # noqa: S608
         f" WHERE M.{column(Membership, 'organization')} = T0.{column(Organization, 'id')}"
         f" AND M.{column(Membership, 'user')} = %s LIMIT 1"
     )
     return (
         f"SELECT {columns_sql(DEFAULT_DB_ALIAS, Organization, 'T0')}, ({role})"  # noqa: S608
-        f" FROM {quote(Organization._meta.db_table)} T0"
+        f" FROM {quoted_table(Organization)} T0"
         f" WHERE T0.{column(Organization, 'id')} = %s"
     )
 

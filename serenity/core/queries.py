@@ -7,7 +7,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
-from django.db import connections, models, router, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, models, router, transaction
 from django.db.models import F, Value
 from django.db.models.expressions import Col, CombinedExpression
 
@@ -267,6 +267,16 @@ def _converters(connection: Any, model: type[models.Model]) -> list[tuple[int, l
             if functions:
                 found.append((index, functions, column))
     return found
+
+
+def quoted_column(model: type[models.Model], name: str, using: str = DEFAULT_DB_ALIAS) -> str:
+    """The quoted column of `model`'s field `name`, for a statement written from the meta."""
+    field = model._meta.get_field(name)
+    return connections[using].ops.quote_name(cast(str, getattr(field, "column", None)))
+
+
+def quoted_table(model: type[models.Model], using: str = DEFAULT_DB_ALIAS) -> str:
+    return connections[using].ops.quote_name(model._meta.db_table)
 
 
 @functools.cache
