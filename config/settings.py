@@ -98,6 +98,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 else:
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = 5
+    if env_bool("DB_PREPARED_STATEMENTS", True):
+        # The hot paths send the same few dozen statements over and over, and PostgreSQL
+        # parses and plans each anew: ~40 % of its CPU per chain. With server-side binding,
+        # psycopg prepares a statement once it has run 5 times on a connection, and PostgreSQL
+        # then skips both. Off for a pooler that does not keep prepared statements across
+        # transactions (PgBouncer in transaction mode before 1.21).
+        DATABASES["default"]["OPTIONS"].update(server_side_binding=True, prepare_threshold=5)
 ATOMIC_REQUESTS = False
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -1,0 +1,83 @@
+"""`DB_PREPARED_STATEMENTS`: on PostgreSQL, a statement the hot paths repeat is prepared on its
+connection once it has run 5 times, so PostgreSQL stops parsing and planning it; switched off,
+nothing is prepared (for a pooler that drops prepared statements between transactions)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from jobs.models import AsyncJob, JobStatus, JobStep, JobType
+from serenity.core.queries import update_where
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.django_db
+
+
+def _prepared_updates_of_jobs() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s AND NOT from_sql",
+            ['UPDATE "jobs_asyncjob"%'],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def test_a_statement_that_has_run_five_times_is_prepared_on_its_connection():
+    # given
+    job = AsyncJob.objects.create(
+        organization_id=uuid.uuid4(),
+        job_type=JobType.PROVISION_WORKSPACE,
+        step=JobStep.PROVISION_WORKSPACE,
+    )
+    where = {"pk": job.pk, "status": JobStatus.IN_PROGRESS}
+    # when: the same conditional update, five times, then a sixth, then a seventh
+    for _ in range(5):
+        update_where(AsyncJob, where, run_count=0)
+    prepared_after_five = _prepared_updates_of_jobs()
+    update_where(AsyncJob, where, run_count=0)
+    prepared_after_six = _prepared_updates_of_jobs()
+    changed = update_where(AsyncJob, where, run_count=1)
+    # then: prepared at its sixth run, and the prepared statement still writes
+    assert prepared_after_five == []
+    assert prepared_after_six == [
+        'UPDATE "jobs_asyncjob" SET "run_count" = $1 WHERE "id" = $2 AND "status" = $3'
+    ]
+    assert changed == 1
+    job.refresh_from_db()
+    assert job.run_count == 1
+
+
+@pytest.mark.parametrize(("value", "expected"), [("true", "True 5"), ("false", "None None")])
+def test_the_setting_turns_server_side_binding_and_preparing_on_or_off(value, expected):
+    # when
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from django.conf import settings as s; o = s.DATABASES['default']['OPTIONS'];"
+            " print(o.get('server_side_binding'), o.get('prepare_threshold'))",
+        ],
+        cwd=REPO_ROOT,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "DEBUG": "true",
+            "DATABASE_URL": "postgres://root@127.0.0.1:5432/serenity",
+            "DB_PREPARED_STATEMENTS": value,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    # then
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == expected
