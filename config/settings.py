@@ -248,6 +248,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # --- Logging: one JSON object per line -------------------------------------------------------
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
+CELERY_TASK_LOG_LEVEL = env_str("CELERY_TASK_LOG_LEVEL", "WARNING")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -264,5 +265,11 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "urllib3": {"level": "WARNING"},
+        # Celery's "Task … received" and "Task … succeeded in …" lines: two per task, each with
+        # the task's arguments and result repr'd, beside the "step ended" line the runner
+        # already writes with the outcome, duration and tenant ids. Failures are still logged
+        # (at ERROR). CELERY_TASK_LOG_LEVEL=INFO brings them back.
+        "celery.app.trace": {"level": CELERY_TASK_LOG_LEVEL},
+        "celery.worker.strategy": {"level": CELERY_TASK_LOG_LEVEL},
     },
 }

@@ -3,7 +3,10 @@ what the sync path answers for the same input (issue 4, acceptance 1 and 5)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from django.db.models import Q
 
 from jobs.models import AsyncJob
 from provisioning.models import ProvisioningAttempt
@@ -222,3 +225,32 @@ def test_brand_reads_show_pending_then_failed_with_reason(sw_writer, sim, worker
     assert brand["semrushProvisioningStatus"] == "failed"
     assert brand["semrushProvisioningError"]["code"] == "terminal"
     assert brand["semrushSubWorkspaceId"] is None
+
+
+def test_the_worker_logs_each_step_once_in_its_own_line(sw_writer, sim, worker):
+    # given the worker's log so far
+    offset = worker.log_path.stat().st_size
+    # when a brand is created with a market, asynchronously
+    accepted = sw_writer.post(
+        brands_path(sw_writer),
+        {
+            "name": "Logged",
+            "baseUrl": "https://l.example",
+            "async": True,
+            "semrushMarket": {"market": "US", "languageCode": "en"},
+        },
+    )
+    final = poll_job(sw_writer, accepted["Location"])
+    # then each step ended in one "step ended" line of ours, and Celery's own per-task lines
+    # ("Task … received", "Task … succeeded in …") are not written (CELERY_TASK_LOG_LEVEL)
+    assert final["status"] == "COMPLETED", final
+    with worker.log_path.open("rb") as log:
+        log.seek(offset)
+        lines = [json.loads(line) for line in log.read().decode().splitlines() if line[:1] == "{"]
+    ended = [line for line in lines if line["message"] == "step ended"]
+    job_id = accepted.json()["jobId"]
+    rows = AsyncJob.objects.filter(Q(pk=job_id) | Q(root_id=job_id))
+    assert sorted(line["job_id"] for line in ended) == sorted(str(row.pk) for row in rows)
+    assert ended[-1]["step"] == "createMarket"
+    assert {line["outcome"] for line in ended} == {"ok"}
+    assert [line for line in lines if line["logger"].startswith("celery.")] == []
