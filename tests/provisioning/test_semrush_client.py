@@ -1124,6 +1124,14 @@ def test_factory_without_a_token_raises_configuration_error(
         semrush_client_for()
 
 
+@pytest.mark.parametrize("token", ["abc\r\nX-Injected: 1", "abc\n", "\rabc"])
+def test_a_token_with_a_line_break_raises_configuration_error(token: str) -> None:
+    # when / then: it would end the Authorization header and start another
+    with pytest.raises(SemrushConfigurationError) as raised:
+        SemrushClient(base_url=BASE, token=token)
+    assert raised.value.detail == "token contains a line break"
+
+
 @pytest.mark.parametrize(
     "base_url", ["", "semrush.com", "ftp://semrush.com", "https://user:pw@semrush.com"]
 )

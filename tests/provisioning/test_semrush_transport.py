@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+import requests
 
 from provisioning.semrush import SemrushClient
 from provisioning.semrush.client import _PooledSessions, _SemrushAdapter
@@ -100,3 +101,63 @@ def test_a_closed_adapter_opens_anew(origin: _Origin) -> None:
     assert status == "created"
     assert next(iter(adapter._origin_pools.values())) is not first
     assert origin.connections == 2
+
+
+def _prepared_by_requests(
+    client: SemrushClient,
+    method: str,
+    url: str,
+    params: dict[str, str] | None,
+    data: bytes | None,
+    headers: dict[str, str],
+) -> requests.PreparedRequest:
+    prepared = requests.PreparedRequest()
+    prepared.prepare(
+        method=method,
+        url=url,
+        headers={**client._session.headers, **headers},
+        data=data,
+        params=params,
+    )
+    return prepared
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "params", "data"),
+    [
+        ("GET", "/enterprise/users/api/v1/workspaces/a%2Fb%20c/status", None, None),
+        ("GET", "/enterprise/projects/api/v1/workspaces/w/projects", {"page": "2"}, None),
+        ("POST", "/enterprise/projects/api/v1/workspaces/w/projects", {"draft": "true"}, b"{}"),
+        ("POST", "/enterprise/projects/api/v1/workspaces/w/projects/p/publish", None, None),
+        ("PATCH", "/enterprise/projects/api/v1/workspaces/w/projects/p", None, b'{"u": 1}'),
+        ("DELETE", "/enterprise/users/api/v1/workspaces/%C3%A9t%C3%A9", {"q": "a b&c"}, None),
+    ],
+)
+@pytest.mark.parametrize(
+    "base", ["https://api.semrush.com", "http://127.0.0.1:8765/prefix", "https://bücher.example"]
+)
+def test_a_request_is_prepared_as_requests_prepares_it(
+    base: str,
+    method: str,
+    path: str,
+    params: dict[str, str] | None,
+    data: bytes | None,
+) -> None:
+    # given
+    client = SemrushClient(base_url=base, token="t")
+    headers = {"Authorization": "Bearer t", "Accept": "application/json"}
+    url = client.base_url + path
+    # when
+    ours = client._prepare(method, url, params=params, data=data, headers=headers)
+    theirs = _prepared_by_requests(client, method, url, params, data, headers)
+    # then: what goes on the wire is the same
+    assert (ours.method, ours.url, ours.body) == (theirs.method, theirs.url, theirs.body)
+    assert dict(ours.headers) == dict(theirs.headers)
+    assert list(ours.headers) == list(theirs.headers)
+    assert ours.hooks == theirs.hooks
+
+
+def test_only_a_base_url_requests_sends_as_it_is_takes_the_short_way() -> None:
+    assert SemrushClient(base_url="https://api.semrush.com", token="t")._plain_base is True
+    assert SemrushClient(base_url="https://bücher.example", token="t")._plain_base is False
+    assert SemrushClient(base_url="https://x.example/a b", token="t")._plain_base is False
