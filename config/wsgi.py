@@ -6,4 +6,4 @@ from config.runtime import ready_to_serve
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 application = get_wsgi_application()
-ready_to_serve()
+ready_to_serve(web=True)

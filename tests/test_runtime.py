@@ -6,8 +6,10 @@ import gc
 from collections.abc import Iterator
 
 import pytest
+from django.urls import clear_url_caches, get_resolver, resolve
 
 from config import runtime
+from serenity.api.health import healthz
 
 
 @pytest.fixture
@@ -97,3 +99,23 @@ def test_load_iso_tables_loads_pycountrys_tables():
     load_iso_tables()
     # then
     assert pycountry.countries._is_loaded and pycountry.languages._is_loaded
+
+
+def test_a_web_server_loads_its_urlconf_before_its_first_request(pristine_collector):
+    # given a URLconf not loaded yet
+    clear_url_caches()
+    assert not get_resolver()._populated
+    # when
+    runtime.ready_to_serve(web=True)
+    # then: the views are imported and the reverse lookups filled
+    assert get_resolver()._populated
+    assert resolve("/healthz").func is healthz
+
+
+def test_a_worker_does_not_load_the_urlconf(pristine_collector):
+    # given
+    clear_url_caches()
+    # when
+    runtime.ready_to_serve()
+    # then
+    assert not get_resolver()._populated
