@@ -11,7 +11,13 @@ from django.db.models import Q
 from jobs.models import AsyncJob
 from provisioning.models import ProvisioningAttempt
 from serenity.models import Market
-from tests.chains.helpers import brands_path, create_brand, serenity_path, without_ids
+from tests.chains.helpers import (
+    brands_path,
+    create_brand,
+    serenity_path,
+    start_async_brand_with_market,
+    without_ids,
+)
 from tests.conftest import poll_job
 from tests.support import wait_until_settled
 
@@ -231,16 +237,9 @@ def test_the_worker_logs_each_step_once_in_its_own_line(sw_writer, sim, worker):
     # given the worker's log so far
     offset = worker.log_path.stat().st_size
     # when a brand is created with a market, asynchronously
-    accepted = sw_writer.post(
-        brands_path(sw_writer),
-        {
-            "name": "Logged",
-            "baseUrl": "https://l.example",
-            "async": True,
-            "semrushMarket": {"market": "US", "languageCode": "en"},
-        },
-    )
-    final = poll_job(sw_writer, accepted["Location"])
+    accepted = start_async_brand_with_market(sw_writer)
+    job_id = accepted["jobId"]
+    final = poll_job(sw_writer, f"{serenity_path(sw_writer, accepted['id'])}/jobs/{job_id}")
     # then each step ended in one "step ended" line of ours, and Celery's own per-task lines
     # ("Task … received", "Task … succeeded in …") are not written (CELERY_TASK_LOG_LEVEL)
     assert final["status"] == "COMPLETED", final
@@ -248,7 +247,6 @@ def test_the_worker_logs_each_step_once_in_its_own_line(sw_writer, sim, worker):
         log.seek(offset)
         lines = [json.loads(line) for line in log.read().decode().splitlines() if line[:1] == "{"]
     ended = [line for line in lines if line["message"] == "step ended"]
-    job_id = accepted.json()["jobId"]
     rows = AsyncJob.objects.filter(Q(pk=job_id) | Q(root_id=job_id))
     assert sorted(line["job_id"] for line in ended) == sorted(str(row.pk) for row in rows)
     assert ended[-1]["step"] == "createMarket"
