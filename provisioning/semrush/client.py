@@ -170,11 +170,7 @@ class SemrushClient:
         # Observer of every attempt (operation, status or None): metrics, without this module
         # knowing about them.
         self._on_call = on_call
-        # requests would send the base URL as it is (see `_prepare`).
-        self._plain_base = requests.Request("GET", self.base_url).prepare().url in (
-            self.base_url,
-            self.base_url + "/",
-        )
+        self._plain_base = _sent_as_is(self.base_url)
         self._um = self.base_url + USER_MANAGER_PREFIX
         self._pe = self.base_url + PROJECT_ENGINE_PREFIX
 
@@ -901,6 +897,13 @@ def semrush_client_for(
 
 
 # ------------------------------------------------------------------------------------ helpers
+
+
+@functools.lru_cache(maxsize=64)
+def _sent_as_is(base_url: str) -> bool:
+    """Whether requests would send the base URL as it is (see `SemrushClient._prepare`): asked
+    once per base URL, as a client is made for every step."""
+    return requests.Request("GET", base_url).prepare().url in (base_url, base_url + "/")
 
 
 def _normalize_base_url(base_url: str) -> str:
