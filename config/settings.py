@@ -50,8 +50,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "serenity.core.middleware.RequestContextMiddleware",
-    "serenity.core.middleware.RequestMetricsMiddleware",
+    "kernel.middleware.RequestContextMiddleware",
+    "kernel.middleware.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -252,8 +252,8 @@ CELERY_TASK_LOG_LEVEL = env_str("CELERY_TASK_LOG_LEVEL", "WARNING")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "serenity.core.logging.ContextFilter"}},
-    "formatters": {"json": {"()": "serenity.core.logging.JsonFormatter"}},
+    "filters": {"context": {"()": "kernel.logging.ContextFilter"}},
+    "formatters": {"json": {"()": "kernel.logging.JsonFormatter"}},
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",

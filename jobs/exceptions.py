@@ -1,4 +1,4 @@
-from serenity.core.errors import ConflictError, NotFoundError
+from kernel.errors import ConflictError, NotFoundError
 
 
 class JobNotFoundError(NotFoundError):

@@ -14,8 +14,8 @@ from django.db import DatabaseError, InterfaceError, OperationalError
 
 from jobs import services
 from jobs.models import AsyncJob
-from serenity.core import context
-from serenity.core.metrics import STEP_DURATION
+from kernel import context
+from kernel.metrics import STEP_DURATION
 
 logger = logging.getLogger("serenity.jobs")
 

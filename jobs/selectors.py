@@ -16,7 +16,7 @@ from django.db.models import Q
 
 from jobs.exceptions import JobNotFoundError
 from jobs.models import AsyncJob, JobStatus
-from serenity.core.queries import unique_or_none
+from kernel.queries import unique_or_none
 
 
 @dataclass(frozen=True)

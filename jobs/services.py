@@ -25,7 +25,7 @@ from django.utils import timezone
 from jobs import states
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.publishing import publish_job
-from serenity.core.queries import insert_rows, instance_from_row, update_where
+from kernel.queries import insert_rows, instance_from_row, update_where
 
 logger = logging.getLogger("serenity.jobs")
 

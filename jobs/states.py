@@ -19,7 +19,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
-from serenity.core.queries import update_where
+from kernel.queries import update_where
 
 ALLOWED: dict[JobStatus, tuple[JobStatus, ...]] = {
     JobStatus.COMPLETED: (JobStatus.IN_PROGRESS,),

@@ -56,6 +56,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
+from kernel.errors import ConfigurationError
 from provisioning.lifecycle import Readiness, classify_status, client_for_org
 from provisioning.models import AttemptStatus, ProvisioningAttempt
 from provisioning.semrush import (
@@ -67,7 +68,6 @@ from provisioning.semrush import (
     SemrushRateLimitedError,
     SemrushUnauthorizedError,
 )
-from serenity.core.errors import ConfigurationError
 from serenity.models import Brand, BrandStatus, Market, MarketStatus, Organization, WorkspaceMode
 
 logger = logging.getLogger("serenity.provisioning")

@@ -1,6 +1,6 @@
 """Domain errors of provisioning (rendered by the API's one exception handler)."""
 
-from serenity.core.errors import ConflictError, DomainError, NotFoundError
+from kernel.errors import ConflictError, DomainError, NotFoundError
 
 
 class ProvisioningInProgressError(ConflictError):

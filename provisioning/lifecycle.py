@@ -16,6 +16,9 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from kernel.errors import ConfigurationError, DomainError
+from kernel.metrics import record_upstream_call
+from kernel.queries import update_where
 from provisioning.exceptions import (
     AmbiguousWorkspaceError,
     SubworkspaceCreationFailedError,
@@ -39,9 +42,6 @@ from provisioning.semrush import (
     semrush_client_for,
 )
 from provisioning.semrush.errors import SemrushAuthError
-from serenity.core.errors import ConfigurationError, DomainError
-from serenity.core.metrics import record_upstream_call
-from serenity.core.queries import update_where
 from serenity.models import Brand, BrandStatus, Organization
 
 logger = logging.getLogger("serenity.provisioning")

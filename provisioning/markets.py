@@ -20,12 +20,12 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
+from kernel.queries import insert_row, update_where
 from provisioning.exceptions import QuotaExceededError, UpstreamError
 from provisioning.lifecycle import translate_upstream
 from provisioning.models import AttemptStatus, ProvisioningAttempt
 from provisioning.outcome import Outcome
 from provisioning.semrush import SemrushClient, SemrushError, SemrushQuotaError
-from serenity.core.queries import insert_row, update_where
 from serenity.exceptions import SliceExistsError
 from serenity.models import Brand, Market, MarketStatus
 from serenity.slices import Slice

@@ -22,6 +22,8 @@ from django.utils import timezone
 
 from jobs import services as job_services
 from jobs.models import AsyncJob, JobStep, JobType
+from kernel.errors import DomainError, InvalidRequestError
+from kernel.queries import insert_row
 from provisioning import services as attempts
 from provisioning.catalogue import catalogue_language_id, languages_catalogue
 from provisioning.exceptions import (
@@ -56,8 +58,6 @@ from provisioning.models import AttemptReason, AttemptStartedBy, ProvisioningAtt
 from provisioning.outcome import Outcome
 from provisioning.selectors import with_latest_attempt
 from provisioning.semrush import SemrushClient, SemrushError
-from serenity.core.errors import DomainError, InvalidRequestError
-from serenity.core.queries import insert_row
 from serenity.exceptions import (
     BaseUrlRequiredError,
     BrandExistsError,

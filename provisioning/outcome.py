@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from serenity.core.errors import DomainError
+from kernel.errors import DomainError
 
 
 @dataclass(frozen=True)

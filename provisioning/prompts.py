@@ -60,6 +60,7 @@ from django.utils import timezone
 from jobs import services as job_services
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.runner import StepRun
+from kernel.errors import InvalidRequestError
 from provisioning.lifecycle import client_for_org
 from provisioning.orchestration import Accepted, default_brand_domain
 from provisioning.outcome import Outcome
@@ -69,7 +70,6 @@ from provisioning.semrush import (
     SemrushRateLimitedError,
     SemrushUnauthorizedError,
 )
-from serenity.core.errors import InvalidRequestError
 from serenity.models import Brand, BrandStatus, Market, MarketStatus, Prompt, PromptIntent
 from serenity.slices import normalize_language
 

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from jobs import services as job_services
 from jobs.models import AsyncJob, JobStatus
+from kernel.queries import insert_row
 from provisioning import states
 from provisioning.exceptions import ProvisioningInProgressError
 from provisioning.models import (
@@ -27,7 +28,6 @@ from provisioning.models import (
     AttemptStatus,
     ProvisioningAttempt,
 )
-from serenity.core.queries import insert_row
 from serenity.models import Brand
 
 logger = logging.getLogger("serenity.provisioning")

@@ -17,9 +17,9 @@ from typing import Any
 
 from django.utils import timezone
 
+from kernel.errors import clean_message
+from kernel.queries import update_where
 from provisioning.models import AttemptReason, AttemptStatus, ProvisioningAttempt
-from serenity.core.errors import clean_message
-from serenity.core.queries import update_where
 
 ALLOWED: dict[AttemptStatus, tuple[AttemptStatus, ...]] = {
     AttemptStatus.READY: (AttemptStatus.PENDING,),

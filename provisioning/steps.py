@@ -20,6 +20,9 @@ from django.utils import timezone
 from jobs import services as job_services
 from jobs.models import JobStatus, JobStep
 from jobs.runner import StepRun
+from kernel import context
+from kernel.errors import DomainError
+from kernel.queries import db_value, fetch_one, quoted_column, quoted_table
 from provisioning import services as attempts
 from provisioning import states
 from provisioning.exceptions import UpstreamError, UpstreamRateLimitedError
@@ -42,9 +45,6 @@ from provisioning.orchestration import (
     reason_for,
 )
 from provisioning.outcome import Outcome
-from serenity.core import context
-from serenity.core.errors import DomainError
-from serenity.core.queries import db_value, fetch_one, quoted_column, quoted_table
 from serenity.models import Brand, BrandStatus, Market, MarketStatus
 from serenity.slices import Slice
 

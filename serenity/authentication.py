@@ -8,7 +8,7 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from serenity.core.queries import fetch_one
+from kernel.queries import fetch_one
 from serenity.models import ApiToken
 from serenity.tokens import token_digest
 

@@ -1,6 +1,6 @@
 """Domain errors of organizations, brands, markets and prompts."""
 
-from serenity.core.errors import ConflictError, DomainError, ForbiddenError, NotFoundError
+from kernel.errors import ConflictError, DomainError, ForbiddenError, NotFoundError
 
 
 class OrganizationNotFoundError(NotFoundError):

@@ -9,7 +9,7 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Lower, Trim
 
-from serenity.core.crypto import decrypt_secret, encrypt_secret
+from kernel.crypto import decrypt_secret, encrypt_secret
 
 
 class WorkspaceMode(models.TextChoices):

@@ -10,8 +10,8 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connection
 
-from serenity.core.errors import InvalidRequestError
-from serenity.core.queries import (
+from kernel.errors import InvalidRequestError
+from kernel.queries import (
     columns_sql,
     db_value,
     instance_from_row,

@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from serenity.core.errors import InvalidRequestError
+from kernel.errors import InvalidRequestError
 from serenity.models import ApiToken, Brand, Membership, Organization, Role, WorkspaceMode
 from serenity.tokens import generate_token, token_digest
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pycountry
 
-from serenity.core.errors import InvalidRequestError
+from kernel.errors import InvalidRequestError
 from serenity.exceptions import UnknownLanguageError, UnknownMarketError
 
 GEO_TARGET_OFFSET = 2000

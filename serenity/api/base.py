@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from serenity.core import context
+from kernel import context
 from serenity.selectors import CallerScope, caller_scope_resolve
 
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})

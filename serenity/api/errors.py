@@ -11,7 +11,7 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from serenity.core.errors import DomainError, clean_message
+from kernel.errors import DomainError, clean_message
 
 logger = logging.getLogger("serenity.api")
 

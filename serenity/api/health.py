@@ -33,7 +33,7 @@ def readyz(request: HttpRequest) -> JsonResponse:
 
 
 def metrics(request: HttpRequest) -> HttpResponse:
-    from serenity.core.metrics import render_metrics
+    from kernel.metrics import render_metrics
 
     body, content_type = render_metrics()
     return HttpResponse(body, content_type=content_type)

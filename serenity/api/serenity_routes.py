@@ -36,7 +36,7 @@ def _market_inputs(items: list[dict[str, Any]]) -> list[orchestration.MarketInpu
         )
         key = (parsed.geo_target_id, parsed.language_code)
         if key in seen:
-            from serenity.core.errors import InvalidRequestError
+            from kernel.errors import InvalidRequestError
 
             raise InvalidRequestError(f"markets[{index}]: duplicate market.")
         seen.add(key)

@@ -1,4 +1,4 @@
-"""`serenity.core.logging.JsonFormatter`: one JSON object per line."""
+"""`kernel.logging.JsonFormatter`: one JSON object per line."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 import uuid
 from datetime import UTC, datetime
 
-from serenity.core.logging import JsonFormatter
+from kernel.logging import JsonFormatter
 
 
 def _record(msg: str, *args: object, exc_info: object = None, **extra: object) -> logging.LogRecord:

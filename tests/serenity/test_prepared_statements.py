@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
-from serenity.core.queries import update_where
+from kernel.queries import update_where
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""`serenity.core.queries`: the hot paths' reads and writes, each against what the ORM does."""
+"""`kernel.queries`: the hot paths' reads and writes, each against what the ORM does."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
-from provisioning.models import ProvisioningAttempt
-from serenity.core.queries import (
+from kernel.queries import (
     fetch_one,
     insert_row,
     insert_rows,
     unique_or_none,
     update_where,
 )
+from provisioning.models import ProvisioningAttempt
 from serenity.models import ApiToken, Brand, Market, MarketStatus, Organization
 from tests.factories import BrandFactory, MembershipFactory, OrganizationFactory
 

@@ -14,7 +14,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from serenity.core.errors import DomainError
+from kernel.errors import DomainError
 from serenity.models import Organization, Role
 from serenity.services import api_token_create, membership_ensure, user_ensure
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from serenity.core.errors import DomainError
+from kernel.errors import DomainError
 from serenity.models import WorkspaceMode
 from serenity.services import organization_create
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 
-from serenity.core import context
+from kernel import context
 
 _SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -37,7 +37,7 @@ class RequestMetricsMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        from serenity.core.metrics import HTTP_REQUESTS
+        from kernel.metrics import HTTP_REQUESTS
 
         response = self.get_response(request)
         HTTP_REQUESTS.labels(request.method or "", str(response.status_code)).inc()

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import orjson
 
-from serenity.core import context
+from kernel import context
 
 
 class ContextFilter(logging.Filter):
