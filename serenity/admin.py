@@ -159,8 +159,6 @@ class ApiTokenAdmin(admin.ModelAdmin):
         # The admin logs and redirects using `obj`: make it the row the service created.
         for field in ApiToken._meta.concrete_fields:
             setattr(obj, field.attname, getattr(token, field.attname))
-        obj._state.adding = False
-        obj._state.db = token._state.db
         messages.warning(
             request,
             f"New API token for {token.user}: {raw} — copy it now, it will not be shown again.",

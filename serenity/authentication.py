@@ -8,7 +8,6 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from kernel.queries import fetch_one
 from serenity.models import ApiToken
 from serenity.tokens import token_digest
 
@@ -24,8 +23,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         raw = raw.strip()
         if scheme.lower() != "bearer" or not raw or " " in raw:
             raise exceptions.AuthenticationFailed("Invalid authorization header.")
-        token = fetch_one(
-            ApiToken, {"token_hash": token_digest(raw), "revoked_at": None}, related=("user",)
+        token = (
+            ApiToken.objects.select_related("user")
+            .filter(token_hash=token_digest(raw), revoked_at=None)
+            .first()
         )
         if token is None or not token.user.is_active:
             raise exceptions.AuthenticationFailed("Invalid token.")

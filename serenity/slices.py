@@ -51,14 +51,14 @@ def geo_target_id_for(country: str, *, field: str = "market") -> tuple[str, int]
 
 
 def load_iso_tables() -> None:
-    """Load pycountry's country and language tables now (a server at startup): pycountry reads
-    its JSON on first use, ~8 000 languages, in whichever request or step comes first."""
+    """Load pycountry's country and language tables now (a server at startup), so that the first
+    request or step that names a market does not pay for reading them."""
     pycountry.countries.get(alpha_2="US")
     pycountry.languages.get(alpha_2="en")
 
 
 # The ISO tables are fixed for the life of the process, and every request and step that names a
-# market looks them up (pycountry's lookups cost ~50 Python calls each): cached.
+# market looks them up: cached.
 @functools.lru_cache(maxsize=512)
 def _country(alpha_2: str) -> tuple[str, int] | None:
     record = pycountry.countries.get(alpha_2=alpha_2)

@@ -14,7 +14,6 @@ import pytest
 from django.db import connection
 
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
-from kernel.queries import update_where
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,18 +36,19 @@ def test_a_statement_that_has_run_five_times_is_prepared_on_its_connection():
         job_type=JobType.PROVISION_WORKSPACE,
         step=JobStep.PROVISION_WORKSPACE,
     )
-    where = {"pk": job.pk, "status": JobStatus.IN_PROGRESS}
+    running = AsyncJob.objects.filter(pk=job.pk, status=JobStatus.IN_PROGRESS)
     # when: the same conditional update, five times, then a sixth, then a seventh
     for _ in range(5):
-        update_where(AsyncJob, where, run_count=0)
+        running.update(run_count=0)
     prepared_after_five = _prepared_updates_of_jobs()
-    update_where(AsyncJob, where, run_count=0)
+    running.update(run_count=0)
     prepared_after_six = _prepared_updates_of_jobs()
-    changed = update_where(AsyncJob, where, run_count=1)
+    changed = running.update(run_count=1)
     # then: prepared at its sixth run, and the prepared statement still writes
     assert prepared_after_five == []
     assert prepared_after_six == [
-        'UPDATE "jobs_asyncjob" SET "run_count" = $1 WHERE "id" = $2 AND "status" = $3'
+        'UPDATE "jobs_asyncjob" SET "run_count" = $1'
+        ' WHERE ("jobs_asyncjob"."id" = $2 AND "jobs_asyncjob"."status" = $3)'
     ]
     assert changed == 1
     job.refresh_from_db()
