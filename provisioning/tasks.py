@@ -8,7 +8,8 @@ from celery import shared_task
 from jobs.models import JobStep
 from jobs.runner import run_step
 from jobs.services import task_name_for
-from provisioning import prompts, steps
+from provisioning import steps
+from provisioning.flows import prompts
 from provisioning.sweep import attempts_sweep
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from provisioning.prompts import prompts_add
+from provisioning.flows.prompts import prompts_add
 from serenity.api import schemas
 from serenity.api.base import SerenityView
 from serenity.api.serenity_routes import render

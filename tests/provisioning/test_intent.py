@@ -2,7 +2,8 @@
 
 import pytest
 
-from provisioning.prompts import PromptInput, brand_names_for, classify_intent, plan_units
+from provisioning.flows.prompts import PromptInput, brand_names_for, plan_units
+from provisioning.intent import classify_intent
 from tests.factories import BrandFactory
 
 BRAND = ["Acme", "Acme Co", "acme.example"]

@@ -11,8 +11,8 @@ from django.utils import timezone
 from jobs.models import AsyncJob
 from jobs.runner import StepRun
 from jobs.services import job_claim
-from provisioning import prompts as prompts_module
-from provisioning.prompts import classify_prompts_step
+from provisioning.flows import prompts as prompts_module
+from provisioning.flows.prompts import classify_prompts_step
 from provisioning.tasks import classify_prompts
 from serenity.models import Market, Prompt
 from tests.conftest import poll_job, upstream_calls

@@ -10,9 +10,9 @@ Flow, the same for both modes (the sync path and the job call `_prompts_run`):
    the first occurrence wins), cut the rest into batches (the job: `BATCH_SIZE` prompts; sync:
    one batch) and each batch into one *unit* per market, in first-appearance order.
 3. Per unit: skip prompts already stored for that market (`Prompt.text_key`), classify the
-   others (`classify_intent`), push them with one `add_prompts` call, and in one transaction
-   store the pushed rows, mark a `live` market `live_with_unpublished_updates` and (job) the
-   progress checkpoint.
+   others (`provisioning.intent.classify_intent`), push them with one `add_prompts` call, and
+   in one transaction store the pushed rows, mark a `live` market `live_with_unpublished_updates`
+   and (job) the progress checkpoint.
 4. Publish each touched project once (plus any project of the request's markets that an
    earlier run left with unpublished updates), and flip its market back to `live`.
 5. Answer `{created, skipped, failed}`.
@@ -46,10 +46,9 @@ Decisions:
 from __future__ import annotations
 
 import logging
-import re
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +60,7 @@ from jobs import services as job_services
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.runner import StepRun
 from kernel.errors import InvalidRequestError
+from provisioning.intent import classify_intent
 from provisioning.lifecycle import client_for_org
 from provisioning.orchestration import Accepted, default_brand_domain
 from provisioning.outcome import Outcome
@@ -70,7 +70,7 @@ from provisioning.semrush import (
     SemrushRateLimitedError,
     SemrushUnauthorizedError,
 )
-from serenity.models import Brand, BrandStatus, Market, MarketStatus, Prompt, PromptIntent
+from serenity.models import Brand, BrandStatus, Market, MarketStatus, Prompt
 from serenity.slices import normalize_language
 
 logger = logging.getLogger("serenity.provisioning")
@@ -79,70 +79,12 @@ BATCH_SIZE = 100
 DEFAULT_RATE_LIMIT_DELAY_SECONDS = 30.0
 
 
-# --- Intent classification -----------------------------------------------------------------
-
-# Deterministic keyword rules, checked in this order; the first that matches wins:
-#   1. transactional: the searcher wants to act now (buy, price, order, coupon, deal, ...)
-#   2. commercial: the searcher is comparing before acting (best, top, vs, review, compare, ...)
-#   3. navigational: the searcher wants one site or brand (a brand name or alias, the brand's
-#      domain, login, official site, website, ...)
-#   4. informational: everything else.
-# Matching is on whole words of the case-folded text (punctuation separates words, so "vs."
-# is "vs"); phrases match as consecutive words. Idioms that only look like a keyword ("in
-# order to") are removed first. The lists are English: prompts in other languages mostly fall
-# through to informational unless they name the brand.
+# --- Inputs ---------------------------------------------------------------------------------
 
 
-def _terms(listing: str) -> frozenset[str]:
-    return frozenset(term.strip() for term in listing.split(",") if term.strip())
-
-
-TRANSACTIONAL_TERMS = _terms(
-    "buy, buying, purchase, order, ordering, price, prices, pricing, cost, costs, cheap,"
-    " cheapest, discount, discounts, coupon, coupons, deal, deals, promo, promo code, sale,"
-    " for sale, subscribe, subscription, free trial, checkout, shipping, rent, hire, near me"
-)
-COMMERCIAL_TERMS = _terms(
-    "best, top, vs, versus, review, reviews, compare, comparison, comparisons, alternative,"
-    " alternatives, rating, ratings, ranked, recommended, better than, pros and cons"
-)
-NAVIGATIONAL_TERMS = _terms(
-    "login, log in, signin, sign in, sign up, signup, official site, official website,"
-    " website, homepage, home page, customer service"
-)
-
-NEUTRAL_PHRASES = _terms("in order to, in order for")
-
-_WORD = re.compile(r"\w+")
-
-
-def _words(text: str) -> str:
-    """The text's words, case-folded, space-separated and padded: ' best running shoes '."""
-    return " " + " ".join(_WORD.findall(text.casefold())) + " "
-
-
-def _mentions(words: str, terms: Iterable[str]) -> bool:
-    for term in terms:
-        phrase = _words(term)
-        if phrase.strip() and phrase in words:
-            return True
-    return False
-
-
-def classify_intent(text: str, brand_names: Iterable[str]) -> str:
-    """The prompt's search intent by the rules above: `transactional`, `commercial`,
-    `navigational` or `informational`. Pure and deterministic; `brand_names` are names,
-    aliases or domains of the brand (blank entries are ignored)."""
-    words = _words(text)
-    for phrase in NEUTRAL_PHRASES:
-        words = words.replace(_words(phrase), " ")
-    if _mentions(words, TRANSACTIONAL_TERMS):
-        return PromptIntent.TRANSACTIONAL.value
-    if _mentions(words, COMMERCIAL_TERMS):
-        return PromptIntent.COMMERCIAL.value
-    if _mentions(words, NAVIGATIONAL_TERMS) or _mentions(words, brand_names):
-        return PromptIntent.NAVIGATIONAL.value
-    return PromptIntent.INFORMATIONAL.value
+def text_key(text: str) -> str:
+    """Duplicate detection key: the text trimmed and case-folded (stored as `Prompt.text_key`)."""
+    return text.strip().casefold()
 
 
 def brand_names_for(brand: Brand) -> list[str]:
@@ -152,14 +94,6 @@ def brand_names_for(brand: Brand) -> list[str]:
     if domain:
         names.append(domain)
     return [name for name in names if name and name.strip()]
-
-
-# --- Inputs ---------------------------------------------------------------------------------
-
-
-def text_key(text: str) -> str:
-    """Duplicate detection key: the text trimmed and case-folded (stored as `Prompt.text_key`)."""
-    return text.strip().casefold()
 
 
 SliceKey = tuple[int, str]
