@@ -1,0 +1,45 @@
+"""The OpenAPI 3 description of the HTTP API (SPEC §4), for drf-spectacular.
+
+`operations` holds one `*_schema` decorator per operation, which the views apply;
+`components` the extensions and the documentation-only response bodies they refer to; `hooks`
+the functions the settings name (`serenity.api.schemas.postprocess_schema`,
+`serenity.api.schemas.doc_excludes`). This package exposes the names the views and the settings
+use.
+"""
+
+from serenity.api.schemas.hooks import doc_excludes, postprocess_schema
+from serenity.api.schemas.operations import (
+    activate_schema,
+    brand_create_schema,
+    brand_get_schema,
+    brand_list_schema,
+    brand_update_schema,
+    deactivate_schema,
+    job_cancel_schema,
+    job_get_schema,
+    language_list_schema,
+    market_create_schema,
+    market_delete_schema,
+    market_get_schema,
+    market_list_schema,
+    prompts_create_schema,
+)
+
+__all__ = [
+    "activate_schema",
+    "brand_create_schema",
+    "brand_get_schema",
+    "brand_list_schema",
+    "brand_update_schema",
+    "deactivate_schema",
+    "doc_excludes",
+    "job_cancel_schema",
+    "job_get_schema",
+    "language_list_schema",
+    "market_create_schema",
+    "market_delete_schema",
+    "market_get_schema",
+    "market_list_schema",
+    "postprocess_schema",
+    "prompts_create_schema",
+]

@@ -1,0 +1,138 @@
+"""drf-spectacular settings hooks: `GET_LIB_DOC_EXCLUDES` and the `POSTPROCESSING_HOOKS`
+entry that names the path parameters as SPEC §4 does (`{orgId}`, not the URLconf's `{org_id}`),
+keeps operationIds unique and documents the plain Django health views, which drf-spectacular
+cannot see."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.plumbing import get_lib_doc_excludes
+
+from serenity.api.base import OrgScopedView
+from serenity.api.fields import BodyObjectSerializer
+
+
+def doc_excludes() -> list[type]:
+    """`GET_LIB_DOC_EXCLUDES`: drf-spectacular turns class docstrings into descriptions, and
+    stops at these bases. Theirs describe our internals (check order, DRF quirks), not the API."""
+    return [*get_lib_doc_excludes(), OrgScopedView, BodyObjectSerializer]
+
+
+# --- Post-processing ----------------------------------------------------------------------------
+
+# URLconf kwarg → (SPEC §4 name, schema, description). Ids are validated after authentication,
+# so a malformed one answers 400 `invalidRequest`, not 404.
+PATH_PARAMETERS: dict[str, tuple[str, dict[str, Any], str]] = {
+    "org_id": ("orgId", {"type": "string", "format": "uuid"}, "The organization's id."),
+    "brand_id": ("brandId", {"type": "string", "format": "uuid"}, "The brand's id."),
+    "job_id": ("jobId", {"type": "string", "format": "uuid"}, "The job's id."),
+    "geo_target_id": (
+        "geoTargetId",
+        {"type": "string", "pattern": "^[0-9]+$"},
+        "2000 + the ISO 3166-1 numeric country code, e.g. `2840` (US).",
+    ),
+    "language_code": ("languageCode", {"type": "string"}, "A language code, e.g. `en`."),
+}
+
+# One handler serves both job paths; operationIds must be unique per path.
+PROMPT_JOB_PATH = "/v2/orgs/{orgId}/brands/{brandId}/serenity/prompts/jobs/{jobId}"
+PROMPT_JOB_OPERATION = {
+    "operationId": "promptJobGet",
+    "summary": "Poll a job of this brand (the older path of prompt jobs)",
+}
+
+
+def _health_operation(
+    operation_id: str, summary: str, responses: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "get": {
+            "operationId": operation_id,
+            "tags": ["operations"],
+            "summary": summary,
+            "security": [],  # no token needed
+            "responses": responses,
+        }
+    }
+
+
+def _json_response(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+_REACHABILITY = {"type": "string", "enum": ["ok", "unreachable"]}
+_READINESS = {
+    "type": "object",
+    "properties": {
+        "status": {"type": "string", "enum": ["ok", "unavailable"]},
+        "checks": {
+            "type": "object",
+            "properties": {"database": _REACHABILITY, "broker": _REACHABILITY},
+        },
+    },
+    "required": ["status", "checks"],
+}
+_LIVENESS = {
+    "type": "object",
+    "properties": {"status": {"type": "string", "enum": ["ok"]}},
+    "required": ["status"],
+}
+
+HEALTH_PATHS: dict[str, dict[str, Any]] = {
+    "/healthz": _health_operation(
+        "healthz", "Liveness", {"200": _json_response("The process answers.", _LIVENESS)}
+    ),
+    "/readyz": _health_operation(
+        "readyz",
+        "Readiness: database and broker reachable",
+        {
+            "200": _json_response("Ready.", _READINESS),
+            "503": _json_response("The database or the broker is unreachable.", _READINESS),
+        },
+    ),
+    "/metrics": _health_operation(
+        "metrics",
+        "Prometheus metrics",
+        {
+            "200": {
+                "description": "Prometheus text exposition format.",
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            }
+        },
+    ),
+}
+
+
+def _rename_path(path: str) -> str:
+    for kwarg, (name, _, _) in PATH_PARAMETERS.items():
+        path = path.replace(f"{{{kwarg}}}", f"{{{name}}}")
+    return path
+
+
+def _rename_parameters(operation: dict[str, Any], path: str) -> None:
+    parameters = operation.get("parameters", [])
+    for parameter in parameters:
+        if parameter.get("in") == "path" and parameter["name"] in PATH_PARAMETERS:
+            name, schema, description = PATH_PARAMETERS[parameter["name"]]
+            parameter.update(name=name, schema=dict(schema), description=description)
+    # Path parameters in the order they appear in the path (spectacular sorts them by name).
+    parameters.sort(
+        key=lambda p: path.find(f"{{{p['name']}}}") if p.get("in") == "path" else len(path)
+    )
+
+
+def postprocess_schema(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """SPEC §4's path parameter names, unique operationIds, and the health views."""
+    paths: dict[str, Any] = {}
+    for path, item in result.get("paths", {}).items():
+        renamed = _rename_path(path)
+        for operation in item.values():
+            if isinstance(operation, dict):
+                _rename_parameters(operation, renamed)
+        if renamed == PROMPT_JOB_PATH:
+            item["get"].update(PROMPT_JOB_OPERATION)
+        paths[renamed] = item
+    paths.update(HEALTH_PATHS)
+    result["paths"] = paths
+    return result

@@ -1,0 +1,380 @@
+"""One `extend_schema` decorator per operation of SPEC §4: its request body, each success
+body, the response headers and the error envelopes it can answer with."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
+
+from serenity.api.schemas.components import (
+    ActivateAnswerSerializer,
+    ActivationIncompleteSerializer,
+    BrandAcceptedSerializer,
+    BrandCreatedSerializer,
+    BrandListSerializer,
+    BrandSerializer,
+    DeactivateAnswerSerializer,
+    ErrorEnvelopeSerializer,
+    JobAcceptedSerializer,
+    JobSerializer,
+    LanguageListSerializer,
+    MarketCreatedSerializer,
+    MarketListSerializer,
+    MarketSerializer,
+    PromptsAnswerSerializer,
+)
+from serenity.api.serializers import (
+    ActivateSerializer,
+    BrandCreateSerializer,
+    BrandUpdateSerializer,
+    MarketCreateSerializer,
+    PromptsSerializer,
+)
+from serenity.models import BrandStatus
+
+# --- Error responses ---------------------------------------------------------------------------
+
+ErrorCodes = Mapping[int, Sequence[str]]
+
+# SPEC §4's checks, in the order they run, for every `/v2/orgs/{orgId}/…` route.
+ORG_CHECKS: ErrorCodes = {
+    400: ["invalidRequest"],
+    401: ["authenticationRequired"],
+    403: ["forbidden"],
+    404: ["notFound"],
+    500: ["internalServerError"],
+}
+BRAND_CHECKS: ErrorCodes = {404: ["brandNotFound"]}
+SERENITY_CHECKS: ErrorCodes = {404: ["serenityNotActive"]}
+JSON_BODY: ErrorCodes = {415: ["unsupportedMediaType"]}
+UPSTREAM: ErrorCodes = {
+    401: ["upstreamUnauthorized"],
+    403: ["upstreamForbidden"],
+    502: ["serenityUpstreamError"],
+    503: ["configurationError"],
+}
+SETTLE: ErrorCodes = {502: ["subworkspaceCreationFailed"], 504: ["subworkspaceCreationTimeout"]}
+GUARD: ErrorCodes = {409: ["semrush_provisioning_in_progress"]}
+
+
+def error_responses(*code_sets: ErrorCodes) -> dict[int, OpenApiResponse]:
+    """One error-envelope response per status, listing the `error` codes it can carry."""
+    merged: dict[int, list[str]] = {}
+    for codes in code_sets:
+        for status, names in codes.items():
+            listed = merged.setdefault(status, [])
+            listed.extend(name for name in names if name not in listed)
+    return {
+        status: OpenApiResponse(
+            ErrorEnvelopeSerializer,
+            description="Error envelope; `error` is one of "
+            + ", ".join(f"`{name}`" for name in names)
+            + ".",
+        )
+        for status, names in sorted(merged.items())
+    }
+
+
+# --- Response headers ---------------------------------------------------------------------------
+
+WWW_AUTHENTICATE = OpenApiParameter(
+    "WWW-Authenticate",
+    str,
+    OpenApiParameter.HEADER,
+    response=[401],
+    description="`Bearer` on `authenticationRequired`.",
+)
+ACCEPTED_HEADERS = [
+    OpenApiParameter(
+        "Location",
+        str,
+        OpenApiParameter.HEADER,
+        response=[202],
+        required=True,
+        description="The path of `B/serenity/jobs/{jobId}` to poll.",
+    ),
+    OpenApiParameter(
+        "Retry-After",
+        int,
+        OpenApiParameter.HEADER,
+        response=[202],
+        required=True,
+        description="Whole seconds (at least 1) to wait before polling.",
+    ),
+]
+POLLING_HEADERS = [
+    OpenApiParameter(
+        "Retry-After",
+        int,
+        OpenApiParameter.HEADER,
+        response=[200],
+        description="Sent while the job is `IN_PROGRESS`: whole seconds before polling again.",
+    ),
+]
+
+BRAND_STATUS_QUERY = OpenApiParameter(
+    "status",
+    str,
+    OpenApiParameter.QUERY,
+    enum=BrandStatus.values,
+    description="Only brands in this status (default: every status but `deleted`); "
+    "an unknown status → 400 `invalidRequest`.",
+)
+
+
+def accepted(serializer: type[serializers.Serializer]) -> OpenApiResponse:
+    return OpenApiResponse(
+        serializer, description="`async: true`: the job was started; poll `Location`."
+    )
+
+
+# --- Operations --------------------------------------------------------------------------------
+
+brand_list_schema = extend_schema(
+    operation_id="brandList",
+    tags=["brands"],
+    summary="List brands",
+    description="By name; excludes `deleted` brands unless `status=deleted` is asked for.",
+    parameters=[BRAND_STATUS_QUERY, WWW_AUTHENTICATE],
+    responses={200: BrandListSerializer, **error_responses(ORG_CHECKS)},
+)
+
+brand_create_schema = extend_schema(
+    operation_id="brandCreate",
+    tags=["brands"],
+    summary="Create a brand (optionally with an initial market), sync or async",
+    description="The stored status is `active` when `baseUrl` is given, else `pending`; "
+    '`"status": "pending"` makes a draft (no provisioning; `async` ignored). In a Serenity '
+    "org the brand's sub-workspace is created or adopted and, with `semrushMarket`, that "
+    "market's project is created and published (201 with `market`); elsewhere a plain row "
+    "is created (`semrushMarket` → 403 `serenityNotEnabled`). `async: true` → 202 with the "
+    "brand payload plus `jobId` and `jobStatus`.",
+    request=BrandCreateSerializer,
+    parameters=[*ACCEPTED_HEADERS, WWW_AUTHENTICATE],
+    responses={
+        201: OpenApiResponse(
+            BrandCreatedSerializer, description="Created (and provisioned, sync)."
+        ),
+        202: accepted(BrandAcceptedSerializer),
+        **error_responses(
+            ORG_CHECKS,
+            {
+                400: ["baseUrlRequired", "unknownMarket", "unknownLanguage"],
+                403: ["serenityNotEnabled"],
+                404: ["noParentWorkspace"],
+                409: ["brandExists", "sliceExists", "quotaExceeded", "ambiguousWorkspace"],
+                502: ["workspaceNotEmpty"],
+            },
+            JSON_BODY,
+            UPSTREAM,
+            SETTLE,
+        ),
+    },
+)
+
+brand_get_schema = extend_schema(
+    operation_id="brandGet",
+    tags=["brands"],
+    summary="Read a brand",
+    description="The brand payload, with `semrushProvisioningStatus` and "
+    "`semrushProvisioningError` so a client can tell when a workspace is being provisioned.",
+    parameters=[WWW_AUTHENTICATE],
+    responses={200: BrandSerializer, **error_responses(ORG_CHECKS, BRAND_CHECKS)},
+)
+
+brand_update_schema = extend_schema(
+    operation_id="brandUpdate",
+    tags=["brands"],
+    summary="Update baseUrl, urls, aliases, serenityEnabled (no upstream call)",
+    description="Changes only the fields given; `serenityEnabled: null` inherits the "
+    "organization's flag. Never calls Semrush.",
+    request=BrandUpdateSerializer,
+    parameters=[WWW_AUTHENTICATE],
+    responses={200: BrandSerializer, **error_responses(ORG_CHECKS, BRAND_CHECKS, JSON_BODY)},
+)
+
+market_list_schema = extend_schema(
+    operation_id="marketList",
+    tags=["markets"],
+    summary="List the brand's markets",
+    description="The brand's markets that are not deleted.",
+    parameters=[WWW_AUTHENTICATE],
+    responses={
+        200: MarketListSerializer,
+        **error_responses(ORG_CHECKS, BRAND_CHECKS, SERENITY_CHECKS),
+    },
+)
+
+market_create_schema = extend_schema(
+    operation_id="marketCreate",
+    tags=["markets"],
+    summary="Create a market, sync or async",
+    description="Creates (or resumes a draft of) the slice's project, sets its tracked URL "
+    "and publishes it: in the brand's sub-workspace, or in the organization's parent for a "
+    "flat brand. `brandNames` defaults to the brand's name and aliases, `brandDomain` to the "
+    "host of `baseUrl`. `async: true` → 202 `{jobId, jobType, status}`.",
+    request=MarketCreateSerializer,
+    parameters=[*ACCEPTED_HEADERS, WWW_AUTHENTICATE],
+    responses={
+        201: OpenApiResponse(MarketCreatedSerializer, description="Created and published."),
+        202: accepted(JobAcceptedSerializer),
+        **error_responses(
+            ORG_CHECKS,
+            BRAND_CHECKS,
+            SERENITY_CHECKS,
+            {
+                400: ["unknownMarket", "unknownLanguage"],
+                404: ["noParentWorkspace"],
+                409: [
+                    "sliceExists",
+                    "workspaceMisconfigured",
+                    "semrush_provisioning_incomplete",
+                    "quotaExceeded",
+                ],
+            },
+            GUARD,
+            JSON_BODY,
+            UPSTREAM,
+            SETTLE,
+        ),
+    },
+)
+
+market_get_schema = extend_schema(
+    operation_id="marketGet",
+    tags=["markets"],
+    summary="Read one market",
+    description="One market by slice; none → 404 `marketNotFound`.",
+    parameters=[WWW_AUTHENTICATE],
+    responses={
+        200: MarketSerializer,
+        **error_responses(ORG_CHECKS, BRAND_CHECKS, SERENITY_CHECKS, {404: ["marketNotFound"]}),
+    },
+)
+
+market_delete_schema = extend_schema(
+    operation_id="marketDelete",
+    tags=["markets"],
+    summary="Delete a market (idempotent)",
+    description="Deletes the upstream project (an upstream 404 counts as done), then "
+    "tombstones the market; no market → 204. Any other upstream failure → 502 and the market "
+    "is kept; a market still being created → 409 `marketBusy`.",
+    parameters=[WWW_AUTHENTICATE],
+    responses={
+        204: OpenApiResponse(description="Deleted, or there was no such market."),
+        **error_responses(
+            ORG_CHECKS, BRAND_CHECKS, SERENITY_CHECKS, {409: ["marketBusy"]}, UPSTREAM
+        ),
+    },
+)
+
+activate_schema = extend_schema(
+    operation_id="brandActivate",
+    tags=["activation"],
+    summary="Activate a brand or its markets, sync or async",
+    description="The branch comes from the stored brand: A `pending` → `active`; B bare "
+    "re-activation (`active`, no `brandDomain`); C project activation (`active` with "
+    "`brandDomain`). An empty or absent body is valid.",
+    request=ActivateSerializer,
+    parameters=[*ACCEPTED_HEADERS, WWW_AUTHENTICATE],
+    responses={
+        200: OpenApiResponse(ActivateAnswerSerializer, description="Active (every market live)."),
+        202: accepted(JobAcceptedSerializer),
+        207: OpenApiResponse(
+            ActivateAnswerSerializer,
+            description="B: the status write failed; C: some markets are not live.",
+        ),
+        **error_responses(
+            ORG_CHECKS,
+            BRAND_CHECKS,
+            SERENITY_CHECKS,
+            {400: ["baseUrlRequired", "unknownMarket", "unknownLanguage"]},
+            GUARD,
+            {409: ["ambiguousWorkspace"]},
+            JSON_BODY,
+            UPSTREAM,
+            {504: ["subworkspaceCreationTimeout"]},
+        ),
+        502: OpenApiResponse(
+            ActivationIncompleteSerializer,
+            description="Error envelope; `error` is one of `serenityActivationIncomplete` "
+            "(with `brandId`, `status`, `markets`), `serenityUpstreamError`, "
+            "`subworkspaceCreationFailed`, `workspaceNotEmpty`.",
+        ),
+    },
+)
+
+deactivate_schema = extend_schema(
+    operation_id="brandDeactivate",
+    tags=["activation"],
+    summary="Decommission the brand's Semrush objects",
+    description="Cancels the brand's pending provisioning work, deletes every project in its "
+    "sub-workspace (never the workspace itself), clears the pointer, tombstones the markets "
+    "and sets the brand `pending`. A failure → 502 with the pointer and status untouched.",
+    request=None,
+    parameters=[WWW_AUTHENTICATE],
+    responses={
+        200: DeactivateAnswerSerializer,
+        **error_responses(ORG_CHECKS, BRAND_CHECKS, GUARD, UPSTREAM),
+    },
+)
+
+prompts_create_schema = extend_schema(
+    operation_id="promptsCreate",
+    tags=["prompts"],
+    summary="Add prompts to the brand's markets, sync or async",
+    description="1 to 500 prompts, each naming a market of the brand whose project exists; "
+    "duplicates (same market, same text trimmed and case-folded) are skipped. Sync → 200 "
+    "counts; `async: true` → 202, a `classifyPrompts` job whose result is the same counts.",
+    request=PromptsSerializer,
+    parameters=[*ACCEPTED_HEADERS, WWW_AUTHENTICATE],
+    responses={
+        200: OpenApiResponse(PromptsAnswerSerializer, description="Prompt counts."),
+        202: accepted(JobAcceptedSerializer),
+        # Upstream failures are not errors here: their prompts count as `failed`.
+        **error_responses(
+            ORG_CHECKS, BRAND_CHECKS, SERENITY_CHECKS, JSON_BODY, {503: ["configurationError"]}
+        ),
+    },
+)
+
+JOB_NOT_FOUND: ErrorCodes = {404: ["jobNotFound"]}
+
+job_get_schema = extend_schema(
+    operation_id="jobGet",
+    tags=["jobs"],
+    summary="Poll a job of this brand (the effective state of its chain)",
+    description="`IN_PROGRESS` until the chain's last step has finished, then that step's "
+    "`status`, `result` and `error`. An unknown job, or a job of another brand → 404 "
+    "`jobNotFound`.",
+    parameters=[*POLLING_HEADERS, WWW_AUTHENTICATE],
+    responses={200: JobSerializer, **error_responses(ORG_CHECKS, BRAND_CHECKS, JOB_NOT_FOUND)},
+)
+
+job_cancel_schema = extend_schema(
+    operation_id="jobCancel",
+    tags=["jobs"],
+    summary="Cancel an in-flight provisioning job",
+    description="Cancels a provisioning chain that has not finished → 200 with the job's new "
+    "state. A finished job → 409 `jobFinished`; a running chained step or a `classifyPrompts` "
+    "job → 409 `jobNotCancellable`.",
+    request=None,
+    parameters=[*POLLING_HEADERS, WWW_AUTHENTICATE],
+    responses={
+        200: OpenApiResponse(JobSerializer, description="The job's new state."),
+        **error_responses(
+            ORG_CHECKS, BRAND_CHECKS, JOB_NOT_FOUND, {409: ["jobFinished", "jobNotCancellable"]}
+        ),
+    },
+)
+
+language_list_schema = extend_schema(
+    operation_id="languageList",
+    tags=["languages"],
+    summary="The upstream language catalogue (cached)",
+    description="The languages Semrush accepts for markets, from a cached catalogue.",
+    parameters=[WWW_AUTHENTICATE],
+    responses={200: LanguageListSerializer, **error_responses(ORG_CHECKS, UPSTREAM)},
+)
