@@ -23,10 +23,28 @@ shape, never on message text.
 
 from __future__ import annotations
 
-from typing import ClassVar
+import email.utils
+import json
+import math
+import re
+from collections.abc import Mapping
+from datetime import UTC
+from typing import Any, ClassVar
 
 GENERIC_AUTH_MESSAGE = "Upstream authorization failed"
 GENERIC_UPSTREAM_MESSAGE = "Upstream request failed"
+EXCERPT_LIMIT = 2000
+
+_REDACTED = "[REDACTED]"
+_BEARER_RE = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9\-._~+/]+=*")
+_SECRET_JSON_FIELD_RE = re.compile(
+    r"""(?ix)
+    (["']?(?:[a-z0-9_\-]*token|authorization|password|secret|api[_\-]?key|apikey)["']?
+    \s*[:=]\s*)
+    (?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|(?!\[REDACTED\])[^\s,;&}\]]+)
+    """
+)
+_SECRET_HEADER_LINE_RE = re.compile(r"(?im)^(\s*authorization\s*:\s*).+$")
 
 
 class SemrushError(Exception):
@@ -188,7 +206,163 @@ class SemrushUnexpectedResponseError(SemrushError):
     default_message = "Semrush answered with an unexpected shape"
 
 
+def scrub_secrets(text: str, *, token: str | None = None) -> str:
+    """Return ``text`` with bearer tokens, the given token and secret-looking fields redacted."""
+    if token:
+        text = text.replace(token, _REDACTED)
+    text = _BEARER_RE.sub(f"Bearer {_REDACTED}", text)
+    text = _SECRET_JSON_FIELD_RE.sub(rf'\g<1>"{_REDACTED}"', text)
+    return _SECRET_HEADER_LINE_RE.sub(rf"\g<1>{_REDACTED}", text)
+
+
+def excerpt(text: str, *, token: str | None) -> str:
+    """``text`` fit for ``detail`` and the logs: scrubbed, then cut to 2000 characters.
+
+    Scrubbing comes first so that a cut can never split a secret and leave a part of it.
+    """
+    return scrub_secrets(text, token=token)[:EXCERPT_LIMIT]
+
+
+def error_for_response(
+    *,
+    status: int,
+    headers: Mapping[str, str],
+    text: str,
+    operation: str,
+    method: str,
+    path: str,
+    idempotent: bool,
+    owned: bool,
+    token: str,
+    now: float,
+) -> SemrushError:
+    """The error for a non-2xx answer, chosen on its status and body shape only.
+
+    ``idempotent`` False (a POST) makes a 5xx ``ambiguous``; ``owned`` (the workspace is the
+    brand's own pointer or candidate) turns a 403 into :class:`SemrushGoneError`; ``now`` (wall
+    clock, seconds since the epoch) reads an HTTP-date ``Retry-After``.
+    """
+    common: dict[str, Any] = {
+        "operation": operation,
+        "status": status,
+        "method": method,
+        "path": path,
+        "detail": excerpt(text, token=token),
+        "request_id": request_id_of(headers),
+    }
+    if status == 429:
+        return SemrushRateLimitedError(
+            retry_after=parse_retry_after(headers.get("Retry-After"), now=now), **common
+        )
+    if status >= 500:
+        return SemrushServerError(
+            ambiguous=not idempotent,
+            retry_after=parse_retry_after(headers.get("Retry-After"), now=now),
+            **common,
+        )
+    if status in (400, 422):
+        return SemrushValidationError(**common)
+    if status == 401:
+        return SemrushUnauthorizedError(**common)
+    if status == 403:
+        return SemrushGoneError(**common) if owned else SemrushForbiddenError(**common)
+    if status == 404:
+        return SemrushNotFoundError(**common)
+    if status == 409:
+        return SemrushConflictError(**common)
+    if status == 402 or (status == 405 and not _is_json(text)):
+        # The disguised quota: an nginx text/html 405 on metered writes and publish. A genuine
+        # method-not-allowed answers JSON and stays a plain SemrushError.
+        return SemrushQuotaError(**common)
+    return SemrushError(**common)
+
+
+def error_for_failure(
+    description: str,
+    *,
+    timed_out: bool,
+    never_sent: bool,
+    operation: str,
+    method: str,
+    path: str,
+    idempotent: bool,
+    token: str,
+) -> SemrushNetworkError:
+    """The error for a request that got no answer; a POST is ambiguous unless the connection
+    was never established (nothing reached the server)."""
+    error_class = SemrushTimeoutError if timed_out else SemrushNetworkError
+    return error_class(
+        operation=operation,
+        method=method,
+        path=path,
+        detail=excerpt(description, token=token),
+        ambiguous=not idempotent and not never_sent,
+    )
+
+
+def expect_object(body: Any, *, operation: str, required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``body`` if it is a JSON object with the ``required`` keys, else the unexpected-shape
+    error (``operation`` names the call)."""
+    if not isinstance(body, dict) or any(key not in body for key in required):
+        raise SemrushUnexpectedResponseError(
+            operation=operation, status=None, detail=f"expected an object with {list(required)}"
+        )
+    return body
+
+
+def expect_list_of_objects(body: Any, *, operation: str) -> list[dict[str, Any]]:
+    """``body`` if it is a JSON array of objects, else the unexpected-shape error."""
+    if not isinstance(body, list) or not all(isinstance(item, dict) for item in body):
+        raise SemrushUnexpectedResponseError(
+            operation=operation, status=None, detail="expected an array of objects"
+        )
+    return body
+
+
+def parse_retry_after(raw: str | None, *, now: float) -> float | None:
+    """``Retry-After`` as seconds from ``now``: delta-seconds or an HTTP-date; None if absent or
+    unreadable, never negative."""
+    if raw is None or not raw.strip():
+        return None
+    raw = raw.strip()
+    try:
+        seconds = float(raw)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = when.timestamp() - now
+    if math.isnan(seconds) or math.isinf(seconds):
+        return None
+    return max(seconds, 0.0)
+
+
+def request_id_of(headers: Mapping[str, str]) -> str | None:
+    """The upstream's request id header, for correlating a log line with Semrush support."""
+    for header in ("X-Request-Id", "X-Request-ID", "X-Correlation-Id"):
+        value = headers.get(header)
+        if value:
+            return value
+    return None
+
+
+def _is_json(text: str) -> bool:
+    if not text.strip():
+        return False
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
 __all__ = [
+    "EXCERPT_LIMIT",
     "GENERIC_AUTH_MESSAGE",
     "GENERIC_UPSTREAM_MESSAGE",
     "SemrushAuthError",
@@ -206,4 +380,12 @@ __all__ = [
     "SemrushUnauthorizedError",
     "SemrushUnexpectedResponseError",
     "SemrushValidationError",
+    "error_for_failure",
+    "error_for_response",
+    "excerpt",
+    "expect_list_of_objects",
+    "expect_object",
+    "parse_retry_after",
+    "request_id_of",
+    "scrub_secrets",
 ]

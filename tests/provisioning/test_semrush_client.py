@@ -637,7 +637,7 @@ def test_read_timeout_raises_timeout_error(semrush: SemrushClient) -> None:
     # then
     assert caught.value.status is None
     assert isinstance(caught.value, SemrushNetworkError)
-    assert isinstance(caught.value.__cause__, ReadTimeout)
+    assert caught.value.detail == "ReadTimeout: slow"
 
 
 @responses.activate
@@ -1153,37 +1153,38 @@ def test_ids_are_percent_encoded_in_paths(semrush: SemrushClient) -> None:
     assert status == "created"
 
 
-def test_pooled_session_reads_the_environment_once_and_still_honours_its_proxies(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # given: a proxy for Semrush in the environment, and a no_proxy entry for another host
-    from provisioning.semrush import client as client_module
-
+@responses.activate
+def test_the_environment_proxy_applies_to_a_factory_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    # given: a proxy for Semrush in the environment
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
-    monkeypatch.setenv("NO_PROXY", "bypassed.test")
-    client_module.environ_proxies.cache_clear()
     fake_settings = SimpleNamespace(
         SEMRUSH_BASE_URL=BASE, SEMRUSH_API_TOKEN="settings-token", SEMRUSH_TIMEOUT_SECONDS=15
     )
     monkeypatch.setattr(django.conf, "settings", fake_settings)
-    sent: list[dict] = []
-
-    def record(self, request, **kwargs):  # type: ignore[no-untyped-def]
-        sent.append(kwargs)
-        raise ConnectionError("stop here")
-
-    monkeypatch.setattr(client_module.requests.adapters.HTTPAdapter, "send", record)
-    semrush = semrush_client_for()
-    semrush._sleep = lambda seconds: None
+    responses.add(responses.GET, f"{UM}/v1/workspaces/{WS}/status", json={"status": "created"})
 
     # when
-    with pytest.raises(SemrushError):
-        semrush.get_workspace_status(workspace_id=WS)
+    semrush_client_for().get_workspace_status(workspace_id=WS)
 
-    # then: requests does not look at the environment per call, yet the proxy applies
-    assert semrush._session.trust_env is False
-    assert sent and all(
-        call["proxies"].get("https") == "http://proxy.internal:3128" for call in sent
+    # then
+    assert responses.calls[0].request.req_kwargs["proxies"]["https"] == (
+        "http://proxy.internal:3128"
     )
-    assert client_module.environ_proxies("https://bypassed.test") == {}
-    client_module.environ_proxies.cache_clear()
+
+
+@responses.activate
+def test_netrc_credentials_never_replace_the_bearer_token(
+    semrush: SemrushClient, monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    # given: a ~/.netrc entry for the Semrush host
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine semrush.test login someone password hunter2\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    responses.add(responses.GET, f"{UM}/v1/workspaces/{WS}/status", json={"status": "created"})
+
+    # when
+    semrush.get_workspace_status(workspace_id=WS)
+
+    # then
+    assert responses.calls[0].request.headers["Authorization"] == f"Bearer {TOKEN}"

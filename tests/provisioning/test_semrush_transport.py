@@ -1,19 +1,27 @@
-"""The Semrush client's pooled transport over real HTTP (`_SemrushAdapter`): a local server
-stands in for Semrush, so the adapter's own steps run (the `responses` mocks replace them)."""
+"""The Semrush transport over real HTTP: a local server stands in for Semrush, so requests'
+own adapter and urllib3's pool run (the `responses` mocks replace them)."""
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-import requests
 
-from provisioning.semrush import SemrushClient
-from provisioning.semrush.client import _PooledSessions, _SemrushAdapter
+from provisioning.semrush import (
+    SemrushClient,
+    SemrushError,
+    SemrushNetworkError,
+    SemrushTimeoutError,
+)
+from provisioning.semrush.transport import PooledSessions, pooled_session
+
+TOKEN = "tok-transport-test"
 
 
 class _Origin(ThreadingHTTPServer):
@@ -23,6 +31,11 @@ class _Origin(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.connections = 0
         self.cookies_seen: list[str | None] = []
+        self.authorizations: list[str | None] = []
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -35,6 +48,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.server.cookies_seen.append(self.headers.get("Cookie"))
+        self.server.authorizations.append(self.headers.get("Authorization"))
+        if "/slow/" in self.path:
+            time.sleep(1.0)
+        if "/moved/" in self.path:
+            self.send_response(302)
+            self.send_header("Location", "/enterprise/users/api/v1/workspaces/ws-1/status")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         body = json.dumps({"status": "created"}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json; charset=utf-8")
@@ -57,26 +79,26 @@ def origin() -> Iterator[_Origin]:
     server.server_close()
 
 
-def test_exchanges_reuse_one_pool_and_one_connection_per_origin(origin: _Origin) -> None:
+def _client(base_url: str, **kwargs: Any) -> SemrushClient:
+    kwargs.setdefault("session", PooledSessions().get())
+    return SemrushClient(base_url=base_url, token=TOKEN, timeout=5, sleep=lambda s: None, **kwargs)
+
+
+def test_exchanges_on_a_pooled_session_reuse_one_connection(origin: _Origin) -> None:
     # given: a thread's pooled session, as the workers use it
-    session = _PooledSessions().get()
-    adapter = session.get_adapter("http://example.test/")
-    base = f"http://127.0.0.1:{origin.server_address[1]}"
-    client = SemrushClient(base_url=base, token="t", timeout=5, session=session)
+    client = _client(origin.base_url)
     # when
     statuses = [client.get_workspace_status(workspace_id=f"ws-{i}") for i in range(5)]
-    # then: the answers are read, through one pool and one kept-alive connection
-    assert isinstance(adapter, _SemrushAdapter)
+    # then: the answers are read, over one kept-alive connection
     assert statuses == ["created"] * 5
-    assert len(adapter._origin_pools) == 1
     assert origin.connections == 1
+    assert origin.authorizations == [f"Bearer {TOKEN}"] * 5
 
 
 def test_a_cookie_an_answer_sets_never_travels_with_the_next_request(origin: _Origin) -> None:
     # given
-    session = _PooledSessions().get()
-    base = f"http://127.0.0.1:{origin.server_address[1]}"
-    client = SemrushClient(base_url=base, token="t", timeout=5, session=session)
+    session = PooledSessions().get()
+    client = _client(origin.base_url, session=session)
     # when: two exchanges, the first answer setting a cookie
     client.get_workspace_status(workspace_id="ws-1")
     client.get_workspace_status(workspace_id="ws-2")
@@ -85,79 +107,62 @@ def test_a_cookie_an_answer_sets_never_travels_with_the_next_request(origin: _Or
     assert len(session.cookies) == 0
 
 
-def test_a_closed_adapter_opens_anew(origin: _Origin) -> None:
-    # given: an exchange made, then the adapter closed (its pools and their connections)
-    session = _PooledSessions().get()
-    adapter = session.get_adapter("http://example.test/")
-    assert isinstance(adapter, _SemrushAdapter)
-    base = f"http://127.0.0.1:{origin.server_address[1]}"
-    client = SemrushClient(base_url=base, token="t", timeout=5, session=session)
+def test_a_closed_session_opens_a_new_connection(origin: _Origin) -> None:
+    # given: an exchange made, then the session's connections closed
+    session = PooledSessions().get()
+    client = _client(origin.base_url, session=session)
     client.get_workspace_status(workspace_id="ws-1")
-    first = next(iter(adapter._origin_pools.values()))
-    adapter.close()
+    session.close()
     # when
     status = client.get_workspace_status(workspace_id="ws-2")
     # then
     assert status == "created"
-    assert next(iter(adapter._origin_pools.values())) is not first
     assert origin.connections == 2
 
 
-def _prepared_by_requests(
-    client: SemrushClient,
-    method: str,
-    url: str,
-    params: dict[str, str] | None,
-    data: bytes | None,
-    headers: dict[str, str],
-) -> requests.PreparedRequest:
-    prepared = requests.PreparedRequest()
-    prepared.prepare(
-        method=method,
-        url=url,
-        headers={**client._session.headers, **headers},
-        data=data,
-        params=params,
-    )
-    return prepared
-
-
-@pytest.mark.parametrize(
-    ("method", "path", "params", "data"),
-    [
-        ("GET", "/enterprise/users/api/v1/workspaces/a%2Fb%20c/status", None, None),
-        ("GET", "/enterprise/projects/api/v1/workspaces/w/projects", {"page": "2"}, None),
-        ("POST", "/enterprise/projects/api/v1/workspaces/w/projects", {"draft": "true"}, b"{}"),
-        ("POST", "/enterprise/projects/api/v1/workspaces/w/projects/p/publish", None, None),
-        ("PATCH", "/enterprise/projects/api/v1/workspaces/w/projects/p", None, b'{"u": 1}'),
-        ("DELETE", "/enterprise/users/api/v1/workspaces/%C3%A9t%C3%A9", {"q": "a b&c"}, None),
-    ],
-)
-@pytest.mark.parametrize(
-    "base", ["https://api.semrush.com", "http://127.0.0.1:8765/prefix", "https://bücher.example"]
-)
-def test_a_request_is_prepared_as_requests_prepares_it(
-    base: str,
-    method: str,
-    path: str,
-    params: dict[str, str] | None,
-    data: bytes | None,
-) -> None:
+def test_each_thread_has_its_own_pooled_session() -> None:
     # given
-    client = SemrushClient(base_url=base, token="t")
-    headers = {"Authorization": "Bearer t", "Accept": "application/json"}
-    url = client.base_url + path
+    seen: list[object] = []
     # when
-    ours = client._prepare(method, url, params=params, data=data, headers=headers)
-    theirs = _prepared_by_requests(client, method, url, params, data, headers)
-    # then: what goes on the wire is the same
-    assert (ours.method, ours.url, ours.body) == (theirs.method, theirs.url, theirs.body)
-    assert dict(ours.headers) == dict(theirs.headers)
-    assert list(ours.headers) == list(theirs.headers)
-    assert ours.hooks == theirs.hooks
+    thread = threading.Thread(target=lambda: seen.append(pooled_session()))
+    thread.start()
+    thread.join()
+    # then
+    assert pooled_session() is pooled_session()
+    assert seen[0] is not pooled_session()
 
 
-def test_only_a_base_url_requests_sends_as_it_is_takes_the_short_way() -> None:
-    assert SemrushClient(base_url="https://api.semrush.com", token="t")._plain_base is True
-    assert SemrushClient(base_url="https://bücher.example", token="t")._plain_base is False
-    assert SemrushClient(base_url="https://x.example/a b", token="t")._plain_base is False
+def test_a_redirect_is_not_followed(origin: _Origin) -> None:
+    # given
+    client = _client(origin.base_url)
+    # when / then: the 302 is an error of its own, not a second request
+    with pytest.raises(SemrushError) as raised:
+        client.get_workspace_status(workspace_id="moved")
+    assert type(raised.value) is SemrushError
+    assert raised.value.status == 302
+    assert len(origin.authorizations) == 1
+
+
+def test_a_refused_connection_is_a_network_error_and_a_post_is_not_ambiguous() -> None:
+    # given: a port nobody listens on
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client = _client(f"http://127.0.0.1:{port}")
+    # when / then: nothing reached a server, so the create is known not to have happened
+    with pytest.raises(SemrushNetworkError) as raised:
+        client.create_subworkspace(parent_id="p", title="Acme")
+    assert type(raised.value) is SemrushNetworkError
+    assert raised.value.ambiguous is False
+
+
+def test_an_answer_later_than_the_timeout_is_a_timeout_error(origin: _Origin) -> None:
+    # given
+    client = SemrushClient(
+        base_url=origin.base_url, token=TOKEN, timeout=0.2, max_retries=0, sleep=lambda s: None
+    )
+    # when / then
+    with pytest.raises(SemrushTimeoutError) as raised:
+        client.get_workspace_status(workspace_id="slow")
+    assert raised.value.status is None
+    assert raised.value.detail.startswith("ReadTimeout")
