@@ -49,7 +49,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -57,19 +57,28 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs import services as job_services
+from jobs.endings import Defer, Finish, step_commit
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.runner import StepRun
 from kernel.errors import InvalidRequestError
+from provisioning.flows.common import default_brand_domain
 from provisioning.intent import classify_intent
-from provisioning.lifecycle import client_for_org
-from provisioning.orchestration import Accepted, default_brand_domain
-from provisioning.outcome import Outcome
+from provisioning.outcome import Accepted, Outcome
+from provisioning.prompt_plan import (
+    Plan,
+    Progress,
+    PromptInput,
+    SliceKey,
+    plan_units,
+    upstream_ids,
+)
 from provisioning.semrush import (
     SemrushClient,
     SemrushError,
     SemrushRateLimitedError,
     SemrushUnauthorizedError,
 )
+from provisioning.upstream import client_for_org
 from serenity.models import Brand, BrandStatus, Market, MarketStatus, Prompt
 from serenity.slices import normalize_language
 
@@ -82,11 +91,6 @@ DEFAULT_RATE_LIMIT_DELAY_SECONDS = 30.0
 # --- Inputs ---------------------------------------------------------------------------------
 
 
-def text_key(text: str) -> str:
-    """Duplicate detection key: the text trimmed and case-folded (stored as `Prompt.text_key`)."""
-    return text.strip().casefold()
-
-
 def brand_names_for(brand: Brand) -> list[str]:
     """What counts as naming the brand: its name, aliases and domain."""
     names = [brand.name, *(brand.aliases or [])]
@@ -94,42 +98,6 @@ def brand_names_for(brand: Brand) -> list[str]:
     if domain:
         names.append(domain)
     return [name for name in names if name and name.strip()]
-
-
-SliceKey = tuple[int, str]
-
-
-@dataclass(frozen=True)
-class PromptInput:
-    text: str  # trimmed
-    geo_target_id: int
-    language_code: str  # lower case
-    tags: tuple[str, ...] = ()
-
-    @property
-    def slice_key(self) -> SliceKey:
-        return (self.geo_target_id, self.language_code)
-
-    @property
-    def key(self) -> str:
-        return text_key(self.text)
-
-    def as_metadata(self) -> dict[str, Any]:
-        return {
-            "text": self.text,
-            "geoTargetId": self.geo_target_id,
-            "languageCode": self.language_code,
-            "tags": list(self.tags),
-        }
-
-    @classmethod
-    def from_metadata(cls, data: Mapping[str, Any]) -> PromptInput:
-        return cls(
-            text=data["text"],
-            geo_target_id=int(data["geoTargetId"]),
-            language_code=data["languageCode"],
-            tags=tuple(data.get("tags") or ()),
-        )
 
 
 def prompt_markets(brand: Brand) -> dict[SliceKey, Market]:
@@ -176,90 +144,6 @@ def prompts_validate(*, brand: Brand, prompts: Sequence[Mapping[str, Any]]) -> l
         tags = tuple(dict.fromkeys(tag.strip() for tag in item.get("tags") or () if tag.strip()))
         out.append(PromptInput(text=text, geo_target_id=geo, language_code=language, tags=tags))
     return out
-
-
-# --- Plan -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Unit:
-    """One push: the prompts of one batch that go to one market."""
-
-    slice_key: SliceKey
-    prompts: tuple[PromptInput, ...]
-
-
-@dataclass(frozen=True)
-class Plan:
-    units: tuple[Unit, ...]
-    duplicates_in_request: int
-    slices: tuple[SliceKey, ...]  # every market the request names, in first-appearance order
-
-
-def plan_units(prompts: Sequence[PromptInput], *, batch_size: int | None) -> Plan:
-    """Deterministic: the same prompts always give the same units, so a re-run can resume at a
-    unit index. Duplicates within the request (the later occurrences) are left out."""
-    seen: set[tuple[SliceKey, str]] = set()
-    fresh: list[PromptInput] = []
-    for prompt in prompts:
-        identity = (prompt.slice_key, prompt.key)
-        if identity not in seen:
-            seen.add(identity)
-            fresh.append(prompt)
-    size = batch_size or max(len(fresh), 1)
-    units: list[Unit] = []
-    for start in range(0, len(fresh), size):
-        by_market: dict[SliceKey, list[PromptInput]] = {}
-        for prompt in fresh[start : start + size]:
-            by_market.setdefault(prompt.slice_key, []).append(prompt)
-        units.extend(Unit(slice_key=k, prompts=tuple(v)) for k, v in by_market.items())
-    slices = tuple(dict.fromkeys(p.slice_key for p in prompts))
-    return Plan(units=tuple(units), duplicates_in_request=len(prompts) - len(fresh), slices=slices)
-
-
-# --- Progress -------------------------------------------------------------------------------
-
-
-@dataclass
-class Progress:
-    """Where a run stands. The job persists it (`metadata.progress`) after every unit and
-    publish; duplicates within the request are not in it (the plan recomputes them)."""
-
-    units_done: int = 0
-    created: int = 0
-    skipped: int = 0
-    failed: int = 0
-    touched: list[str] = field(default_factory=list)  # market ids pushed to, in order
-    published: list[str] = field(default_factory=list)  # market ids whose publish was tried
-
-    def as_metadata(self) -> dict[str, Any]:
-        return {
-            "unitsDone": self.units_done,
-            "created": self.created,
-            "skipped": self.skipped,
-            "failed": self.failed,
-            "touched": list(self.touched),
-            "published": list(self.published),
-        }
-
-    @classmethod
-    def from_metadata(cls, data: Mapping[str, Any] | None) -> Progress:
-        data = data or {}
-        return cls(
-            units_done=int(data.get("unitsDone", 0)),
-            created=int(data.get("created", 0)),
-            skipped=int(data.get("skipped", 0)),
-            failed=int(data.get("failed", 0)),
-            touched=list(data.get("touched") or []),
-            published=list(data.get("published") or []),
-        )
-
-    def counts(self, plan: Plan) -> dict[str, int]:
-        return {
-            "created": self.created,
-            "skipped": self.skipped + plan.duplicates_in_request,
-            "failed": self.failed,
-        }
 
 
 class _RunDeferredError(Exception):
@@ -309,30 +193,6 @@ class _LazyClient:
 def _owned(market: Market, brand: Brand) -> bool:
     """A market in the brand's own sub-workspace (403 there means the workspace is gone)."""
     return market.workspace_id != brand.organization.semrush_parent_workspace_id
-
-
-def _upstream_ids(answer: Mapping[str, Any], sent: Sequence[PromptInput]) -> list[str | None]:
-    """Semrush answers `{items: [{id, text, ...}]}` in the order sent; fall back to matching by
-    text when the count differs, and to no id when the answer has none."""
-    items = answer.get("items") if isinstance(answer, Mapping) else None
-    if not isinstance(items, list):
-        return [None] * len(sent)
-    items = [item for item in items if isinstance(item, Mapping)]
-
-    def _id(item: Mapping[str, Any]) -> str | None:
-        value = item.get("id")
-        return str(value)[:100] if value not in (None, "") else None
-
-    if len(items) == len(sent):
-        return [_id(item) for item in items]
-    by_text: dict[str, list[str | None]] = {}
-    for item in items:
-        by_text.setdefault(str(item.get("text", "")), []).append(_id(item))
-    out: list[str | None] = []
-    for prompt in sent:
-        candidates = by_text.get(prompt.text)
-        out.append(candidates.pop(0) if candidates else None)
-    return out
 
 
 def _store_unit(
@@ -439,7 +299,7 @@ def _prompts_run(
                     credential_refused = isinstance(exc, SemrushUnauthorizedError)
                 else:
                     pushed = new
-                    ids = _upstream_ids(answer, new)
+                    ids = upstream_ids(answer, new)
         # The rows are committed even when the checkpoint finds the claim lost: they record
         # what is upstream, and whoever holds the job now then skips them instead of pushing
         # them again.
@@ -609,9 +469,7 @@ def classify_prompts_step(run: StepRun) -> None:
             client=client,
         )
     except _RunDeferredError as deferred:
-        job_services.job_release(
-            job_id=job.pk, claim_token=run.claim_token, delay_seconds=deferred.delay_seconds
-        )
+        step_commit(run, Defer(delay_seconds=deferred.delay_seconds))
         return
     except _ClaimLostError:
         logger.info("prompts job lost its claim; another delivery continues it")
@@ -620,21 +478,21 @@ def classify_prompts_step(run: StepRun) -> None:
 
 
 def _finish(run: StepRun, outcome: Outcome) -> None:
-    job_services.job_finish(
-        job=run.job,
-        claim_token=run.claim_token,
-        status=JobStatus.COMPLETED,
-        result=outcome.as_job_result(),
-    )
+    step_commit(run, Finish(JobStatus.COMPLETED, result=outcome.as_job_result()))
 
 
 def on_unexpected(run: StepRun, exc: BaseException) -> None:
     """Anything unexpected: the job FAILED `jobFailed` with a generic message. Not retryable:
     prompts of finished units are stored and would be skipped, but a unit cut short may have
     reached Semrush."""
-    job_services.job_finish(
-        job=run.job,
-        claim_token=run.claim_token,
-        status=JobStatus.FAILED,
-        error={"code": "jobFailed", "message": "The job failed unexpectedly.", "retryable": False},
+    step_commit(
+        run,
+        Finish(
+            JobStatus.FAILED,
+            error={
+                "code": "jobFailed",
+                "message": "The job failed unexpectedly.",
+                "retryable": False,
+            },
+        ),
     )

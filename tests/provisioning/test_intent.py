@@ -1,9 +1,10 @@
-"""Unit tests of the deterministic intent rules (`provisioning.prompts.classify_intent`)."""
+"""Unit tests of the deterministic intent rules (`provisioning.intent.classify_intent`)."""
 
 import pytest
 
-from provisioning.flows.prompts import PromptInput, brand_names_for, plan_units
+from provisioning.flows.prompts import brand_names_for
 from provisioning.intent import classify_intent
+from provisioning.prompt_plan import PromptInput, plan_units
 from tests.factories import BrandFactory
 
 BRAND = ["Acme", "Acme Co", "acme.example"]

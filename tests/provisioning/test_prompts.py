@@ -294,8 +294,8 @@ def test_a_push_that_times_out_counts_failed(sw_writer, sim, settings):
 
 
 def test_an_upstream_credential_refusal_is_a_failed_count_and_stops_further_pushes(sw_writer, sim):
-    # Decision (provisioning/prompts.py): prompts answer per market, so a refused credential is
-    # `failed`, not a 401; after a 401 the remaining markets are not sent.
+    # Decision (provisioning/flows/prompts.py): prompts answer per market, so a refused
+    # credential is `failed`, not a 401; after a 401 the remaining markets are not sent.
     b = make_brand(sw_writer, ("US", "en"), ("DE", "de"))
     us_market = market(2840, "en")
     sim.add_fault(
