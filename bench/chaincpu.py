@@ -53,9 +53,9 @@ def child(args: dict[str, Any]) -> None:
     from django.db import connection
     from django.test import Client
 
+    import provisioning.tasks  # noqa: F401 - registers the steps' handlers
     from jobs.models import AsyncJob, JobStatus
     from jobs.runner import run_step
-    from provisioning import steps
 
     client = Client()
     authorization = f"Bearer {args['token']}"
@@ -142,9 +142,7 @@ def child(args: dict[str, Any]) -> None:
         }
 
     def hop(job_id: Any) -> None:
-        run_step(
-            job_id=str(job_id), handler=steps.provision_workspace, on_unexpected=steps.on_unexpected
-        )
+        run_step(job_id=str(job_id))
 
     for round_index in range(-1, args["rounds"]):
         out: dict[str, Any] = {"round": round_index + 1, "probe_ms": cpu_probe_ms()}

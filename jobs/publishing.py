@@ -34,22 +34,11 @@ def publish_job(
     The row's `published_at` records when the message is due; with `premarked` the row already
     says so (set when it was written) and only a failure is recorded (`published_at` cleared,
     so that the dispatcher re-sends it at its next round)."""
-    try:
-        with _publishing_pool().acquire(
-            block=True, timeout=settings.JOBS_PUBLISH_TIMEOUT_SECONDS
-        ) as connection:
-            celery_app.send_task(
-                task_name,
-                args=[str(job_id)],
-                countdown=countdown if countdown > 0 else None,
-                queue=settings.CELERY_TASK_DEFAULT_QUEUE,
-                retry=False,
-                connection=connection,
-            )
-    except Exception as exc:
+    failure = _send(task_name=task_name, args=[str(job_id)], countdown=countdown)
+    if failure is not None:
         logger.warning(
             "job publish failed; the dispatcher will re-publish",
-            extra={"job_id": str(job_id), "task": task_name, "error_class": type(exc).__name__},
+            extra={"job_id": str(job_id), "task": task_name, "error_class": failure},
         )
         if premarked:
             with contextlib.suppress(DatabaseError):
@@ -71,6 +60,35 @@ def publish_job(
             extra={"job_id": str(job_id), "task": task_name},
         )
     return True
+
+
+def publish_task(*, task_name: str, args: list[Any]) -> bool:
+    """Send one message for the task named `task_name` (by name: the publisher needs no import
+    of the app that runs it). Bounded by JOBS_PUBLISH_TIMEOUT_SECONDS; never raises; returns
+    whether the broker accepted it."""
+    failure = _send(task_name=task_name, args=args)
+    if failure is not None:
+        logger.warning("publish failed", extra={"task": task_name, "error_class": failure})
+    return failure is None
+
+
+def _send(*, task_name: str, args: list[Any], countdown: float = 0.0) -> str | None:
+    """Publish; the error's class name when the broker did not take the message."""
+    try:
+        with _publishing_pool().acquire(
+            block=True, timeout=settings.JOBS_PUBLISH_TIMEOUT_SECONDS
+        ) as connection:
+            celery_app.send_task(
+                task_name,
+                args=args,
+                countdown=countdown if countdown > 0 else None,
+                queue=settings.CELERY_TASK_DEFAULT_QUEUE,
+                retry=False,
+                connection=connection,
+            )
+    except Exception as exc:
+        return type(exc).__name__
+    return None
 
 
 _pools: dict[tuple[int, str], ConnectionPool] = {}

@@ -5,9 +5,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError
@@ -27,13 +26,9 @@ class StepRun:
     job: AsyncJob
     claim_token: uuid.UUID
     lease_from: float = field(default_factory=time.monotonic)
-    # Set by a handler that made its chained successor runnable without publishing it: this
-    # worker claims and runs it next, in the same task (`hand_over`), with the handler of its
-    # step.
-    successor: tuple[uuid.UUID, Mapping[str, StepHandler], Any] | None = None
-    # What the step before, in this worker, handed over with this job (`hand_over(carry=...)`):
-    # rows it had just written, which this step may use instead of reading them again.
-    carried: Any = None
+    # Set when this step made its chained successor runnable without publishing it: this
+    # worker claims and runs it next, in the same task (`hand_over`).
+    successor: uuid.UUID | None = None
 
     def renew(self) -> bool:
         """Extend the lease now. False: the claim was lost (a checkpointing step stops)."""
@@ -49,20 +44,34 @@ class StepRun:
         if time.monotonic() - self.lease_from >= settings.JOBS_LEASE_SECONDS / 3:
             self.renew()
 
-    def hand_over(
-        self, successor_id: uuid.UUID, handlers: Mapping[str, StepHandler], carry: Any = None
-    ) -> None:
+    def hand_over(self, successor_id: uuid.UUID) -> None:
         """After this step made its successor runnable (committed, unpublished): claim and run
-        it next, with the handler `handlers` has for its step, and `carry` as its `carried`."""
-        self.successor = (successor_id, handlers, carry)
+        it next, in this worker."""
+        self.successor = successor_id
 
 
 StepHandler = Callable[[StepRun], None]
 FailureHandler = Callable[[StepRun, BaseException], None]
 
 
-def run_step(*, job_id: str, handler: StepHandler, on_unexpected: FailureHandler) -> None:
-    """Claim the job and run `handler` on it; a delivery that cannot claim does nothing.
+@dataclass(frozen=True)
+class StepHandlers:
+    run: StepHandler
+    on_unexpected: FailureHandler
+
+
+# Filled by the apps that own the steps (`register_step`, at import of their tasks module):
+# `jobs` runs steps without knowing what they do.
+_HANDLERS: dict[str, StepHandlers] = {}
+
+
+def register_step(step: str, *, run: StepHandler, on_unexpected: FailureHandler) -> None:
+    _HANDLERS[step] = StepHandlers(run=run, on_unexpected=on_unexpected)
+
+
+def run_step(*, job_id: str) -> None:
+    """Claim the job and run its step's registered handler; a delivery that cannot claim does
+    nothing.
 
     A handler may hand its chained successor over (`StepRun.hand_over`): the successor is then
     claimed and run here, right after, instead of travelling through the broker to another
@@ -71,28 +80,24 @@ def run_step(*, job_id: str, handler: StepHandler, on_unexpected: FailureHandler
 
     Database connectivity errors propagate: the claim's lease then expires and the dispatcher
     re-publishes the job, which resumes. Any other exception is the step's unexpected failure,
-    handed to `on_unexpected` (which records the job's and the attempt's outcome).
+    handed to its `on_unexpected` (which records the job's and the attempt's outcome).
     """
-    job = services.job_claim(job_id=uuid.UUID(job_id))
-    if job is None:
-        logger.info("delivery ignored: job finished, not due, or claimed", extra={"job_id": job_id})
-        return
-    run: StepRun | None = _claimed(job)
-    while run is not None:
-        _run_claimed(run, handler, on_unexpected)
-        if run.successor is None:
-            return
-        successor_id, handlers, carry = run.successor
-        job = services.job_claim(job_id=successor_id)
+    next_id: uuid.UUID | None = uuid.UUID(job_id)
+    first = True
+    while next_id is not None:
+        job = services.job_claim(job_id=next_id)
         if job is None:
             logger.info(
-                "hand-over ignored: the chained job was cancelled or claimed",
-                extra={"job_id": str(successor_id)},
+                "delivery ignored: job finished, not due, or claimed"
+                if first
+                else "hand-over ignored: the chained job was cancelled or claimed",
+                extra={"job_id": str(next_id)},
             )
             return
-        handler = handlers[job.step]
+        first = False
         run = _claimed(job)
-        run.carried = carry
+        _run_claimed(run, _HANDLERS[job.step])
+        next_id = run.successor
 
 
 def _claimed(job: AsyncJob) -> StepRun:
@@ -100,7 +105,7 @@ def _claimed(job: AsyncJob) -> StepRun:
     return StepRun(job=job, claim_token=job.claim_token)
 
 
-def _run_claimed(run: StepRun, handler: StepHandler, on_unexpected: FailureHandler) -> None:
+def _run_claimed(run: StepRun, handlers: StepHandlers) -> None:
     job = run.job
     started = time.monotonic()
     outcome = "error"
@@ -110,7 +115,7 @@ def _run_claimed(run: StepRun, handler: StepHandler, on_unexpected: FailureHandl
         # DEBUG: the row's `started_at` says as much; "step ended" (INFO) carries the outcome.
         logger.debug("step started", extra={"run_count": job.run_count})
         try:
-            handler(run)
+            handlers.run(run)
             outcome = "ok"
         except (OperationalError, InterfaceError):
             logger.warning(
@@ -121,10 +126,10 @@ def _run_claimed(run: StepRun, handler: StepHandler, on_unexpected: FailureHandl
             raise
         except DatabaseError as exc:
             logger.exception("step failed with a database error")
-            on_unexpected(run, exc)
+            handlers.on_unexpected(run, exc)
         except Exception as exc:
             logger.exception("step failed unexpectedly")
-            on_unexpected(run, exc)
+            handlers.on_unexpected(run, exc)
         finally:
             elapsed = time.monotonic() - started
             STEP_DURATION.labels(job.step, outcome).observe(elapsed)

@@ -16,7 +16,6 @@ from django.db.models import Q
 
 from jobs.exceptions import JobNotFoundError
 from jobs.models import AsyncJob, JobStatus
-from kernel.queries import unique_or_none
 
 
 @dataclass(frozen=True)
@@ -37,10 +36,10 @@ class ChainView:
 
 def job_chain_get(*, job_id: uuid.UUID, brand_id: uuid.UUID) -> ChainView:
     """Raises `JobNotFoundError` for an unknown job or a job of another brand (the same answer)."""
-    job = unique_or_none(
-        AsyncJob.objects.select_related("root", "root__current", "current").filter(
-            pk=job_id, brand_id=brand_id
-        )
+    job = (
+        AsyncJob.objects.select_related("root", "root__current", "current")
+        .filter(pk=job_id, brand_id=brand_id)
+        .first()
     )
     if job is None:
         raise JobNotFoundError()

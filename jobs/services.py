@@ -8,24 +8,21 @@ Callers that combine a job write with a business write wrap both in one transact
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from functools import partial
 from typing import Any, cast
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection, transaction
+from django.db import connection, transaction
 from django.db.models import F, Field, Q
 from django.utils import timezone
 
 from jobs import states
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.publishing import publish_job
-from kernel.queries import insert_rows, instance_from_row, update_where
 
 logger = logging.getLogger("serenity.jobs")
 
@@ -70,9 +67,9 @@ def job_chain_create(
     root_id: uuid.UUID | None = None,
 ) -> AsyncJob:
     """Create a chain's root (runnable now) and its optional chained job (not runnable until the
-    root hands over), in one INSERT. Must run inside the caller's transaction; publishes the root
-    on commit. `root_id` lets the caller reference the job (e.g. from its attempt) before the
-    rows exist (foreign keys are checked at commit)."""
+    root hands over). Must run inside the caller's transaction; publishes the root on commit.
+    `root_id` lets the caller reference the job (e.g. from its attempt) before the rows exist
+    (foreign keys are checked at commit)."""
     now = timezone.now()
     root_id = root_id or uuid.uuid4()
     chained_id = uuid.uuid4() if then is not None else None
@@ -106,108 +103,72 @@ def job_chain_create(
                 run_after=None,
             )
         )
-    insert_rows(*rows)
+    AsyncJob.objects.bulk_create(rows)
     publish_on_commit(job_id=root.id, step=root.step, premarked=True)
     return root
 
 
 def job_claim(*, job_id: uuid.UUID) -> AsyncJob | None:
-    """Claim a due, unfinished job for this worker: one conditional UPDATE setting a fresh
-    claim token and lease, returning the claimed row (`claim_token` is the claim). None when the
-    job is finished, not due, or held by a live lease (a duplicate or late delivery, which must
-    do nothing).
+    """Claim a due, unfinished job for this worker: one conditional UPDATE that sets a fresh
+    claim token and lease and returns the claimed row (`claim_token` is the claim). None when
+    the job is finished, not due, or held by a live lease (a duplicate or late delivery, which
+    must do nothing).
 
-    Every step starts here, so it is one statement, written once (`_claim_sql`): the ORM's
-    filtered update cannot return the row, and the read after it was a second statement."""
+    This is the one raw statement of the product code (SPEC §10.1): the ORM's filtered
+    `update()` returns a row count, not the row, and every step starts here, so a claim that
+    also read the row back would be two statements where one is enough. The statement is
+    written from the model's meta; every value is a parameter."""
     now = timezone.now()
-    params = _claim_params(
-        claim_token=uuid.uuid4(),
-        lease_expires_at=now + timedelta(seconds=settings.JOBS_LEASE_SECONDS),
-        now=now,
-        job_id=job_id,
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(_claim_sql(), params)
-        row = cursor.fetchone()
-    return None if row is None else _job_from_row(row)
+    lease_expires_at = now + timedelta(seconds=settings.JOBS_LEASE_SECONDS)
+    params = [
+        _prep("claim_token", uuid.uuid4()),
+        _prep("lease_expires_at", lease_expires_at),
+        _prep("started_at", now),
+        _prep("updated_at", now),
+        _prep("id", job_id),
+        JobStatus.IN_PROGRESS.value,
+        _prep("run_after", now),
+        _prep("lease_expires_at", now),
+    ]
+    claimed = list(AsyncJob.objects.raw(_claim_sql(), params))
+    return claimed[0] if claimed else None
 
 
-def _job_from_row(row: Sequence[Any]) -> AsyncJob:
-    """The job of a row in `_concrete_fields()` order (what `AsyncJob.objects.raw` builds,
-    without re-deriving its column mapping and converters on every claim)."""
-    return instance_from_row(AsyncJob, row, using=DEFAULT_DB_ALIAS)
+def _field(name: str) -> Field[Any, Any]:
+    field = AsyncJob._meta.get_field(name)
+    assert isinstance(field, Field)
+    return field
 
 
-@functools.cache
+def _prep(name: str, value: Any) -> Any:
+    """`value` as the database takes it for the field (a UUID is text on SQLite)."""
+    return _field(name).get_db_prep_value(value, connection)
+
+
 def _claim_sql() -> str:
     quote = connection.ops.quote_name
-    fields = _concrete_fields()
-    # Identifiers from the model's meta; every value is a parameter.
-    return _CLAIM_TEMPLATE.format(
-        table=quote(AsyncJob._meta.db_table),
-        returning=", ".join(quote(cast(str, f.column)) for f in fields.values()),
-        **{name: quote(cast(str, fields[name].column)) for name in _CLAIM_FIELDS},
+
+    def column(name: str) -> str:
+        return quote(cast(str, _field(name).column))
+
+    return (
+        f"UPDATE {quote(AsyncJob._meta.db_table)}"  # noqa: S608 - identifiers from the meta
+        f" SET {column('claim_token')} = %s, {column('lease_expires_at')} = %s,"
+        f" {column('started_at')} = COALESCE({column('started_at')}, %s),"
+        f" {column('run_count')} = {column('run_count')} + 1, {column('updated_at')} = %s"
+        f" WHERE {column('id')} = %s AND {column('status')} = %s AND {column('run_after')} <= %s"
+        f" AND ({column('claim_token')} IS NULL OR {column('lease_expires_at')} < %s)"
+        " RETURNING *"
     )
-
-
-_CLAIM_TEMPLATE = (
-    "UPDATE {table} SET {claim_token} = %s, {lease_expires_at} = %s,"
-    " {started_at} = COALESCE({started_at}, %s), {run_count} = {run_count} + 1,"
-    " {updated_at} = %s"
-    " WHERE {id} = %s AND {status} = %s AND {run_after} <= %s"
-    " AND ({claim_token} IS NULL OR {lease_expires_at} < %s)"
-    " RETURNING {returning}"
-)
-_CLAIM_FIELDS = (
-    "id",
-    "status",
-    "run_after",
-    "claim_token",
-    "lease_expires_at",
-    "started_at",
-    "run_count",
-    "updated_at",
-)
-
-
-@functools.cache
-def _concrete_fields() -> dict[str, Field[Any, Any]]:
-    return {f.name: f for f in AsyncJob._meta.concrete_fields}
-
-
-def _claim_params(
-    *, claim_token: uuid.UUID, lease_expires_at: datetime, now: datetime, job_id: uuid.UUID
-) -> list[Any]:
-    """The claim's parameters in `_claim_sql`'s order, prepared by their fields (a UUID is
-    text on SQLite, the dev stack's database)."""
-
-    def prep(name: str, value: Any) -> Any:
-        return _concrete_fields()[name].get_db_prep_value(value, connection)
-
-    at = prep("updated_at", now)
-    return [
-        prep("claim_token", claim_token),
-        prep("lease_expires_at", lease_expires_at),
-        at,
-        at,
-        prep("id", job_id),
-        JobStatus.IN_PROGRESS.value,
-        at,
-        at,
-    ]
 
 
 def job_renew(*, job_id: uuid.UUID, claim_token: uuid.UUID) -> bool:
     """Extend the lease between upstream calls. False: the claim was lost."""
-    now = timezone.now()
-    return (
-        update_where(
-            AsyncJob,
-            {"pk": job_id, "status": JobStatus.IN_PROGRESS, "claim_token": claim_token},
-            lease_expires_at=now + timedelta(seconds=settings.JOBS_LEASE_SECONDS),
-        )
-        == 1
-    )
+    lease_expires_at = timezone.now() + timedelta(seconds=settings.JOBS_LEASE_SECONDS)
+    renewed = AsyncJob.objects.filter(
+        pk=job_id, status=JobStatus.IN_PROGRESS, claim_token=claim_token
+    ).update(lease_expires_at=lease_expires_at)
+    return renewed == 1
 
 
 def job_release(*, job_id: uuid.UUID, claim_token: uuid.UUID, delay_seconds: float) -> bool:
@@ -271,20 +232,11 @@ def job_complete_and_release_next(
     successor_id = job.next_id
     assert successor_id is not None
     now = timezone.now()
-    update_where(
-        AsyncJob,
-        {"pk": successor_id, "status": JobStatus.IN_PROGRESS},
-        run_after=now,
-        published_at=now,
-        updated_at=now,
+    AsyncJob.objects.filter(pk=successor_id, status=JobStatus.IN_PROGRESS).update(
+        run_after=now, published_at=now, updated_at=now
     )
-    root_id = job.root_id or job.id
-    update_where(
-        AsyncJob,
-        {"pk": root_id},
-        current_id=successor_id,
-        step_count=F("step_count") + 1,
-        updated_at=now,
+    AsyncJob.objects.filter(pk=job.root_id or job.id).update(
+        current_id=successor_id, step_count=F("step_count") + 1, updated_at=now
     )
     if publish:
         step = AsyncJob.objects.values_list("step", flat=True).get(pk=successor_id)
@@ -330,9 +282,9 @@ def job_complete_and_repeat(
             run_after=now + timedelta(seconds=delay_seconds),
             published_at=now + timedelta(seconds=delay_seconds),
         )
-        insert_rows(repeat)
+        repeat.save(force_insert=True)
         if job.root_id is not None:
-            update_where(AsyncJob, {"pk": root_id}, **chain, updated_at=now)
+            AsyncJob.objects.filter(pk=root_id).update(**chain, updated_at=now)
     publish_on_commit(job_id=repeat.id, step=repeat.step, countdown=delay_seconds, premarked=True)
     return repeat
 

@@ -19,7 +19,6 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
-from kernel.queries import update_where
 
 ALLOWED: dict[JobStatus, tuple[JobStatus, ...]] = {
     JobStatus.COMPLETED: (JobStatus.IN_PROGRESS,),
@@ -45,9 +44,9 @@ def transition(
     same UPDATE (e.g. unlinking the job's successor).
     """
     now = timezone.now()
-    where: dict[str, Any] = {"pk": job_id, "status__in": ALLOWED[to]}
+    rows = AsyncJob.objects.filter(pk=job_id, status__in=ALLOWED[to])
     if claim_token is not None:
-        where["claim_token"] = claim_token
+        rows = rows.filter(claim_token=claim_token)
     values = {
         "status": to,
         "result": result,
@@ -60,6 +59,5 @@ def transition(
     }
     if only_unstarted:
         # Not running: never claimed, or its claim's lease ran out (the worker died).
-        unstarted = Q(claim_token__isnull=True) | Q(lease_expires_at__lt=now)
-        return AsyncJob.objects.filter(unstarted, **where).update(**values) == 1
-    return update_where(AsyncJob, where, **values) == 1
+        rows = rows.filter(Q(claim_token__isnull=True) | Q(lease_expires_at__lt=now))
+    return rows.update(**values) == 1

@@ -57,7 +57,6 @@ from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
 from kernel.errors import ConfigurationError
-from provisioning.lifecycle import Readiness, classify_status, client_for_org
 from provisioning.models import AttemptStatus, ProvisioningAttempt
 from provisioning.semrush import (
     SemrushClient,
@@ -68,6 +67,8 @@ from provisioning.semrush import (
     SemrushRateLimitedError,
     SemrushUnauthorizedError,
 )
+from provisioning.upstream import client_for_org
+from provisioning.workspace import Readiness, classify_status
 from serenity.models import Brand, BrandStatus, Market, MarketStatus, Organization, WorkspaceMode
 
 logger = logging.getLogger("serenity.provisioning")

@@ -5,8 +5,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.cache import cache
 
-from provisioning.lifecycle import translate_upstream
 from provisioning.semrush import SemrushClient, SemrushError
+from provisioning.upstream import client_for_org, translate_upstream
+from serenity.models import Organization
 from serenity.slices import language_name
 
 _CACHE_KEY = "serenity:semrush:languages:v1"
@@ -44,3 +45,14 @@ def catalogue_code(name: str) -> str | None:
     if record is None:
         return None
     return getattr(record, "alpha_2", None) or getattr(record, "alpha_3", None)
+
+
+def languages_list(*, organization: Organization) -> list[dict[str, str]]:
+    """The languages route: `[{id, code}]` of the catalogue entries with an ISO code."""
+    client = client_for_org(organization)
+    items = []
+    for entry in languages_catalogue(client=client):
+        code = catalogue_code(entry["name"])
+        if code:
+            items.append({"id": entry["id"], "code": code})
+    return items

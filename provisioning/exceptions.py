@@ -1,6 +1,30 @@
-"""Domain errors of provisioning (rendered by the API's one exception handler)."""
+"""Domain errors of provisioning (rendered by the API's one exception handler).
+
+Each error that can end provisioning work carries its own vocabulary: the attempt's `reason`
+(SPEC §6.1), whether the job's error is `retryable`, and the job's generic `job_message`
+(SPEC §4.6). `job_error()` and `attempt_reason()` read them for any `DomainError`.
+"""
+
+from typing import Any
 
 from kernel.errors import ConflictError, DomainError, NotFoundError
+from provisioning.models import AttemptReason
+
+JOB_FAILED_MESSAGE = "The job failed unexpectedly."
+
+
+def attempt_reason(error: DomainError) -> AttemptReason:
+    """The attempt's reason for an error that ended its work (`upstream` unless it says)."""
+    return getattr(error, "reason", AttemptReason.UPSTREAM)
+
+
+def job_error(error: DomainError) -> dict[str, Any]:
+    """The `{code, message, retryable}` a job reports for `error`: the error's own code and
+    generic message when it is one a job may report, else `jobFailed`."""
+    message = getattr(error, "job_message", None)
+    if message is None:
+        return {"code": "jobFailed", "message": JOB_FAILED_MESSAGE, "retryable": False}
+    return {"code": error.code, "message": message, "retryable": getattr(error, "retryable", False)}
 
 
 class ProvisioningInProgressError(ConflictError):
@@ -33,36 +57,53 @@ class WorkspaceMisconfiguredError(ConflictError):
 class AmbiguousWorkspaceError(ConflictError):
     code = "ambiguousWorkspace"
     default_message = "Several Semrush workspaces match this brand; an operator must resolve it."
+    reason = AttemptReason.AMBIGUOUS
+    retryable = False
+    job_message = "Several Semrush workspaces match this brand."
 
 
 class WorkspaceNotEmptyError(DomainError):
     code = "workspaceNotEmpty"
     http_status = 502
     default_message = "A Semrush workspace with this name exists and is not empty."
+    reason = AttemptReason.AMBIGUOUS
+    retryable = False
+    job_message = "A Semrush workspace with this name exists and is not empty."
 
 
 class SubworkspaceCreationFailedError(DomainError):
     code = "subworkspaceCreationFailed"
     http_status = 502
     default_message = "Semrush could not create the brand's workspace."
+    reason = AttemptReason.TERMINAL
+    retryable = False
+    job_message = "Semrush could not create the brand's workspace."
 
 
 class SubworkspaceCreationTimeoutError(DomainError):
     code = "subworkspaceCreationTimeout"
     http_status = 504
     default_message = "The brand's Semrush workspace did not become ready in time."
+    reason = AttemptReason.EXHAUSTED
+    retryable = True
+    job_message = "The brand's workspace did not become ready in time."
 
 
 class SubworkspaceGoneError(DomainError):
     code = "subworkspaceGone"
     http_status = 502
     default_message = "The brand's Semrush workspace no longer exists; activate the brand again."
+    reason = AttemptReason.GONE
+    retryable = True
+    job_message = "The brand's workspace no longer exists; activate the brand again."
 
 
 class UpstreamError(DomainError):
     code = "serenityUpstreamError"
     http_status = 502
     default_message = "Semrush could not complete the request."
+    retryable = True
+    job_message = "Semrush could not complete the request."
 
 
 class UpstreamRateLimitedError(UpstreamError):
@@ -77,12 +118,16 @@ class UpstreamUnauthorizedError(DomainError):
     code = "upstreamUnauthorized"
     http_status = 401
     default_message = "Semrush rejected the organization's credential."
+    retryable = False
+    job_message = "Semrush rejected the organization's credential."
 
 
 class UpstreamForbiddenError(DomainError):
     code = "upstreamForbidden"
     http_status = 403
     default_message = "Semrush refused access with the organization's credential."
+    retryable = False
+    job_message = "Semrush refused access with the organization's credential."
 
 
 class QuotaExceededError(ConflictError):

@@ -20,12 +20,11 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
-from kernel.queries import insert_row, update_where
 from provisioning.exceptions import QuotaExceededError, UpstreamError
-from provisioning.lifecycle import translate_upstream
 from provisioning.models import AttemptStatus, ProvisioningAttempt
 from provisioning.outcome import Outcome
 from provisioning.semrush import SemrushClient, SemrushError, SemrushQuotaError
+from provisioning.upstream import translate_upstream
 from serenity.exceptions import SliceExistsError
 from serenity.models import Brand, Market, MarketStatus
 from serenity.slices import Slice
@@ -125,29 +124,23 @@ def market_reserve(
             raise SliceExistsError()
         existing.refresh_from_db()
         return existing
+    reservation = Market(
+        brand=brand,
+        geo_target_id=slice_.geo_target_id,
+        language_code=slice_.language_code,
+        name=name or slice_.default_name,
+        status=MarketStatus.CREATING,
+        reserved_by=owner,
+    )
     if not savepoint:
-        return insert_row(
-            Market,
-            brand=brand,
-            geo_target_id=slice_.geo_target_id,
-            language_code=slice_.language_code,
-            name=name or slice_.default_name,
-            status=MarketStatus.CREATING,
-            reserved_by=owner,
-        )
+        reservation.save(force_insert=True)
+        return reservation
     try:
         with transaction.atomic():
-            return insert_row(
-                Market,
-                brand=brand,
-                geo_target_id=slice_.geo_target_id,
-                language_code=slice_.language_code,
-                name=name or slice_.default_name,
-                status=MarketStatus.CREATING,
-                reserved_by=owner,
-            )
+            reservation.save(force_insert=True)
     except IntegrityError:
         raise SliceExistsError() from None
+    return reservation
 
 
 def market_release(*, market_id: uuid.UUID, owner: uuid.UUID) -> None:
@@ -272,12 +265,8 @@ def market_provision(
             project_id = str(project["id"])
             created_here = True
         # Record the project the moment it exists: a crash from here on resumes it.
-        update_where(
-            Market,
-            {"pk": market.pk, "reserved_by": owner},
-            semrush_project_id=project_id,
-            workspace_id=workspace_id,
-            updated_at=timezone.now(),
+        Market.objects.filter(pk=market.pk, reserved_by=owner).update(
+            semrush_project_id=project_id, workspace_id=workspace_id, updated_at=timezone.now()
         )
         if renew is not None:
             renew()
@@ -314,18 +303,16 @@ def market_provision(
         if still_valid is not None and not still_valid():
             valid = False
         else:
-            valid = (
-                update_where(
-                    Market,
-                    {"pk": market.pk, "reserved_by": owner, "deleted_at__isnull": True},
-                    status=MarketStatus.LIVE,
-                    reserved_by=None,
-                    semrush_project_id=project_id,
-                    workspace_id=workspace_id,
-                    updated_at=timezone.now(),
-                )
-                == 1
+            finished = Market.objects.filter(
+                pk=market.pk, reserved_by=owner, deleted_at__isnull=True
+            ).update(
+                status=MarketStatus.LIVE,
+                reserved_by=None,
+                semrush_project_id=project_id,
+                workspace_id=workspace_id,
+                updated_at=timezone.now(),
             )
+            valid = finished == 1
     if not valid:
         _discard(
             client=client,

@@ -1,11 +1,12 @@
-"""What an orchestration function answers: the `{status, body}` the HTTP layer renders, and
-that a chained job stores as its result."""
+"""What a flow answers: `Outcome`, the `{status, body}` the HTTP layer renders and a chained job
+stores as its result; or `Accepted`, the job an async request started."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from jobs.models import AsyncJob
 from kernel.errors import DomainError
 
 
@@ -28,3 +29,10 @@ class Outcome:
 
     def as_job_result(self) -> dict[str, Any]:
         return {"status": self.status, "body": self.body, "outcome": self.label}
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """An async request's answer: the job the client polls (202)."""
+
+    job: AsyncJob

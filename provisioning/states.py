@@ -18,7 +18,6 @@ from typing import Any
 from django.utils import timezone
 
 from kernel.errors import clean_message
-from kernel.queries import update_where
 from provisioning.models import AttemptReason, AttemptStatus, ProvisioningAttempt
 
 ALLOWED: dict[AttemptStatus, tuple[AttemptStatus, ...]] = {
@@ -36,9 +35,7 @@ def transition(
     **fields: Any,
 ) -> bool:
     """Finish a pending attempt. Returns whether this call changed the row."""
-    changed = update_where(
-        ProvisioningAttempt,
-        {"pk": attempt_id, "status__in": ALLOWED[to]},
+    changed = ProvisioningAttempt.objects.filter(pk=attempt_id, status__in=ALLOWED[to]).update(
         status=to,
         reason=reason,
         error=clean_message(error) if error else None,
@@ -53,8 +50,10 @@ def update_pending(
 ) -> bool:
     """Change fields of a still-pending attempt (record a candidate, mark promotion, bump the
     staleness clock). `only_if` adds conditions, e.g. `{"candidate_workspace_id": None}`."""
-    where = {"pk": attempt_id, "status": AttemptStatus.PENDING, **(only_if or {})}
-    return update_where(ProvisioningAttempt, where, updated_at=timezone.now(), **fields) == 1
+    pending = ProvisioningAttempt.objects.filter(
+        pk=attempt_id, status=AttemptStatus.PENDING, **(only_if or {})
+    )
+    return pending.update(updated_at=timezone.now(), **fields) == 1
 
 
 def touch(*, attempt_id: uuid.UUID) -> bool:

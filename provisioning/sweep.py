@@ -13,14 +13,13 @@ from django.utils import timezone
 from jobs.models import AsyncJob, JobStatus
 from provisioning import services as attempts
 from provisioning.models import AttemptStatus, ProvisioningAttempt
+from provisioning.workspace import cleanup_candidate
 from serenity.models import Market, MarketStatus
 
 logger = logging.getLogger("serenity.provisioning")
 
 
 def attempts_sweep() -> dict[str, int]:
-    from provisioning.steps import cleanup_candidate
-
     reconciled = 0
     for attempt in attempts.stale_attempts():
         if attempts.attempt_reconcile_stale(attempt=attempt):

@@ -8,7 +8,9 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from provisioning import orchestration, selectors
+from provisioning import selectors
+from provisioning.flows.brand_create import BrandInput, brand_create
+from provisioning.flows.common import MarketPlan
 from serenity import services
 from serenity.api import schemas
 from serenity.api.base import OrgScopedView
@@ -23,15 +25,15 @@ class BrandListQuerySerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=BrandStatus.choices, required=False)
 
 
-def _brand_input(data: dict[str, Any]) -> orchestration.BrandInput:
+def _brand_input(data: dict[str, Any]) -> BrandInput:
     market = data.get("semrushMarket")
-    return orchestration.BrandInput(
+    return BrandInput(
         name=data["name"],
         status=data.get("status"),
         base_url=data.get("baseUrl"),
         urls=data.get("urls") or [],
         aliases=data.get("aliases") or [],
-        market=orchestration.MarketInput(
+        market=MarketPlan(
             slice=slice_parse(
                 market=market["market"],
                 language_code=market["languageCode"],
@@ -58,7 +60,7 @@ class BrandCollectionView(OrgScopedView):
     def post(self, request: Request, org_id: str) -> Response:
         body = BrandCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        created = orchestration.brand_create(
+        created = brand_create(
             organization=self.scope.organization,
             data=_brand_input(body.validated_data),
             run_async=body.validated_data["run_async"],

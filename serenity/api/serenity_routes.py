@@ -7,8 +7,12 @@ from typing import Any
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from provisioning import orchestration
-from provisioning.outcome import Outcome
+from provisioning.catalogue import languages_list
+from provisioning.flows.activate import activate
+from provisioning.flows.common import MarketPlan
+from provisioning.flows.deactivate import deactivate, market_delete
+from provisioning.flows.market_create import market_create
+from provisioning.outcome import Accepted, Outcome
 from serenity.api import schemas
 from serenity.api.base import OrgScopedView, SerenityView
 from serenity.api.jobs import accepted_body, accepted_headers
@@ -21,14 +25,16 @@ from serenity.slices import normalize_language, slice_parse
 DEFAULT_ACTIVATE_MARKETS = [{"market": "US", "languageCode": "en"}]
 
 
-def render(result: Outcome | orchestration.Accepted) -> Response:
-    if isinstance(result, orchestration.Accepted):
+def render(result: Outcome | Accepted) -> Response:
+    if isinstance(result, Accepted):
         return Response(accepted_body(result.job), status=202, headers=accepted_headers(result.job))
     return Response(result.body, status=result.status, headers=result.headers)
 
 
-def _market_inputs(items: list[dict[str, Any]]) -> list[orchestration.MarketInput]:
-    inputs = []
+def _market_plans(
+    items: list[dict[str, Any]], *, brand_names: list[str] | None, brand_domain: str | None
+) -> list[MarketPlan]:
+    plans = []
     seen = set()
     for index, item in enumerate(items):
         parsed = slice_parse(
@@ -40,8 +46,15 @@ def _market_inputs(items: list[dict[str, Any]]) -> list[orchestration.MarketInpu
 
             raise InvalidRequestError(f"markets[{index}]: duplicate market.")
         seen.add(key)
-        inputs.append(orchestration.MarketInput(slice=parsed, name=item.get("name")))
-    return inputs
+        plans.append(
+            MarketPlan(
+                slice=parsed,
+                name=item.get("name"),
+                brand_names=brand_names,
+                brand_domain=brand_domain,
+            )
+        )
+    return plans
 
 
 class MarketCollectionView(SerenityView):
@@ -56,19 +69,13 @@ class MarketCollectionView(SerenityView):
         body = MarketCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        market = orchestration.MarketInput(
+        plan = MarketPlan(
             slice=slice_parse(market=data["market"], language_code=data["languageCode"]),
             name=data.get("name"),
+            brand_names=data.get("brandNames"),
+            brand_domain=data.get("brandDomain"),
         )
-        return render(
-            orchestration.market_create(
-                brand=self.scope.brand,
-                market=market,
-                brand_names=data.get("brandNames"),
-                brand_domain=data.get("brandDomain"),
-                run_async=data["run_async"],
-            )
-        )
+        return render(market_create(brand=self.scope.brand, plan=plan, run_async=data["run_async"]))
 
 
 class MarketDetailView(SerenityView):
@@ -94,7 +101,7 @@ class MarketDetailView(SerenityView):
         self, request: Request, org_id: str, brand_id: str, geo_target_id: str, language_code: str
     ) -> Response:
         assert self.scope.brand is not None
-        orchestration.market_delete(
+        market_delete(
             brand=self.scope.brand,
             geo_target_id=int(geo_target_id),
             language_code=normalize_language(language_code),
@@ -111,11 +118,15 @@ class ActivateView(SerenityView):
         body.is_valid(raise_exception=True)
         data = body.validated_data
         return render(
-            orchestration.activate(
+            activate(
                 brand=self.scope.brand,
                 brand_domain=data.get("brandDomain"),
                 brand_names=data.get("brandNames"),
-                markets=_market_inputs(data.get("markets") or DEFAULT_ACTIVATE_MARKETS),
+                plans=_market_plans(
+                    data.get("markets") or DEFAULT_ACTIVATE_MARKETS,
+                    brand_names=data.get("brandNames"),
+                    brand_domain=data.get("brandDomain"),
+                ),
                 run_async=data["run_async"],
             )
         )
@@ -127,12 +138,10 @@ class DeactivateView(OrgScopedView):
     @schemas.deactivate_schema
     def post(self, request: Request, org_id: str, brand_id: str) -> Response:
         assert self.scope.brand is not None
-        return render(orchestration.deactivate(brand=self.scope.brand))
+        return render(deactivate(brand=self.scope.brand))
 
 
 class LanguagesView(OrgScopedView):
     @schemas.language_list_schema
     def get(self, request: Request, org_id: str) -> Response:
-        return Response(
-            {"items": orchestration.languages_list(organization=self.scope.organization)}
-        )
+        return Response({"items": languages_list(organization=self.scope.organization)})

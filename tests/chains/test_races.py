@@ -351,15 +351,16 @@ def test_async_begin_whose_guard_read_missed_a_pending_attempt_is_409_not_500(
     path = f"{serenity_path(sw_writer, brand['id'])}/markets"
     first = sw_writer.post(path, {"market": "US", "languageCode": "en", "async": True}).json()
     # when a second begin's locked read misses it (the constraint is the last line of defence)
-    from provisioning import services
+    from provisioning import guard
 
-    real_lock = services.brand_lock
+    real_read = guard.pending_attempt_for
+    reads = []
 
-    def blind_lock(*, brand_id):
-        locked = real_lock(brand_id=brand_id)
-        return services.LockedBrand(pointer=locked.pointer, pending=None)
+    def blind_read(brand_id):
+        reads.append(brand_id)
+        return None if len(reads) == 1 else real_read(brand_id)
 
-    with mock.patch.object(services, "brand_lock", side_effect=blind_lock):
+    with mock.patch.object(guard, "pending_attempt_for", side_effect=blind_read):
         response = sw_writer.post(path, {"market": "GB", "languageCode": "en", "async": True})
     # then the unique constraint answers the guard's 409, and nothing was written
     assert response.status_code == 409
@@ -443,7 +444,7 @@ def test_a_chain_that_fails_before_promotion_ends_and_frees_its_market_in_one_co
     market = Market.objects.get(brand_id=accepted["id"])
     # when the worker dies as the step frees the market's reservation (its last write)
     with (
-        mock.patch("provisioning.steps.market_release", side_effect=SystemExit("killed")),
+        mock.patch("provisioning.services.release_reservations", side_effect=SystemExit("killed")),
         pytest.raises(SystemExit),
     ):
         run(accepted["jobId"])
@@ -473,7 +474,7 @@ def test_a_chained_step_that_stands_down_ends_and_frees_its_market_in_one_commit
     market = Market.objects.get(brand_id=accepted["id"])
     # when the worker dies as the step frees the market's reservation (its last write)
     with (
-        mock.patch("provisioning.steps.market_release", side_effect=SystemExit("killed")),
+        mock.patch("provisioning.services.release_reservations", side_effect=SystemExit("killed")),
         pytest.raises(SystemExit),
     ):
         run(chained.pk)

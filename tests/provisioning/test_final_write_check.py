@@ -1,4 +1,4 @@
-"""The chained step's final-write check (`provisioning.steps._still_valid`): one statement that
+"""The chained step's final-write check (`provisioning.chain.still_valid`): one statement that
 locks the attempt and checks it is pending and the brand still points at the workspace."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 from provisioning import states
+from provisioning.chain import still_valid
 from provisioning.models import AttemptReason, AttemptStatus, ProvisioningAttempt
-from provisioning.steps import _still_valid
 from tests.factories import BrandFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,12 +44,12 @@ def test_the_check_holds_only_for_the_pending_attempt_and_the_current_pointer(ch
         args["workspace_id"] = change["workspace_id"]
     # when
     with transaction.atomic(), CaptureQueriesContext(connection) as queries:
-        held = _still_valid(**args)()
+        held = still_valid(**args)()
     # then: one statement, locking the attempt row only
     assert held is expected
     statements = [q["sql"] for q in queries if q["sql"] not in ("BEGIN", "COMMIT")]
     assert len(statements) == 1
-    assert statements[0].endswith("FOR UPDATE OF T0")
+    assert 'FOR UPDATE OF "provisioning_provisioningattempt"' in statements[0]
 
 
 def test_the_check_is_false_once_the_attempt_is_no_longer_pending():
@@ -60,7 +60,7 @@ def test_the_check_is_false_once_the_attempt_is_no_longer_pending():
     )
     # when
     with transaction.atomic():
-        held = _still_valid(attempt.id, attempt.brand_id, "ws-1")()
+        held = still_valid(attempt.id, attempt.brand_id, "ws-1")()
     # then
     assert held is False
 
@@ -80,7 +80,7 @@ def test_a_cancel_waits_for_the_transaction_that_checked():
             connections.close_all()
 
     with transaction.atomic():
-        assert _still_valid(attempt.id, attempt.brand_id, "ws-1")() is True
+        assert still_valid(attempt.id, attempt.brand_id, "ws-1")() is True
         # when a cancel runs meanwhile on another connection
         other = threading.Thread(target=cancel)
         other.start()

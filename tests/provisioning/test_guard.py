@@ -14,15 +14,15 @@ from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.services import CHAINED_POSITION
-from provisioning import services
+from provisioning import guard
 from provisioning.exceptions import ProvisioningInProgressError
+from provisioning.guard import attempt_begin
 from provisioning.models import (
     AttemptReason,
     AttemptStartedBy,
     AttemptStatus,
     ProvisioningAttempt,
 )
-from provisioning.services import attempt_begin
 from serenity.models import Brand
 from tests.factories import BrandFactory
 
@@ -168,7 +168,7 @@ def test_the_unique_constraint_answers_409_when_the_read_missed_a_concurrent_ins
     # given: a concurrent request inserted its pending attempt after our read
     root, _, _ = chain_for(brand)
     pending(brand, job=root)
-    real_read = services.pending_attempt_for
+    real_read = guard.pending_attempt_for
     reads: list[uuid.UUID] = []
 
     def missed_then_real(brand_id: uuid.UUID) -> ProvisioningAttempt | None:
@@ -177,7 +177,7 @@ def test_the_unique_constraint_answers_409_when_the_read_missed_a_concurrent_ins
 
     # when
     with (
-        mock.patch.object(services, "pending_attempt_for", side_effect=missed_then_real),
+        mock.patch.object(guard, "pending_attempt_for", side_effect=missed_then_real),
         pytest.raises(ProvisioningInProgressError) as caught,
     ):
         attempt_begin(brand_id=brand.id, started_by=AttemptStartedBy.ACTIVATE)
@@ -191,7 +191,7 @@ def test_the_unique_constraint_answers_409_when_the_read_missed_a_concurrent_ins
 def test_the_unique_constraint_409_when_every_read_misses(brand):
     pending(brand)
     with (
-        mock.patch.object(services, "pending_attempt_for", return_value=None),
+        mock.patch.object(guard, "pending_attempt_for", return_value=None),
         pytest.raises(ProvisioningInProgressError) as caught,
     ):
         attempt_begin(brand_id=brand.id, started_by=AttemptStartedBy.ACTIVATE)
@@ -212,7 +212,7 @@ def _schema_error(sqlstate: str | None) -> ProgrammingError:
 @pytest.mark.parametrize("sqlstate", ["42P01", "42703"])
 def test_missing_table_or_column_lets_the_guard_proceed(brand, sqlstate):
     # given: a deploy running ahead of its migration
-    with mock.patch.object(services, "pending_attempt_for", side_effect=_schema_error(sqlstate)):
+    with mock.patch.object(guard, "pending_attempt_for", side_effect=_schema_error(sqlstate)):
         # when
         attempt = attempt_begin(brand_id=brand.id, started_by=AttemptStartedBy.ACTIVATE)
     # then: no table means no attempt can be in flight; nothing is written
@@ -226,7 +226,7 @@ def test_a_real_undefined_table_error_leaves_the_transaction_usable(brand):
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1 FROM provisioning_attempt_not_migrated_yet")
 
-    with mock.patch.object(services, "pending_attempt_for", side_effect=read_missing_table):
+    with mock.patch.object(guard, "pending_attempt_for", side_effect=read_missing_table):
         # when
         attempt = attempt_begin(brand_id=brand.id, started_by=AttemptStartedBy.ACTIVATE)
     # then: the guard proceeds and the test's own transaction still answers queries
@@ -237,7 +237,7 @@ def test_a_real_undefined_table_error_leaves_the_transaction_usable(brand):
 @pytest.mark.parametrize("sqlstate", ["42501", None])
 def test_any_other_read_error_fails_closed(brand, sqlstate):
     with (
-        mock.patch.object(services, "pending_attempt_for", side_effect=_schema_error(sqlstate)),
+        mock.patch.object(guard, "pending_attempt_for", side_effect=_schema_error(sqlstate)),
         pytest.raises(ProgrammingError),
     ):
         attempt_begin(brand_id=brand.id, started_by=AttemptStartedBy.ACTIVATE)

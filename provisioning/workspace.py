@@ -1,13 +1,17 @@
-"""The Semrush workspace lifecycle (SPEC §5): create-or-adopt, settle, decommission.
+"""The brand's Semrush workspace, for every path (SPEC §5, §6.3): create-or-adopt, status reads,
+promotion, and emptying.
 
-Nothing here holds a transaction or a row lock across an upstream call. Writes that must be
-race-free (the brand's pointer, an attempt's candidate) are single conditional UPDATEs.
+Nothing here holds a transaction or a row lock across an upstream call. The writes that must be
+race-free are conditional UPDATEs: an attempt records its candidate only while it has none, and
+promotion sets the brand's pointer only while it is empty or already that workspace.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -15,34 +19,22 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
-from kernel.errors import ConfigurationError, DomainError
-from kernel.metrics import record_upstream_call
-from kernel.queries import update_where
+from kernel.errors import DomainError
+from provisioning import states
 from provisioning.exceptions import (
     AmbiguousWorkspaceError,
     SubworkspaceCreationFailedError,
     SubworkspaceCreationTimeoutError,
-    SubworkspaceGoneError,
     UpstreamError,
-    UpstreamForbiddenError,
-    UpstreamRateLimitedError,
-    UpstreamUnauthorizedError,
     WorkspaceMisconfiguredError,
     WorkspaceNotEmptyError,
 )
-from provisioning.semrush import (
-    SemrushClient,
-    SemrushConfigurationError,
-    SemrushError,
-    SemrushGoneError,
-    SemrushQuotaError,
-    SemrushRateLimitedError,
-    SemrushUnauthorizedError,
-    semrush_client_for,
-)
-from provisioning.semrush.errors import SemrushAuthError
-from serenity.models import Brand, BrandStatus, Organization
+from provisioning.models import AttemptReason, AttemptStatus, ProvisioningAttempt
+from provisioning.semrush import SemrushClient, SemrushError, SemrushGoneError
+from provisioning.upstream import client_for_org, translate_upstream
+from serenity.models import Brand, BrandStatus
 
 logger = logging.getLogger("serenity.provisioning")
 
@@ -65,41 +57,6 @@ def classify_status(raw: str | None) -> Readiness:
     if value in TERMINAL_STATUSES:
         return Readiness.TERMINAL
     return Readiness.NOT_READY
-
-
-def client_for_org(organization: Organization, **log_context: object) -> SemrushClient:
-    """A client with the org's own credential, else the service default."""
-    try:
-        token = organization.semrush_credential()
-    except ValueError as exc:
-        raise ConfigurationError("The organization's Semrush credential cannot be read.") from exc
-    try:
-        return semrush_client_for(
-            token=token,
-            log_context={"org_id": str(organization.id), **log_context},
-            on_call=record_upstream_call,
-        )
-    except SemrushConfigurationError as exc:
-        raise ConfigurationError() from exc
-
-
-def translate_upstream(exc: SemrushError) -> DomainError:
-    """Upstream errors never reach a client as they are (SPEC §7)."""
-    from provisioning.exceptions import QuotaExceededError
-
-    if isinstance(exc, SemrushGoneError):
-        return SubworkspaceGoneError()
-    if isinstance(exc, SemrushUnauthorizedError):
-        return UpstreamUnauthorizedError()
-    if isinstance(exc, SemrushAuthError):
-        return UpstreamForbiddenError()
-    if isinstance(exc, SemrushQuotaError):
-        return QuotaExceededError()
-    if isinstance(exc, SemrushConfigurationError):
-        return ConfigurationError()
-    if isinstance(exc, SemrushRateLimitedError):
-        return UpstreamRateLimitedError(retry_after=exc.retry_after)
-    return UpstreamError()
 
 
 @dataclass(frozen=True)
@@ -147,7 +104,7 @@ def workspace_create_or_adopt(
     client: SemrushClient,
     brand: Brand,
     parent_id: str,
-    own_earlier_candidates: set[str] | None = None,
+    attempt_id: uuid.UUID | None = None,
 ) -> Workspace:
     """Find or make the brand's sub-workspace (SPEC §5, create-or-adopt).
 
@@ -167,7 +124,7 @@ def workspace_create_or_adopt(
             exclude_brand_id=brand.pk,
             accept_not_ready=False,
         )
-        own = [m for m in matches if str(m["id"]) in (own_earlier_candidates or set())]
+        own = _own_earlier(matches, brand=brand, attempt_id=attempt_id)
         if own:
             return Workspace(id=str(own[0]["id"]), freshly_created=False)
         if len(matches) > 1:
@@ -190,6 +147,20 @@ def workspace_create_or_adopt(
         return Workspace(id=ws_id, freshly_created=True)
     except SemrushError as exc:
         raise translate_upstream(exc) from exc
+
+
+def _own_earlier(matches: list[dict], *, brand: Brand, attempt_id: uuid.UUID | None) -> list[dict]:
+    """The matches that one of this brand's own earlier attempts recorded as its candidate
+    (they win outright, SPEC §5). Asked only when something matches."""
+    if not matches:
+        return []
+    attempts = ProvisioningAttempt.objects.filter(
+        brand_id=brand.pk, candidate_workspace_id__in=[str(m["id"]) for m in matches]
+    )
+    if attempt_id is not None:
+        attempts = attempts.exclude(pk=attempt_id)
+    earlier = set(attempts.values_list("candidate_workspace_id", flat=True))
+    return [m for m in matches if str(m["id"]) in earlier]
 
 
 def _resolve_ambiguous_create(*, client: SemrushClient, brand: Brand, parent_id: str) -> Workspace:
@@ -276,28 +247,6 @@ def workspace_empty(*, client: SemrushClient, workspace_id: str, parent_id: str 
         raise translate_upstream(exc) from exc
 
 
-def pointer_persist(*, brand_id: Any, workspace_id: str) -> bool:
-    """Set the brand's pointer iff it is empty or already this workspace, and the brand is not
-    deleted. False: another writer won (or the workspace is another brand's pointer)."""
-    try:
-        with transaction.atomic():
-            return pointer_write(brand_id=brand_id, workspace_id=workspace_id)
-    except IntegrityError:
-        return False
-
-
-def pointer_write(*, brand_id: Any, workspace_id: str) -> bool:
-    """The conditional pointer write (`pointer IS NULL OR pointer = workspace`, brand not
-    deleted); whether it changed the row. The pointer is unique: a workspace that is another
-    brand's pointer raises `IntegrityError` (the caller decides what that ends)."""
-    where = {
-        "pk": brand_id,
-        "status__ne": BrandStatus.DELETED,
-        "semrush_sub_workspace_id__null_or": workspace_id,
-    }
-    return update_where(Brand, where, semrush_sub_workspace_id=workspace_id) == 1
-
-
 def empty_quietly(*, client: SemrushClient, workspace_id: str, parent_id: str | None) -> bool:
     """Best-effort cleanup of a workspace we created; failures are logged for the audit."""
     try:
@@ -309,3 +258,124 @@ def empty_quietly(*, client: SemrushClient, workspace_id: str, parent_id: str | 
             extra={"workspace_id": workspace_id},
         )
         return False
+
+
+def candidate_record(*, attempt_id: uuid.UUID, workspace: Workspace) -> bool:
+    """Record the attempt's candidate, once: only while the attempt is pending and has none.
+    False: cancelled meanwhile, or another delivery of the same step recorded one first."""
+    return states.update_pending(
+        attempt_id=attempt_id,
+        only_if={"candidate_workspace_id": None},
+        candidate_workspace_id=workspace.id,
+        freshly_created=workspace.freshly_created,
+    )
+
+
+class Promotion(enum.Enum):
+    PROMOTED = "promoted"
+    ATTEMPT_ENDED = "attemptEnded"  # cancelled or reconciled meanwhile: nothing written
+    SUPERSEDED = "superseded"  # the brand points elsewhere (or the brand is gone)
+
+
+def workspace_promote(
+    *, attempt_id: uuid.UUID | None, brand_id: uuid.UUID, workspace_id: str
+) -> Promotion:
+    """The candidate becomes the brand's workspace: the attempt is marked promoted and the
+    brand's pointer set, in one transaction (a savepoint inside the caller's, which may add the
+    chain's hand-over to it). The pointer write is conditional (`pointer IS NULL OR pointer =
+    candidate`, brand not deleted); the pointer is unique, so a workspace that another brand
+    points at supersedes us too. Nothing is written unless both writes succeed."""
+    try:
+        with transaction.atomic():
+            if attempt_id is not None and not states.update_pending(
+                attempt_id=attempt_id, workspace_promoted=True
+            ):
+                return Promotion.ATTEMPT_ENDED
+            pointed = (
+                Brand.objects.filter(pk=brand_id)
+                .exclude(status=BrandStatus.DELETED)
+                .filter(
+                    Q(semrush_sub_workspace_id__isnull=True)
+                    | Q(semrush_sub_workspace_id=workspace_id)
+                )
+                .update(semrush_sub_workspace_id=workspace_id)
+            )
+            if pointed != 1:
+                transaction.set_rollback(True)
+                return Promotion.SUPERSEDED
+    except IntegrityError:
+        return Promotion.SUPERSEDED
+    return Promotion.PROMOTED
+
+
+def workspace_ensure(
+    *, client: SemrushClient, brand: Brand, attempt_id: uuid.UUID | None, settle: bool
+) -> Workspace:
+    """The sync paths' workspace: the brand's pointer (read from the database) if it has one,
+    else create-or-adopt, record the candidate and promote it. With `settle`, poll until the
+    workspace is ready first (poll mode), else skip the wait (skip mode).
+    A workspace this call created is emptied if a later part of this call fails."""
+    parent_id = brand.organization.semrush_parent_workspace_id or ""
+    pointer = brand_pointer(brand.pk)
+    if pointer is not None:
+        workspace = Workspace(id=pointer, freshly_created=False)
+    else:
+        workspace = workspace_create_or_adopt(
+            client=client, brand=brand, parent_id=parent_id, attempt_id=attempt_id
+        )
+        if attempt_id is not None:
+            candidate_record(attempt_id=attempt_id, workspace=workspace)
+    try:
+        if settle:
+            workspace_settle(client=client, workspace_id=workspace.id)
+        if pointer is None:
+            promotion = workspace_promote(
+                attempt_id=attempt_id, brand_id=brand.pk, workspace_id=workspace.id
+            )
+            if promotion is not Promotion.PROMOTED:
+                raise UpstreamError("The workspace could not be recorded for this brand.")
+    except DomainError:
+        if workspace.freshly_created:
+            empty_quietly(client=client, workspace_id=workspace.id, parent_id=parent_id)
+        raise
+    return workspace
+
+
+def brand_pointer(brand_id: uuid.UUID) -> str | None:
+    """The brand's pointer as the database holds it now (write paths never use a cached one)."""
+    return (
+        Brand.objects.filter(pk=brand_id).values_list("semrush_sub_workspace_id", flat=True).first()
+    )
+
+
+def cleanup_candidate(*, attempt_id: uuid.UUID) -> None:
+    """Empty a failed attempt's freshly created, never promoted candidate (once). Never a
+    terminal workspace (it cannot be used or emptied), never one that is now some brand's
+    pointer (a sync path set it, or another brand adopted the empty shell)."""
+    attempt = (
+        ProvisioningAttempt.objects.select_related("brand__organization")
+        .filter(
+            pk=attempt_id,
+            status=AttemptStatus.FAILED,
+            freshly_created=True,
+            workspace_promoted=False,
+            cleanup_done=False,
+            candidate_workspace_id__isnull=False,
+        )
+        .exclude(reason=AttemptReason.TERMINAL)
+        .first()
+    )
+    if attempt is None:
+        return
+    organization = attempt.brand.organization
+    assert attempt.candidate_workspace_id is not None
+    if Brand.objects.filter(semrush_sub_workspace_id=attempt.candidate_workspace_id).exists():
+        ProvisioningAttempt.objects.filter(pk=attempt.id).update(cleanup_done=True)
+        return
+    client = client_for_org(organization, attempt_id=str(attempt.id))
+    if empty_quietly(
+        client=client,
+        workspace_id=attempt.candidate_workspace_id,
+        parent_id=organization.semrush_parent_workspace_id,
+    ):
+        ProvisioningAttempt.objects.filter(pk=attempt.id).update(cleanup_done=True)

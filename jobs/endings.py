@@ -1,0 +1,108 @@
+"""How a step ends: a value saying what happened, and the one function that commits it.
+
+A step handler decides; `step_commit` writes. Every ending is one transaction holding the
+domain's own writes (`effects`: move the attempt, set the pointer, release a reservation), then
+the job's write, conditional on the claim token. `effects` returning False means the domain
+refused (the attempt was cancelled or reconciled meanwhile): nothing of the transaction stays,
+and the caller learns it lost.
+
+    Finish     the chain ends with this step: COMPLETED / FAILED / CANCELLED, result or error
+    Continue   this row is COMPLETED and the chained successor becomes runnable (hand-over)
+    Repeat     this row is COMPLETED and the same step runs again after a delay (a settle read)
+    Defer      the claim is given back; this row runs again after a delay (upstream Retry-After)
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from jobs import services
+from jobs.models import JobStatus
+from jobs.runner import StepRun
+
+
+@dataclass(frozen=True)
+class Finish:
+    status: JobStatus
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Continue:
+    result: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Repeat:
+    result: dict[str, Any]
+    delay_seconds: float
+
+
+@dataclass(frozen=True)
+class Defer:
+    delay_seconds: float
+
+
+JobEnding = Finish | Continue | Repeat | Defer
+
+
+def step_commit(
+    run: StepRun, ending: JobEnding, *, effects: Callable[[], bool] | None = None
+) -> bool:
+    """Commit `ending` for the claimed `run`, with `effects` in the same transaction.
+
+    Returns False, with nothing written, when `effects` refused or the claim was lost (another
+    worker holds the job, or a cancel finished it). A `Continue` whose successor this worker
+    may run itself (`JOBS_HAND_OVER_INLINE`) is handed over to the runner instead of published
+    (the dispatcher publishes it if this worker dies first)."""
+    inline = settings.JOBS_HAND_OVER_INLINE
+    with transaction.atomic():
+        if effects is not None and not effects():
+            transaction.set_rollback(True)
+            return False
+        written = _write(run, ending, publish_successor=not inline)
+        if not written:
+            transaction.set_rollback(True)
+            return False
+    if isinstance(written, uuid.UUID) and inline:
+        run.hand_over(written)
+    return True
+
+
+def _write(run: StepRun, ending: JobEnding, *, publish_successor: bool) -> bool | uuid.UUID:
+    """The job's own write for `ending`, conditional on the claim; a `Continue` answers its
+    successor's id (None: the claim was lost)."""
+    if isinstance(ending, Finish):
+        return services.job_finish(
+            job=run.job,
+            claim_token=run.claim_token,
+            status=ending.status,
+            result=ending.result,
+            error=ending.error,
+        )
+    if isinstance(ending, Continue):
+        successor = services.job_complete_and_release_next(
+            job=run.job,
+            claim_token=run.claim_token,
+            result=ending.result,
+            publish=publish_successor,
+        )
+        return successor if successor is not None else False
+    if isinstance(ending, Repeat):
+        repeat = services.job_complete_and_repeat(
+            job=run.job,
+            claim_token=run.claim_token,
+            result=ending.result,
+            delay_seconds=ending.delay_seconds,
+        )
+        return repeat is not None
+    return services.job_release(
+        job_id=run.job.id, claim_token=run.claim_token, delay_seconds=ending.delay_seconds
+    )

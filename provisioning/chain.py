@@ -1,0 +1,383 @@
+"""The provisioning chain (SPEC §6.3): the provision-workspace step, the checks a chained step
+makes before and at its end, and the one way any step of the chain ends.
+
+A step decides what happened and returns it as a value (`StepEnd`); `step_end` turns it into the
+writes of one transaction through `jobs.endings.step_commit`: the job's end, the attempt's move,
+the release of the chain's market reservation, the hand-over to the chained job.
+
+    Promoted      the candidate is ready: pointer set, attempt promoted, chained job runnable
+                  (no chained job: the attempt is ready and the chain COMPLETED)
+    SettleLater   not ready yet: the next status read after the backoff (a new row)
+    Failed        before promotion: the attempt fails with the error's reason, the chain with
+                  its code; a fresh candidate is emptied (never a terminal one)
+    StoodDown     the attempt is no longer pending, or the brand changed under the chain:
+                  CANCELLED (FAILED when reconciled as stale); a promoted workspace stays
+    Finished      the chained work answered: the attempt is ready, the chain COMPLETED with
+                  the answer (None: cancelled before its final write → CANCELLED)
+    RetryLater    upstream asked to wait longer than a worker should: the same row, later
+    Crashed       anything unexpected: FAILED `jobFailed`; before promotion the attempt fails
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from jobs import services as job_services
+from jobs.endings import Continue, Finish, JobEnding, Repeat, step_commit
+from jobs.endings import Defer as JobDefer
+from jobs.models import JobStatus
+from jobs.runner import StepRun
+from kernel import context
+from kernel.errors import DomainError
+from provisioning import services, states
+from provisioning.exceptions import (
+    JOB_FAILED_MESSAGE,
+    SubworkspaceCreationFailedError,
+    SubworkspaceCreationTimeoutError,
+    UpstreamError,
+    UpstreamRateLimitedError,
+    attempt_reason,
+    job_error,
+)
+from provisioning.models import AttemptReason, AttemptStartedBy, AttemptStatus, ProvisioningAttempt
+from provisioning.outcome import Outcome
+from provisioning.upstream import client_for_org
+from provisioning.workspace import (
+    Promotion,
+    Readiness,
+    Workspace,
+    brand_pointer,
+    candidate_record,
+    cleanup_candidate,
+    empty_quietly,
+    workspace_create_or_adopt,
+    workspace_promote,
+    workspace_read_readiness,
+)
+from serenity.models import Brand, BrandStatus
+
+logger = logging.getLogger("serenity.provisioning")
+
+
+@dataclass(frozen=True)
+class Promoted:
+    workspace_id: str
+
+
+@dataclass(frozen=True)
+class SettleLater:
+    delay_seconds: float
+
+
+@dataclass(frozen=True)
+class Failed:
+    error: DomainError
+
+
+@dataclass(frozen=True)
+class StoodDown:
+    attempt: ProvisioningAttempt | None
+
+
+@dataclass(frozen=True)
+class Finished:
+    outcome: Outcome | None
+
+
+@dataclass(frozen=True)
+class RetryLater:
+    delay_seconds: float
+
+
+@dataclass(frozen=True)
+class Crashed:
+    pass
+
+
+StepEnd = Promoted | SettleLater | Failed | StoodDown | Finished | RetryLater | Crashed
+
+
+def attempt_of(run: StepRun) -> ProvisioningAttempt | None:
+    """The chain's attempt with its brand and the brand's org (one query)."""
+    attempt_id = run.job.metadata.get("attemptId")
+    if not attempt_id:
+        return None
+    return (
+        ProvisioningAttempt.objects.select_related("brand__organization")
+        .filter(pk=attempt_id)
+        .first()
+    )
+
+
+def step_end(run: StepRun, attempt: ProvisioningAttempt | None, end: StepEnd) -> None:
+    """Commit `end` for the claimed step: the only way a step of the chain ends."""
+    if isinstance(end, Promoted):
+        _end_promoted(run, attempt, end.workspace_id)
+        return
+    if isinstance(end, SettleLater):
+        assert attempt is not None
+        repeat = Repeat(result={"workspaceStatus": "notReady"}, delay_seconds=end.delay_seconds)
+        if not step_commit(run, repeat, effects=lambda: states.touch(attempt_id=attempt.id)):
+            _stand_down_if_ended(run, attempt)
+        return
+    if isinstance(end, Failed):
+        _end_failed(run, attempt, end.error)
+        return
+    if isinstance(end, RetryLater):
+        step_commit(run, JobDefer(delay_seconds=end.delay_seconds))
+        return
+    ending, effects = _final(run, attempt, end)
+    step_commit(run, ending, effects=effects)
+    if isinstance(end, StoodDown | Crashed) and attempt is not None:
+        cleanup_candidate(attempt_id=attempt.id)
+
+
+def _final(
+    run: StepRun, attempt: ProvisioningAttempt | None, end: StoodDown | Finished | Crashed
+) -> tuple[JobEnding, Callable[[], bool]]:
+    """The last job write of the chain and the attempt's move that goes with it."""
+    promoted = attempt is not None and attempt.workspace_promoted
+
+    def effects() -> bool:
+        if attempt is None:
+            return True
+        if (promoted and attempt.status == AttemptStatus.PENDING) or isinstance(end, Finished):
+            # Once promotion has succeeded, the chain's end (but a cancellation, which has
+            # already finished the attempt) makes it ready: the workspace is valid and stays.
+            states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
+        elif isinstance(end, Crashed) and not promoted:
+            states.transition(
+                attempt_id=attempt.id,
+                to=AttemptStatus.FAILED,
+                reason=AttemptReason.UNEXPECTED,
+                error="Unexpected error.",
+            )
+        if not isinstance(end, Finished):
+            # Nothing was created for the chain's market (a chained step that answered has
+            # finished or freed its markets itself): its slice is free again (SPEC §3); a
+            # reservation with a project stays resumable.
+            services.release_reservations(owner=attempt.id)
+        return True
+
+    if isinstance(end, Finished):
+        if end.outcome is None:
+            return Finish(JobStatus.CANCELLED, error=job_services.cancelled_error()), effects
+        return Finish(JobStatus.COMPLETED, result=end.outcome.as_job_result()), effects
+    if isinstance(end, Crashed):
+        error = {"code": "jobFailed", "message": JOB_FAILED_MESSAGE, "retryable": promoted}
+        return Finish(JobStatus.FAILED, error=error), effects
+    ended = end.attempt
+    if ended is not None and ended.reason == AttemptReason.STALE:
+        return Finish(JobStatus.FAILED, error=services.stale_error()), effects
+    return Finish(JobStatus.CANCELLED, error=job_services.cancelled_error()), effects
+
+
+def _end_promoted(run: StepRun, attempt: ProvisioningAttempt | None, workspace_id: str) -> None:
+    assert attempt is not None
+    brand = attempt.brand
+    promotion = Promotion.PROMOTED
+    chained = run.job.next_id is not None
+
+    def promote() -> bool:
+        nonlocal promotion
+        promotion = workspace_promote(
+            attempt_id=attempt.id, brand_id=brand.pk, workspace_id=workspace_id
+        )
+        if promotion is Promotion.PROMOTED and not chained:
+            states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
+        return promotion is Promotion.PROMOTED
+
+    ending: JobEnding = (
+        Continue(result={"workspaceStatus": "ready"})
+        if chained
+        else Finish(
+            JobStatus.COMPLETED,
+            result=Outcome(
+                200, {"brandId": str(brand.pk), "provisioningStatus": "ready"}
+            ).as_job_result(),
+        )
+    )
+    if step_commit(run, ending, effects=promote):
+        return
+    if promotion is Promotion.ATTEMPT_ENDED:
+        _stand_down_if_ended(run, attempt)
+    elif promotion is Promotion.SUPERSEDED:
+        logger.warning(
+            "promotion superseded: the brand points elsewhere", extra={"workspace_id": workspace_id}
+        )
+        _end_failed(run, attempt, UpstreamError("The brand's workspace changed meanwhile."))
+
+
+def _end_failed(run: StepRun, attempt: ProvisioningAttempt | None, error: DomainError) -> None:
+    assert attempt is not None
+
+    def fail() -> bool:
+        failed = states.transition(
+            attempt_id=attempt.id,
+            to=AttemptStatus.FAILED,
+            reason=attempt_reason(error),
+            error=error.message,
+        )
+        if failed:
+            services.release_reservations(owner=attempt.id)
+        return failed
+
+    if not step_commit(run, Finish(JobStatus.FAILED, error=job_error(error)), effects=fail):
+        _stand_down_if_ended(run, attempt)
+        return
+    # A terminal workspace is left alone (it can be neither used nor emptied).
+    cleanup_candidate(attempt_id=attempt.id)
+
+
+def _stand_down_if_ended(run: StepRun, attempt: ProvisioningAttempt) -> None:
+    """A write refused: if the attempt has ended meanwhile (cancelled, reconciled), end the
+    step as it says; otherwise the claim was lost and the holder of the job ends it."""
+    current = ProvisioningAttempt.objects.filter(pk=attempt.id).first()
+    if current is not None and current.status != AttemptStatus.PENDING:
+        step_end(run, current, StoodDown(current))
+
+
+# --- provision-workspace ----------------------------------------------------------------------
+
+
+def provision_workspace(run: StepRun) -> None:
+    """One hop of the settle loop: create-or-adopt (first hop), one status read, then promote,
+    fail, or schedule the next read after the backoff."""
+    attempt = attempt_of(run)
+    if attempt is None:
+        step_end(run, None, Crashed())
+        return
+    context.bind(attempt_id=attempt.id)
+    step_end(run, attempt, _provision_hop(run, attempt))
+
+
+def _provision_hop(run: StepRun, attempt: ProvisioningAttempt) -> StepEnd:
+    if attempt.status != AttemptStatus.PENDING:
+        return StoodDown(attempt)
+    brand = attempt.brand
+    organization = brand.organization
+    client = client_for_org(
+        organization, brand_id=str(brand.pk), attempt_id=str(attempt.id), job_id=str(run.job.id)
+    )
+    # No separate staleness bump: every outcome of this hop writes the attempt (candidate,
+    # promotion, the next read, or its end), and a hop is far shorter than the stale threshold.
+    candidate = attempt.candidate_workspace_id
+    try:
+        if candidate is None:
+            workspace = workspace_create_or_adopt(
+                client=client,
+                brand=brand,
+                parent_id=organization.semrush_parent_workspace_id or "",
+                attempt_id=attempt.id,
+            )
+            candidate = workspace.id
+            if not candidate_record(attempt_id=attempt.id, workspace=workspace):
+                current = _candidate_taken(client, attempt, workspace)
+                if current.status != AttemptStatus.PENDING:
+                    return StoodDown(current)
+                candidate = current.candidate_workspace_id
+            run.keep_alive()
+        elif (
+            attempt.started_by != AttemptStartedBy.CREATE_BRAND
+            and not attempt.freshly_created
+            and brand_pointer(brand.pk) != candidate
+        ):
+            # Settling the brand's existing pointer: one that changed meanwhile ends the chain.
+            services.attempt_cancel(attempt_id=attempt.id)
+            return StoodDown(ProvisioningAttempt.objects.get(pk=attempt.id))
+        assert candidate is not None
+        readiness = workspace_read_readiness(client=client, workspace_id=candidate)
+    except UpstreamRateLimitedError as exc:
+        return RetryLater(exc.retry_after or 30.0)
+    except DomainError as error:
+        return Failed(error)
+    if readiness is Readiness.READY:
+        return Promoted(candidate)
+    if readiness is Readiness.TERMINAL:
+        return Failed(SubworkspaceCreationFailedError())
+    backoff = settings.SERENITY_PROVISION_BACKOFF_SECONDS
+    reads_done = run.job.position  # settle reads are positions 0, 1, 2, ...
+    if reads_done < len(backoff):
+        return SettleLater(backoff[reads_done])
+    return Failed(SubworkspaceCreationTimeoutError())
+
+
+def _candidate_taken(
+    client: Any, attempt: ProvisioningAttempt, workspace: Workspace
+) -> ProvisioningAttempt:
+    """Recording the candidate changed nothing: the attempt was cancelled, or a duplicate
+    delivery recorded one first. A workspace this run created that is not the recorded one is
+    emptied. Returns the attempt as it is now."""
+    current = ProvisioningAttempt.objects.get(pk=attempt.id)
+    if workspace.freshly_created and current.candidate_workspace_id != workspace.id:
+        empty_quietly(
+            client=client,
+            workspace_id=workspace.id,
+            parent_id=attempt.brand.organization.semrush_parent_workspace_id,
+        )
+    return current
+
+
+# --- chained steps ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Chained:
+    """A chained step's inputs, checked: the attempt (pending, promoted), its brand (pending or
+    active, pointing at the promoted workspace) and that workspace."""
+
+    attempt: ProvisioningAttempt
+    brand: Brand
+    workspace_id: str
+
+
+def chained_preflight(run: StepRun) -> Chained | StoodDown:
+    """Re-check before touching Semrush (SPEC §6.3); otherwise the step stands down."""
+    attempt = attempt_of(run)
+    if attempt is None or attempt.status != AttemptStatus.PENDING or not attempt.workspace_promoted:
+        return StoodDown(attempt)
+    context.bind(attempt_id=attempt.id)
+    brand = attempt.brand
+    if (
+        brand.status not in (BrandStatus.PENDING, BrandStatus.ACTIVE)
+        or brand.semrush_sub_workspace_id is None
+        or brand.semrush_sub_workspace_id != attempt.candidate_workspace_id
+    ):
+        return StoodDown(attempt)
+    return Chained(attempt=attempt, brand=brand, workspace_id=brand.semrush_sub_workspace_id)
+
+
+def still_valid(
+    attempt_id: uuid.UUID, brand_id: uuid.UUID, workspace_id: str
+) -> Callable[[], bool]:
+    """The chained step's final-write condition: inside the caller's transaction, lock the
+    attempt (a cancel then waits for our commit) and check that it is pending and that the
+    brand still points at the workspace. Only the attempt row is locked; the brand is read."""
+
+    def check() -> bool:
+        rows = (
+            ProvisioningAttempt.objects.select_for_update(of=("self",))
+            .filter(
+                pk=attempt_id,
+                status=AttemptStatus.PENDING,
+                brand_id=brand_id,
+                brand__semrush_sub_workspace_id=workspace_id,
+            )
+            .values_list("pk", flat=True)
+        )
+        return bool(list(rows))
+
+    return check
+
+
+def on_unexpected(run: StepRun, exc: BaseException) -> None:
+    """Anything unexpected: the job FAILED `jobFailed`. Before promotion the attempt fails
+    (`unexpected`) and a fresh candidate is emptied; after it the attempt is `ready` (the
+    workspace is valid) and re-issuing the request is safe."""
+    step_end(run, attempt_of(run), Crashed())

@@ -1,0 +1,1 @@
+"""One module per operation: its flow, used by the sync request and by the chained step alike."""

@@ -1,0 +1,319 @@
+"""Activate (SPEC §4.3): the branch is chosen from the stored brand.
+
+    A  pending → active      ensure the workspace (skip mode), flip the brand `active`
+    B  bare re-activation    ensure the workspace (skip mode), re-affirm `active`
+    C  project activation    ensure the workspace (poll mode), create or resume each market
+
+Async, each branch is one chain: provision-workspace → activate-brand-workspace (A, B) or
+activate-markets (C); the chained steps call the same functions as the sync path.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from typing import Any
+
+from django.utils import timezone
+
+from jobs.models import JobStep
+from jobs.runner import StepRun
+from kernel.errors import DomainError
+from provisioning import chain, guard, services
+from provisioning.exceptions import (
+    ActivationIncompleteError,
+    ProvisioningCancelledError,
+    WorkspaceMisconfiguredError,
+    attempt_reason,
+)
+from provisioning.flows.common import (
+    MarketPlan,
+    chain_create,
+    market_provision_planned,
+    require_parent,
+)
+from provisioning.markets import market_reserve
+from provisioning.models import AttemptStartedBy
+from provisioning.outcome import Accepted, Outcome
+from provisioning.semrush import SemrushClient
+from provisioning.upstream import client_for_org
+from provisioning.workspace import brand_pointer, workspace_ensure
+from serenity.exceptions import BaseUrlRequiredError
+from serenity.models import Brand, BrandStatus, WorkspaceMode
+
+
+class Branch(enum.Enum):
+    PENDING_TO_ACTIVE = "A"
+    BARE_REACTIVATION = "B"
+    PROJECT_ACTIVATION = "C"
+
+    @classmethod
+    def of(cls, brand: Brand, brand_domain: str | None) -> Branch:
+        if brand.status == BrandStatus.PENDING:
+            if not brand.base_url:
+                raise BaseUrlRequiredError()
+            return cls.PENDING_TO_ACTIVE
+        return cls.BARE_REACTIVATION if brand_domain is None else cls.PROJECT_ACTIVATION
+
+
+def activate(
+    *,
+    brand: Brand,
+    brand_domain: str | None,
+    brand_names: list[str] | None,
+    plans: list[MarketPlan],
+    run_async: bool,
+) -> Outcome | Accepted:
+    parent_id = require_parent(brand.organization)
+    branch = Branch.of(brand, brand_domain)
+    if brand.workspace_mode == WorkspaceMode.FLAT:
+        return _activate_flat(brand=brand, branch=branch, plans=plans, parent_id=parent_id)
+    if run_async:
+        return _begin_async(
+            brand=brand,
+            branch=branch,
+            brand_domain=brand_domain,
+            brand_names=brand_names,
+            plans=plans,
+        )
+    pointer = brand_pointer(brand.pk)
+    if pointer is not None and pointer == parent_id:
+        raise WorkspaceMisconfiguredError()
+    # The client first: a missing configuration (503) must not leave the brand leased.
+    client = client_for_org(brand.organization, brand_id=str(brand.pk))
+    attempt = guard.attempt_begin(brand_id=brand.pk, started_by=AttemptStartedBy.ACTIVATE)
+    attempt_id = attempt.id if attempt is not None else None
+    try:
+        workspace = workspace_ensure(
+            client=client,
+            brand=brand,
+            attempt_id=attempt_id,
+            settle=branch is Branch.PROJECT_ACTIVATION,
+        )
+    except DomainError as error:
+        services.attempt_finish(
+            attempt=attempt, ok=False, reason=attempt_reason(error), error=error.message
+        )
+        if (
+            branch is Branch.PENDING_TO_ACTIVE
+            and not hasattr(error, "reason")
+            and error.http_status >= 500
+        ):
+            return _activation_incomplete(brand)
+        raise
+    try:
+        if branch is Branch.PROJECT_ACTIVATION:
+            return activate_markets_in_workspace(
+                client=client,
+                brand=brand,
+                workspace_id=workspace.id,
+                owner=attempt_id or uuid.uuid4(),
+                plans=plans,
+            )
+        return brand_workspace_activate(
+            brand=brand, workspace_id=workspace.id, was_pending=branch is Branch.PENDING_TO_ACTIVE
+        )
+    finally:
+        services.attempt_finish(attempt=attempt, ok=True)
+
+
+def _begin_async(
+    *,
+    brand: Brand,
+    branch: Branch,
+    brand_domain: str | None,
+    brand_names: list[str] | None,
+    plans: list[MarketPlan],
+) -> Accepted:
+    chained: tuple[JobStep, dict[str, Any]]
+    if branch is Branch.PROJECT_ACTIVATION:
+        chained = (
+            JobStep.ACTIVATE_MARKETS,
+            {
+                "markets": [plan.as_metadata() for plan in plans],
+                "brandNames": brand_names,
+                "brandDomain": brand_domain,
+            },
+        )
+    else:
+        chained = (
+            JobStep.ACTIVATE_BRAND_WORKSPACE,
+            {"wasPending": branch is Branch.PENDING_TO_ACTIVE},
+        )
+    parent_id = brand.organization.semrush_parent_workspace_id
+    root_id = uuid.uuid4()
+
+    def refuse_parent(pointer: str | None) -> None:
+        if pointer is not None and pointer == parent_id:
+            raise WorkspaceMisconfiguredError()
+
+    with guard.lease(
+        brand_id=brand.pk,
+        started_by=AttemptStartedBy.ACTIVATE,
+        job_id=root_id,
+        candidate_is_pointer=True,
+        checks=refuse_parent,
+    ) as begun:
+        assert begun.attempt is not None
+        job = chain_create(
+            brand=brand, root_id=root_id, attempt=begun.attempt, market=None, chained=chained
+        )
+    return Accepted(job=job)
+
+
+def brand_workspace_activate(
+    *, brand: Brand, workspace_id: str | None, was_pending: bool
+) -> Outcome:
+    """Flip the brand `active`, conditional on the pointer still being this workspace and the
+    brand pending/active. A: 200 or 502 serenityActivationIncomplete; B: 200 or 207."""
+    query = Brand.objects.filter(pk=brand.pk, status__in=(BrandStatus.PENDING, BrandStatus.ACTIVE))
+    if workspace_id is not None:
+        query = query.filter(semrush_sub_workspace_id=workspace_id)
+    changed = query.update(status=BrandStatus.ACTIVE, updated_at=timezone.now())
+    if changed == 1:
+        return Outcome(200, {"brandId": str(brand.pk), "status": "active", "markets": []})
+    if was_pending:
+        return _activation_incomplete(brand)
+    return Outcome(207, {"brandId": str(brand.pk), "status": "active", "markets": []})
+
+
+def _activation_incomplete(brand: Brand) -> Outcome:
+    error = ActivationIncompleteError()
+    return Outcome(
+        502, {"brandId": str(brand.pk), "status": "pending", **error.as_body(), "markets": []}
+    )
+
+
+def activate_markets_in_workspace(
+    *,
+    client: SemrushClient,
+    brand: Brand,
+    workspace_id: str,
+    owner: uuid.UUID,
+    plans: list[MarketPlan],
+    owned_workspace: bool = True,
+    **options: Any,
+) -> Outcome:
+    """Branch C: per market create-or-resume + publish; one market's failure is its entry's.
+    200 when every market is live (created now or already), else 207."""
+    entries: list[dict[str, Any]] = []
+    for plan in plans:
+        outcome = _activate_one(
+            client=client,
+            brand=brand,
+            workspace_id=workspace_id,
+            owner=owner,
+            plan=plan,
+            owned_workspace=owned_workspace,
+            **options,
+        )
+        entries.append(
+            {
+                "market": plan.slice.country,
+                "languageCode": plan.slice.language_code,
+                "status": outcome.status,
+                "body": outcome.body,
+            }
+        )
+    all_live = all(
+        e["status"] == 201 or (e["status"] == 409 and e["body"].get("error") == "sliceExists")
+        for e in entries
+    )
+    fresh = Brand.objects.get(pk=brand.pk)
+    return Outcome(
+        200 if all_live else 207,
+        {
+            "brandId": str(brand.pk),
+            "status": fresh.status,
+            "baseUrl": fresh.base_url,
+            "markets": entries,
+        },
+    )
+
+
+def _activate_one(
+    *,
+    client: SemrushClient,
+    brand: Brand,
+    workspace_id: str,
+    owner: uuid.UUID,
+    plan: MarketPlan,
+    owned_workspace: bool,
+    **options: Any,
+) -> Outcome:
+    try:
+        reservation = market_reserve(brand=brand, slice_=plan.slice, owner=owner, name=plan.name)
+    except DomainError as error:
+        return Outcome.from_error(error)
+    outcome = market_provision_planned(
+        client=client,
+        brand=brand,
+        plan=plan,
+        reservation=reservation,
+        owner=owner,
+        workspace_id=workspace_id,
+        owned_workspace=owned_workspace,
+        **options,
+    )
+    if outcome is None:
+        # A deactivate or cancel won before this market's final write: its project is gone.
+        return Outcome.from_error(ProvisioningCancelledError())
+    return outcome
+
+
+def _activate_flat(
+    *, brand: Brand, branch: Branch, plans: list[MarketPlan], parent_id: str
+) -> Outcome:
+    if branch is not Branch.PROJECT_ACTIVATION:
+        return brand_workspace_activate(
+            brand=brand, workspace_id=None, was_pending=branch is Branch.PENDING_TO_ACTIVE
+        )
+    client = client_for_org(brand.organization, brand_id=str(brand.pk))
+    return activate_markets_in_workspace(
+        client=client,
+        brand=brand,
+        workspace_id=parent_id,
+        owner=uuid.uuid4(),
+        plans=plans,
+        owned_workspace=False,
+    )
+
+
+# --- the chained steps --------------------------------------------------------------------------
+
+
+def activate_markets_step(run: StepRun) -> None:
+    checked = chain.chained_preflight(run)
+    if isinstance(checked, chain.StoodDown):
+        chain.step_end(run, checked.attempt, checked)
+        return
+    attempt, brand = checked.attempt, checked.brand
+    client = client_for_org(
+        brand.organization,
+        brand_id=str(brand.pk),
+        attempt_id=str(attempt.id),
+        job_id=str(run.job.id),
+    )
+    outcome = activate_markets_in_workspace(
+        client=client,
+        brand=brand,
+        workspace_id=checked.workspace_id,
+        owner=attempt.id,
+        plans=[MarketPlan.from_metadata(m) for m in run.job.metadata.get("markets", [])],
+        still_valid=chain.still_valid(attempt.id, brand.pk, checked.workspace_id),
+        renew=run.keep_alive,
+    )
+    chain.step_end(run, attempt, chain.Finished(outcome))
+
+
+def activate_brand_workspace_step(run: StepRun) -> None:
+    checked = chain.chained_preflight(run)
+    if isinstance(checked, chain.StoodDown):
+        chain.step_end(run, checked.attempt, checked)
+        return
+    outcome = brand_workspace_activate(
+        brand=checked.brand,
+        workspace_id=checked.workspace_id,
+        was_pending=bool(run.job.metadata.get("wasPending")),
+    )
+    chain.step_end(run, checked.attempt, chain.Finished(outcome))

@@ -1,0 +1,225 @@
+"""Brand create (SPEC §4.1): a plain row, or a row with its provisioning, sync or async.
+
+Every provisioning path first commits, in one transaction, the brand row (pointer null), its
+pending attempt, the market reservation when there is a market, and (async) the chain's jobs: a
+concurrent same-name request answers 409 `brandExists` without touching Semrush, and a
+concurrent market create on the new brand meets the pending attempt. A sync create whose
+provisioning fails deletes that row (with its attempt and reservation) before answering.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from django.db import IntegrityError, transaction
+
+from jobs.models import AsyncJob, JobStep
+from kernel.errors import DomainError, InvalidRequestError
+from provisioning import guard, services
+from provisioning.flows.common import MarketPlan, chain_create, market_request_for, require_parent
+from provisioning.flows.market_create import market_create_flat
+from provisioning.markets import market_provision, market_reserve
+from provisioning.models import AttemptStartedBy, ProvisioningAttempt
+from provisioning.outcome import Accepted
+from provisioning.selectors import with_latest_attempt
+from provisioning.semrush import SemrushClient
+from provisioning.upstream import client_for_org
+from provisioning.workspace import Workspace, empty_quietly, workspace_ensure
+from serenity.exceptions import BaseUrlRequiredError, BrandExistsError, SerenityNotEnabledError
+from serenity.models import Brand, BrandStatus, Market, Organization, WorkspaceMode
+
+
+@dataclass(frozen=True)
+class BrandInput:
+    name: str
+    status: str | None
+    base_url: str | None
+    urls: list[str] = field(default_factory=list)
+    aliases: list[str] = field(default_factory=list)
+    market: MarketPlan | None = None
+
+
+@dataclass(frozen=True)
+class BrandCreated:
+    brand: Brand
+    market: Market | None = None
+    job: AsyncJob | None = None
+
+
+def brand_create(*, organization: Organization, data: BrandInput, run_async: bool) -> BrandCreated:
+    """Create a brand; provision its sub-workspace when the org is a Serenity org.
+
+    Raises BaseUrlRequiredError, SerenityNotEnabledError, InvalidRequestError, BrandExistsError,
+    and (sync) the provisioning domain errors, after deleting the brand row and emptying a
+    workspace this request created.
+    """
+    if data.status == BrandStatus.ACTIVE and not data.base_url:
+        raise BaseUrlRequiredError()
+    is_draft = data.status == BrandStatus.PENDING
+    if data.market is not None:
+        if not organization.is_serenity_org:
+            raise SerenityNotEnabledError()
+        if is_draft:
+            raise InvalidRequestError("semrushMarket: a draft brand cannot have a market.")
+        if not data.base_url:
+            raise BaseUrlRequiredError("baseUrl is required to create a market.")
+    status = BrandStatus.PENDING if is_draft or not data.base_url else BrandStatus.ACTIVE
+    provisions = organization.is_serenity_org and not is_draft
+    flat = organization.workspace_mode == WorkspaceMode.FLAT
+
+    if not provisions or (flat and data.market is None):
+        return BrandCreated(
+            brand=_brand_insert(organization=organization, data=data, status=status)
+        )
+    if flat:
+        assert data.market is not None
+        return _brand_create_flat(
+            organization=organization, data=data, status=status, run_async=run_async
+        )
+
+    root_id = uuid.uuid4() if run_async else None
+    with transaction.atomic():
+        brand = _brand_insert(organization=organization, data=data, status=status)
+        # The brand is new: nothing can hold or race it, so no savepoint.
+        with guard.lease(
+            brand_id=brand.pk,
+            started_by=AttemptStartedBy.CREATE_BRAND,
+            job_id=root_id,
+            savepoint=False,
+        ) as begun:
+            attempt = begun.attempt
+            assert attempt is not None  # the table exists: the brand was just written with it
+            market = None
+            if data.market is not None:
+                market = market_reserve(
+                    brand=brand,
+                    slice_=data.market.slice,
+                    owner=attempt.id,
+                    name=data.market.name,
+                    live_markets=[],
+                    savepoint=False,
+                )
+            if root_id is not None:
+                chained = (
+                    (JobStep.CREATE_MARKET, data.market.as_metadata())
+                    if data.market is not None
+                    else None
+                )
+                job = chain_create(
+                    brand=brand, root_id=root_id, attempt=attempt, market=market, chained=chained
+                )
+    if root_id is not None:
+        # The row as inserted, with the attempt it began: the 202 renders it without a read.
+        return BrandCreated(brand=with_latest_attempt(brand, attempt), job=job)
+    return _provision_sync(brand=brand, attempt=attempt, plan=data.market, market=market)
+
+
+def _brand_insert(*, organization: Organization, data: BrandInput, status: str) -> Brand:
+    # No savepoint: inside a caller's transaction, the name conflict ends that transaction too
+    # (BrandExistsError propagates out of it).
+    try:
+        with transaction.atomic(savepoint=False):
+            return Brand.objects.create(
+                organization=organization,
+                name=data.name.strip(),
+                workspace_mode=organization.workspace_mode,
+                status=status,
+                base_url=data.base_url,
+                urls=data.urls,
+                aliases=data.aliases,
+            )
+    except IntegrityError:
+        raise BrandExistsError() from None
+
+
+def _brand_create_flat(
+    *, organization: Organization, data: BrandInput, status: str, run_async: bool
+) -> BrandCreated:
+    """A flat org's brand with a market: the market's project goes in the parent (no attempt,
+    no workspace); the row is deleted again if the market fails (sync)."""
+    assert data.market is not None
+    if run_async:
+        # One transaction: the row exists with its job and reservation, or not at all.
+        with transaction.atomic():
+            brand = _brand_insert(organization=organization, data=data, status=status)
+            accepted = market_create_flat(brand=brand, plan=data.market, run_async=True)
+        assert isinstance(accepted, Accepted)
+        return BrandCreated(brand=with_latest_attempt(brand, None), job=accepted.job)
+    brand = _brand_insert(organization=organization, data=data, status=status)
+    try:
+        outcome = market_create_flat(brand=brand, plan=data.market, run_async=False)
+    except Exception:
+        Brand.objects.filter(pk=brand.pk).delete()
+        raise
+    assert not isinstance(outcome, Accepted)
+    if outcome.status >= 400:
+        Brand.objects.filter(pk=brand.pk).delete()
+        raise DomainError(
+            outcome.body["message"], code=outcome.body["error"], http_status=outcome.status
+        )
+    return BrandCreated(
+        brand=brand,
+        market=Market.objects.get(
+            brand=brand,
+            geo_target_id=data.market.slice.geo_target_id,
+            language_code=data.market.slice.language_code,
+            deleted_at__isnull=True,
+        ),
+    )
+
+
+def _provision_sync(
+    *,
+    brand: Brand,
+    attempt: ProvisioningAttempt,
+    plan: MarketPlan | None,
+    market: Market | None,
+) -> BrandCreated:
+    """Create-or-adopt (poll mode with a market, skip mode without), promote, then the market's
+    project. Any failure deletes the row (its attempt and reservation go with it) and empties
+    a workspace this request created."""
+    parent_id = require_parent(brand.organization)
+    workspace: Workspace | None = None
+    client: SemrushClient | None = None
+    try:
+        client = client_for_org(
+            brand.organization, brand_id=str(brand.pk), attempt_id=str(attempt.id)
+        )
+        # The language is resolved before any workspace exists: an unknown one is a 400 that
+        # must not leave an empty sub-workspace behind.
+        request = (
+            market_request_for(client=client, brand=brand, plan=plan) if plan is not None else None
+        )
+        workspace = workspace_ensure(
+            client=client, brand=brand, attempt_id=attempt.id, settle=plan is not None
+        )
+        if request is not None and market is not None:
+            outcome = market_provision(
+                client=client,
+                brand=brand,
+                market=market,
+                owner=attempt.id,
+                workspace_id=workspace.id,
+                request=request,
+                owned_workspace=True,
+                delete_on_failure=not workspace.freshly_created,
+            )
+            if outcome is None or outcome.status >= 400:
+                body = outcome.body if outcome else {}
+                raise DomainError(
+                    body.get("message"),
+                    code=body.get("error", "serenityUpstreamError"),
+                    http_status=outcome.status if outcome else 502,
+                )
+    except Exception:
+        # Any failure (not only a domain error): a row left behind would keep a `pending`
+        # attempt and block the name until the stale sweep.
+        if client is not None and workspace is not None and workspace.freshly_created:
+            empty_quietly(client=client, workspace_id=workspace.id, parent_id=parent_id)
+        Brand.objects.filter(pk=brand.pk).delete()
+        raise
+    services.attempt_finish(attempt=attempt, ok=True)
+    brand.refresh_from_db()
+    fresh_market = Market.objects.get(pk=market.pk) if market is not None else None
+    return BrandCreated(brand=brand, market=fresh_market)

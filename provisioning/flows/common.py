@@ -1,0 +1,170 @@
+"""What several operations share: the market plan, its resolution against the upstream language
+catalogue, the chain an async request starts, and the checks every flow makes first."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+from jobs import services as job_services
+from jobs.models import AsyncJob, JobStep, JobType
+from kernel.errors import DomainError, InvalidRequestError
+from provisioning.catalogue import catalogue_language_id, languages_catalogue
+from provisioning.exceptions import NoParentWorkspaceError
+from provisioning.markets import MarketRequest, market_provision, market_release
+from provisioning.models import ProvisioningAttempt
+from provisioning.outcome import Outcome
+from provisioning.semrush import SemrushClient
+from serenity.exceptions import UnknownLanguageError
+from serenity.models import Brand, Market, Organization
+from serenity.slices import Slice, slice_from_ids
+
+
+@dataclass(frozen=True)
+class MarketPlan:
+    """One market to create: its slice and name, and what its project tracks (`brand_names`
+    and `brand_domain`; None: the brand's name and aliases, and the host of its `baseUrl`)."""
+
+    slice: Slice
+    name: str | None = None
+    brand_names: list[str] | None = None
+    brand_domain: str | None = None
+
+    def as_metadata(self) -> dict[str, Any]:
+        """What a chained job stores to run the plan later (no secrets, ids and codes only)."""
+        return {
+            "market": self.slice.country,
+            "geoTargetId": self.slice.geo_target_id,
+            "languageCode": self.slice.language_code,
+            "name": self.name,
+            "brandNames": self.brand_names,
+            "brandDomain": self.brand_domain,
+        }
+
+    @classmethod
+    def from_metadata(cls, meta: dict[str, Any]) -> MarketPlan:
+        slice_ = slice_from_ids(
+            geo_target_id=meta["geoTargetId"], language_code=meta["languageCode"]
+        )
+        assert slice_ is not None  # validated before the job was written
+        return cls(
+            slice=slice_,
+            name=meta.get("name"),
+            brand_names=meta.get("brandNames"),
+            brand_domain=meta.get("brandDomain"),
+        )
+
+
+def default_brand_names(brand: Brand) -> list[str]:
+    """The brand's name and aliases, trimmed, without case-insensitive duplicates."""
+    seen: set[str] = set()
+    names = []
+    for name in [brand.name, *(brand.aliases or [])]:
+        key = name.strip().lower()
+        if key and key not in seen:
+            seen.add(key)
+            names.append(name.strip())
+    return names
+
+
+def default_brand_domain(base_url: str | None) -> str:
+    """The host of `base_url` without a leading `www.` (SPEC §7)."""
+    host = (urlsplit(base_url).hostname or "") if base_url else ""
+    return host.removeprefix("www.")
+
+
+def market_request_for(*, client: SemrushClient, brand: Brand, plan: MarketPlan) -> MarketRequest:
+    """The plan resolved: its language against the upstream catalogue (400 unknownLanguage),
+    its brand names and domain defaulted from the brand."""
+    language_id = catalogue_language_id(
+        languages_catalogue(client=client), plan.slice.language_code
+    )
+    if language_id is None:
+        raise UnknownLanguageError(
+            f"languageCode: {plan.slice.language_code} is not in the upstream catalogue."
+        )
+    return MarketRequest(
+        slice=plan.slice,
+        name=plan.name,
+        brand_names=plan.brand_names or default_brand_names(brand),
+        brand_domain=plan.brand_domain or default_brand_domain(brand.base_url),
+        language_id=language_id,
+    )
+
+
+def market_provision_planned(
+    *,
+    client: SemrushClient,
+    brand: Brand,
+    plan: MarketPlan,
+    reservation: Market,
+    owner: uuid.UUID,
+    workspace_id: str,
+    owned_workspace: bool,
+    **options: Any,
+) -> Outcome | None:
+    """Resolve the plan, then create or resume its project in `workspace_id` on the existing
+    reservation (`markets.market_provision`, whose `options` pass through). A refusal before
+    any upstream write frees the reservation. None: cancelled before the final write."""
+    try:
+        request = market_request_for(client=client, brand=brand, plan=plan)
+    except DomainError as error:
+        market_release(market_id=reservation.pk, owner=owner)
+        return Outcome.from_error(error)
+    options.setdefault("delete_on_failure", not owned_workspace)
+    return market_provision(
+        client=client,
+        brand=brand,
+        market=reservation,
+        owner=owner,
+        workspace_id=workspace_id,
+        request=request,
+        owned_workspace=owned_workspace,
+        **options,
+    )
+
+
+def require_parent(organization: Organization) -> str:
+    if not organization.semrush_parent_workspace_id:
+        raise NoParentWorkspaceError()
+    return organization.semrush_parent_workspace_id
+
+
+def check_market_cap(brand: Brand, *, adding: int = 1, live_count: int | None = None) -> None:
+    """400 when the brand would have more than SERENITY_MAX_ACTIVATE_MARKETS markets."""
+    live = (
+        Market.objects.filter(brand=brand, deleted_at__isnull=True).count()
+        if live_count is None
+        else live_count
+    )
+    if live + adding > settings.SERENITY_MAX_ACTIVATE_MARKETS:
+        raise InvalidRequestError(
+            f"market: a brand has at most {settings.SERENITY_MAX_ACTIVATE_MARKETS} markets."
+        )
+
+
+def chain_create(
+    *,
+    brand: Brand,
+    root_id: uuid.UUID,
+    attempt: ProvisioningAttempt,
+    market: Market | None,
+    chained: tuple[JobStep, dict[str, Any]] | None,
+) -> AsyncJob:
+    """The provision-workspace job and its chained job, inside the caller's transaction. Steps
+    read their inputs from the database: every row carries the attempt (and the reservation)."""
+    refs: dict[str, Any] = {"attemptId": str(attempt.id)}
+    if market is not None:
+        refs["marketId"] = str(market.pk)
+    return job_services.job_chain_create(
+        organization_id=brand.organization_id,
+        brand_id=brand.pk,
+        job_type=JobType.PROVISION_WORKSPACE,
+        root_id=root_id,
+        first=job_services.StepSpec(JobStep.PROVISION_WORKSPACE, refs),
+        then=job_services.StepSpec(chained[0], {**chained[1], **refs}) if chained else None,
+    )

@@ -1,0 +1,328 @@
+"""Market create (SPEC §4.2): sync or async, in the brand's sub-workspace or (flat) the parent;
+and the chained `createMarket` step, which runs the same code as the sync path.
+
+The mode comes from the brand's recorded `workspaceMode`, never from the pointer. A
+sub-workspace brand with no pointer is refused before any upstream call; nothing is ever
+created in the parent for it.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from jobs import services as job_services
+from jobs.models import JobStep, JobType
+from jobs.runner import StepRun
+from kernel.errors import DomainError
+from provisioning import chain, guard, services
+from provisioning.exceptions import (
+    ProvisioningIncompleteError,
+    WorkspaceMisconfiguredError,
+    attempt_reason,
+)
+from provisioning.flows.common import (
+    MarketPlan,
+    chain_create,
+    check_market_cap,
+    market_provision_planned,
+    market_request_for,
+    require_parent,
+)
+from provisioning.markets import (
+    market_discard_unrecorded,
+    market_provision,
+    market_release,
+    market_reserve,
+    slice_market_in,
+    slice_taken,
+)
+from provisioning.models import AttemptReason, AttemptStartedBy, AttemptStatus, ProvisioningAttempt
+from provisioning.outcome import Accepted, Outcome
+from provisioning.upstream import client_for_org
+from provisioning.workspace import workspace_settle
+from serenity.exceptions import SliceExistsError
+from serenity.models import Brand, BrandStatus, Market, MarketStatus, WorkspaceMode
+
+
+def market_create(*, brand: Brand, plan: MarketPlan, run_async: bool) -> Outcome | Accepted:
+    """Create one market. Raises the refusals (409 sliceExists, semrush_provisioning_in_progress,
+    semrush_provisioning_incomplete, workspaceMisconfigured; 400s) before any upstream call;
+    sync answers the market's Outcome, async the job."""
+    parent_id = require_parent(brand.organization)
+    if brand.workspace_mode == WorkspaceMode.FLAT:
+        check_market_cap(brand)
+        return market_create_flat(brand=brand, plan=plan, run_async=run_async)
+    if run_async:
+        return _begin_async(brand=brand, plan=plan, parent_id=parent_id)
+    check_market_cap(brand)
+    return _create_sync(brand=brand, plan=plan, parent_id=parent_id)
+
+
+def _refusals(brand: Brand, plan: MarketPlan, parent_id: str, live: list[Market]) -> guard.Checks:
+    """The refusals made under the brand's lock, before the guard's own answer: a taken slice
+    (so that racing creates of one slice get the same answer in both modes), the market cap,
+    then the pointer: equal to the parent, or missing. Fills `live` with the brand's live
+    markets as read under the lock."""
+
+    def check(pointer: str | None) -> None:
+        live[:] = Market.objects.filter(brand=brand, deleted_at__isnull=True)
+        if slice_taken(slice_market_in(live, plan.slice)):
+            raise SliceExistsError()
+        check_market_cap(brand, live_count=len(live))
+        if pointer is not None and pointer == parent_id:
+            raise WorkspaceMisconfiguredError()
+        if pointer is None:
+            pending = guard.pending_attempt_for(brand.pk)
+            if pending is not None:
+                raise guard.in_progress_error(brand_id=brand.pk)
+            raise ProvisioningIncompleteError()
+
+    return check
+
+
+def _begin_async(*, brand: Brand, plan: MarketPlan, parent_id: str) -> Accepted:
+    """Guard, attempt (its candidate: the pointer), reservation and jobs in one short
+    transaction; the chain settles the existing workspace, then creates the market."""
+    root_id = uuid.uuid4()
+    live: list[Market] = []
+    try:
+        with guard.lease(
+            brand_id=brand.pk,
+            started_by=AttemptStartedBy.CREATE_MARKET,
+            job_id=root_id,
+            candidate_is_pointer=True,
+            checks=_refusals(brand, plan, parent_id, live),
+        ) as begun:
+            assert begun.attempt is not None
+            market = market_reserve(
+                brand=brand,
+                slice_=plan.slice,
+                owner=begun.attempt.id,
+                name=plan.name,
+                live_markets=live,
+                savepoint=False,
+            )
+            job = chain_create(
+                brand=brand,
+                root_id=root_id,
+                attempt=begun.attempt,
+                market=market,
+                chained=(JobStep.CREATE_MARKET, plan.as_metadata()),
+            )
+    except IntegrityError:
+        # The brand's lock serializes begins; a market row can only conflict with a create of
+        # the slice that takes no guard (flat mode) committed after our read.
+        raise SliceExistsError() from None
+    return Accepted(job=job)
+
+
+def _create_sync(*, brand: Brand, plan: MarketPlan, parent_id: str) -> Outcome:
+    """Under the brand's lock, in one transaction: the refusals, the guard and the slice's
+    reservation; no upstream call before the guard has answered. Then the language against the
+    (cached) catalogue: a refusal there withdraws the attempt and the reservation (a 400 writes
+    nothing). Then settle the pointer (poll mode) and create or resume the project."""
+    client = client_for_org(brand.organization, brand_id=str(brand.pk))
+    live: list[Market] = []
+    with guard.lease(
+        brand_id=brand.pk,
+        started_by=AttemptStartedBy.CREATE_MARKET,
+        checks=_refusals(brand, plan, parent_id, live),
+    ) as begun:
+        attempt = begun.attempt
+        owner = attempt.id if attempt is not None else uuid.uuid4()
+        reservation = market_reserve(
+            brand=brand, slice_=plan.slice, owner=owner, name=plan.name, live_markets=live
+        )
+    try:
+        request = market_request_for(client=client, brand=brand, plan=plan)
+    except Exception:
+        market_release(market_id=reservation.pk, owner=owner)
+        guard.attempt_withdraw(attempt)
+        raise
+    assert begun.pointer is not None
+    try:
+        workspace_settle(client=client, workspace_id=begun.pointer)
+    except DomainError as error:
+        market_release(market_id=reservation.pk, owner=owner)
+        # A settle failure of the brand's own workspace is a provisioning failure; any other
+        # error leaves the attempt ready (the workspace was not touched).
+        provisioning_failure = hasattr(error, "reason")
+        services.attempt_finish(
+            attempt=attempt,
+            ok=not provisioning_failure,
+            reason=attempt_reason(error),
+            error=error.message,
+        )
+        raise
+    except Exception:
+        market_release(market_id=reservation.pk, owner=owner)
+        services.attempt_finish(attempt=attempt, ok=False, reason=AttemptReason.UNEXPECTED)
+        raise
+    try:
+        outcome = market_provision(
+            client=client,
+            brand=brand,
+            market=reservation,
+            owner=owner,
+            workspace_id=begun.pointer,
+            request=request,
+            owned_workspace=True,
+            delete_on_failure=False,
+        )
+    except Exception:
+        # Never leave the brand leased to a request that is gone (a kept reservation is
+        # resumable once its owner has finished).
+        services.attempt_finish(attempt=attempt, ok=False, reason=AttemptReason.UNEXPECTED)
+        raise
+    services.attempt_finish(attempt=attempt, ok=True)
+    assert outcome is not None
+    return outcome
+
+
+def market_create_flat(*, brand: Brand, plan: MarketPlan, run_async: bool) -> Outcome | Accepted:
+    """Flat mode: the project goes in the parent. Async: a `createMarket` job with no
+    provisioning step (no attempt: nothing creates a workspace), owning the reservation."""
+    if run_async:
+        with transaction.atomic():
+            job = job_services.job_chain_create(
+                organization_id=brand.organization_id,
+                brand_id=brand.pk,
+                job_type=JobType.PROVISION_WORKSPACE,
+                first=job_services.StepSpec(JobStep.CREATE_MARKET, plan.as_metadata()),
+            )
+            reservation = market_reserve(
+                brand=brand, slice_=plan.slice, owner=job.pk, name=plan.name
+            )
+            job.metadata = {**job.metadata, "marketId": str(reservation.pk), "flat": True}
+            job.save(update_fields=["metadata"])
+        return Accepted(job=job)
+    owner = uuid.uuid4()
+    reservation = market_reserve(brand=brand, slice_=plan.slice, owner=owner, name=plan.name)
+    return _create_flat_reserved(brand=brand, plan=plan, reservation=reservation, owner=owner)
+
+
+def _create_flat_reserved(
+    *, brand: Brand, plan: MarketPlan, reservation: Market, owner: uuid.UUID, **options: object
+) -> Outcome:
+    try:
+        # A missing configuration (503) must free the reservation too, or the slice would
+        # answer sliceExists/marketBusy until the stale threshold.
+        client = client_for_org(brand.organization, brand_id=str(brand.pk))
+    except DomainError as error:
+        market_release(market_id=reservation.pk, owner=owner)
+        return Outcome.from_error(error)
+    outcome = market_provision_planned(
+        client=client,
+        brand=brand,
+        plan=plan,
+        reservation=reservation,
+        owner=owner,
+        workspace_id=brand.organization.semrush_parent_workspace_id or "",
+        owned_workspace=False,
+        **options,
+    )
+    assert outcome is not None
+    return outcome
+
+
+# --- the chained step ---------------------------------------------------------------------------
+
+
+def create_market_step(run: StepRun) -> None:
+    meta = run.job.metadata
+    plan = MarketPlan.from_metadata(meta)
+    if meta.get("flat"):
+        chain.step_end(run, None, _flat_step(run, plan))
+        return
+    checked = chain.chained_preflight(run)
+    if isinstance(checked, chain.StoodDown):
+        chain.step_end(run, checked.attempt, checked)
+        if run.job.run_count > 1:
+            _discard_unrecorded_project(run, plan)
+        return
+    attempt, brand, workspace_id = checked.attempt, checked.brand, checked.workspace_id
+    market = Market.objects.filter(pk=meta.get("marketId")).first()
+    if market is None or market.deleted_at is not None:
+        chain.step_end(run, attempt, chain.Finished(None))
+        return
+    # An earlier run of this job finished the market (live, or publish_failed after an upstream
+    # error) and died before ending the job. While the attempt is pending nothing else may touch
+    # the brand's markets, so it is ours: take it back and resume its project, instead of
+    # treating the lost reservation as a cancellation (which deleted the project the market
+    # points at).
+    if (
+        market.reserved_by is None
+        and market.semrush_project_id is not None
+        and Market.objects.filter(
+            pk=market.pk, reserved_by__isnull=True, deleted_at__isnull=True
+        ).update(reserved_by=attempt.id, status=MarketStatus.CREATING, updated_at=timezone.now())
+    ):
+        market.refresh_from_db()
+    client = client_for_org(
+        brand.organization,
+        brand_id=str(brand.pk),
+        attempt_id=str(attempt.id),
+        job_id=str(run.job.id),
+    )
+    outcome = market_provision_planned(
+        client=client,
+        brand=brand,
+        plan=plan,
+        reservation=market,
+        owner=attempt.id,
+        workspace_id=workspace_id,
+        owned_workspace=True,
+        still_valid=chain.still_valid(attempt.id, brand.pk, workspace_id),
+        renew=run.keep_alive,
+        # A brand create's workspace, made by this attempt: on the step's first run it is empty.
+        workspace_new=attempt.freshly_created and run.job.run_count == 1,
+    )
+    chain.step_end(run, attempt, chain.Finished(outcome))
+
+
+def _flat_step(run: StepRun, plan: MarketPlan) -> chain.StepEnd:
+    meta = run.job.metadata
+    brand = (
+        Brand.objects.select_related("organization").filter(pk=run.job.brand_id).first()
+        if run.job.brand_id
+        else None
+    )
+    market = Market.objects.filter(pk=meta.get("marketId")).first()
+    if brand is None or brand.status == BrandStatus.DELETED or market is None:
+        return chain.StoodDown(None)
+    outcome = _create_flat_reserved(
+        brand=brand, plan=plan, reservation=market, owner=run.job.id, renew=run.keep_alive
+    )
+    return chain.Finished(outcome)
+
+
+def _discard_unrecorded_project(run: StepRun, plan: MarketPlan) -> None:
+    """This step ran before and its worker died, perhaps after creating the slice's project
+    upstream and before recording it; meanwhile the chain ended (a deactivate or cancel emptied
+    the workspace before that project appeared, or the attempt went stale). Delete such a
+    project unless the workspace's slice is live work again: a pending attempt working on that
+    workspace, or a market of the slice being provisioned (SPEC §7: nothing orphaned)."""
+    attempt = chain.attempt_of(run)
+    workspace_id = attempt.candidate_workspace_id if attempt else None
+    if attempt is None or not workspace_id:
+        return
+    if (
+        ProvisioningAttempt.objects.filter(
+            candidate_workspace_id=workspace_id, status=AttemptStatus.PENDING
+        ).exists()
+        or Market.objects.filter(
+            brand_id=attempt.brand_id,
+            geo_target_id=plan.slice.geo_target_id,
+            language_code=plan.slice.language_code,
+            status=MarketStatus.CREATING,
+            deleted_at__isnull=True,
+        ).exists()
+    ):
+        return
+    client = client_for_org(
+        attempt.brand.organization, attempt_id=str(attempt.id), job_id=str(run.job.id)
+    )
+    market_discard_unrecorded(client=client, workspace_id=workspace_id, slice_=plan.slice)

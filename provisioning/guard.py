@@ -1,0 +1,181 @@
+"""The per-brand concurrency guard (SPEC §6.2): the only code that locks a brand row and begins a
+provisioning attempt, for every path (brand create, market create, activate, deactivate; sync
+and async).
+
+    with lease(brand_id=..., started_by=..., checks=...) as begun:
+        ...  # the caller's own rows (a reservation, the chain's jobs), same transaction
+
+One short transaction: lock the brand row (`select_for_update`), run the caller's refusals
+(`checks`, under the lock, before the guard's own answer), then the guard: no pending attempt →
+insert ours; a fresh pending attempt → 409 `semrush_provisioning_in_progress` naming its job; a
+stale one → reconciled (`failed`/`stale`, its chain FAILED) and we proceed. The lock is released
+at commit, long before any upstream call. The partial unique constraint (one pending attempt per
+brand) is the last line of defence: its violation is the same 409, never a 500.
+
+A deploy may run ahead of its migration: when the attempts table or column does not exist yet
+(PostgreSQL 42P01/42703, read inside a savepoint so the transaction survives), sync work proceeds
+without an attempt (`begun.attempt is None`); any other read error fails closed.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, ProgrammingError, transaction
+from django.utils import timezone
+
+from provisioning import services
+from provisioning.exceptions import ProvisioningInProgressError
+from provisioning.models import AttemptStartedBy, AttemptStatus, ProvisioningAttempt
+from serenity.exceptions import BrandNotFoundError
+from serenity.models import Brand
+
+logger = logging.getLogger("serenity.provisioning")
+
+# PostgreSQL: undefined_table, undefined_column.
+_MISSING_SCHEMA_SQLSTATES = frozenset({"42P01", "42703"})
+_CONSTRAINT = "one_pending_attempt_per_brand"
+
+
+# The caller's refusals, run under the brand's lock with the pointer read there.
+Checks = Callable[[str | None], None]
+
+
+@dataclass(frozen=True)
+class Begun:
+    """What the guard began: the attempt (None only while the attempts table is missing) and the
+    brand's pointer as read under the lock."""
+
+    attempt: ProvisioningAttempt | None
+    pointer: str | None
+
+
+def pending_attempt_for(brand_id: uuid.UUID) -> ProvisioningAttempt | None:
+    return ProvisioningAttempt.objects.filter(
+        brand_id=brand_id, status=AttemptStatus.PENDING
+    ).first()
+
+
+@contextmanager
+def lease(
+    *,
+    brand_id: uuid.UUID,
+    started_by: AttemptStartedBy,
+    job_id: uuid.UUID | None = None,
+    candidate_is_pointer: bool = False,
+    checks: Checks | None = None,
+    savepoint: bool = True,
+) -> Iterator[Begun]:
+    """Begin an attempt on the brand under its row lock; the block runs in the same transaction.
+
+    `checks(pointer)` raises the caller's refusals under the lock, before the guard answers (a
+    taken slice is `sliceExists` whoever holds the brand). `job_id`: the chain that will drive
+    the attempt (async). `candidate_is_pointer`: the attempt settles the brand's existing
+    workspace (its candidate is the pointer read under the lock). Raises
+    `ProvisioningInProgressError`, the refusals of `checks`, and anything the block raises
+    (everything then rolls back). `savepoint=False` inside a caller's transaction: any failure
+    then ends the caller's transaction too (for a brand created in it, where nothing can
+    conflict)."""
+    try:
+        with transaction.atomic(savepoint=savepoint):
+            pointer = _lock(brand_id)
+            if checks is not None:
+                checks(pointer)
+            attempt = _pass_and_insert(
+                brand_id=brand_id,
+                started_by=started_by,
+                job_id=job_id,
+                candidate=pointer if candidate_is_pointer else None,
+            )
+            yield Begun(attempt=attempt, pointer=pointer)
+    except IntegrityError as exc:
+        if _CONSTRAINT not in str(exc):
+            raise
+        raise in_progress_error(brand_id=brand_id) from None
+
+
+def attempt_begin(
+    *, brand_id: uuid.UUID, started_by: AttemptStartedBy
+) -> ProvisioningAttempt | None:
+    """Begin a sync attempt: `lease` with nothing else in its transaction."""
+    with lease(brand_id=brand_id, started_by=started_by) as begun:
+        return begun.attempt
+
+
+def attempt_withdraw(attempt: ProvisioningAttempt | None) -> None:
+    """Take back a sync attempt that did no work (its request was refused before any upstream
+    write): the lease ends as if it had never begun."""
+    if attempt is not None:
+        ProvisioningAttempt.objects.filter(pk=attempt.id, status=AttemptStatus.PENDING).delete()
+
+
+def in_progress_error(*, brand_id: uuid.UUID) -> ProvisioningInProgressError:
+    """The guard's 409, naming the blocking attempt's job (null for sync work)."""
+    current = pending_attempt_for(brand_id)
+    return ProvisioningInProgressError(
+        details={"jobId": str(current.job_id) if current and current.job_id else None}
+    )
+
+
+def _lock(brand_id: uuid.UUID) -> str | None:
+    """Lock the brand row until the transaction ends; its pointer as of now."""
+    pointers = list(
+        Brand.objects.select_for_update()
+        .filter(pk=brand_id)
+        .values_list("semrush_sub_workspace_id", flat=True)
+    )
+    if not pointers:
+        raise BrandNotFoundError()
+    return pointers[0]
+
+
+def _pass_and_insert(
+    *,
+    brand_id: uuid.UUID,
+    started_by: AttemptStartedBy,
+    job_id: uuid.UUID | None,
+    candidate: str | None,
+) -> ProvisioningAttempt | None:
+    schema_present, blocking = _read_pending(brand_id, tolerate_missing=job_id is None)
+    if not schema_present:
+        return None
+    if blocking is not None:
+        if blocking.updated_at is None or blocking.updated_at >= _stale_cutoff():
+            raise ProvisioningInProgressError(
+                details={"jobId": str(blocking.job_id) if blocking.job_id else None}
+            )
+        services.attempt_reconcile_stale(attempt=blocking)
+    return ProvisioningAttempt.objects.create(
+        brand_id=brand_id,
+        started_by=started_by,
+        candidate_workspace_id=candidate,
+        job_id=job_id,
+    )
+
+
+def _read_pending(
+    brand_id: uuid.UUID, *, tolerate_missing: bool
+) -> tuple[bool, ProvisioningAttempt | None]:
+    """(schema present?, the pending attempt). Sync work reads inside a savepoint so that a
+    missing table leaves the transaction usable; async work writes jobs and attempts anyway,
+    so it needs the schema and reads directly."""
+    if not tolerate_missing:
+        return True, pending_attempt_for(brand_id)
+    try:
+        with transaction.atomic():
+            return True, pending_attempt_for(brand_id)
+    except ProgrammingError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) in _MISSING_SCHEMA_SQLSTATES:
+            logger.warning("attempts table missing; guard proceeds (migration pending)")
+            return False, None
+        raise
+
+
+def _stale_cutoff() -> datetime:
+    return timezone.now() - timedelta(seconds=settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS)
