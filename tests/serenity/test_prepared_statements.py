@@ -21,6 +21,8 @@ pytestmark = pytest.mark.django_db
 
 
 def _prepared_updates_of_jobs() -> list[str]:
+    """The UPDATEs of jobs prepared on this connection, from PostgreSQL's session catalog view
+    `pg_prepared_statements`: no model maps it, so this one read is SQL."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s AND NOT from_sql",
