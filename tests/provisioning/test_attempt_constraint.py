@@ -8,8 +8,13 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from provisioning.models import ProvisioningAttempt
-from serenity.models import Brand, Market
-from tests.factories import BrandFactory, OrganizationFactory
+from serenity.models import Brand, Market, MarketStatus
+from tests.factories import (
+    BrandFactory,
+    MarketFactory,
+    OrganizationFactory,
+    ProvisioningAttemptFactory,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -19,7 +24,7 @@ def _on_postgresql(db):  # type: ignore[no-untyped-def]
 
 
 def _attempt(brand: Brand, status: str = "pending") -> ProvisioningAttempt:
-    return ProvisioningAttempt.objects.create(brand=brand, status=status, started_by="activate")
+    return ProvisioningAttemptFactory(brand=brand, status=status)
 
 
 # --- one pending attempt per brand -------------------------------------------------------------
@@ -151,7 +156,8 @@ def test_many_brands_without_a_pointer_are_fine():
 
 
 def _market(brand: Brand, geo: int = 2840, lang: str = "en", **fields: object) -> Market:
-    return Market.objects.create(
+    fields.setdefault("status", MarketStatus.CREATING)
+    return MarketFactory(
         brand=brand, geo_target_id=geo, language_code=lang, name=f"{geo}-{lang}", **fields
     )
 

@@ -13,14 +13,14 @@ from django.test.utils import CaptureQueriesContext
 from provisioning import states
 from provisioning.chain import still_valid
 from provisioning.models import AttemptReason, AttemptStatus, ProvisioningAttempt
-from tests.factories import BrandFactory
+from tests.factories import BrandFactory, ProvisioningAttemptFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _pending_attempt(pointer: str | None = "ws-1") -> ProvisioningAttempt:
     brand = BrandFactory(semrush_sub_workspace_id=pointer)
-    return ProvisioningAttempt.objects.create(brand=brand, started_by="activate")
+    return ProvisioningAttemptFactory(brand=brand)
 
 
 @pytest.mark.parametrize(

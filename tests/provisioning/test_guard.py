@@ -12,7 +12,7 @@ import pytest
 from django.db import ProgrammingError, connection
 from django.utils import timezone
 
-from jobs.models import AsyncJob, JobStatus, JobStep, JobType
+from jobs.models import AsyncJob, JobStatus, JobStep
 from jobs.services import CHAINED_POSITION
 from provisioning import guard
 from provisioning.exceptions import ProvisioningInProgressError
@@ -24,7 +24,7 @@ from provisioning.models import (
     ProvisioningAttempt,
 )
 from serenity.models import Brand
-from tests.factories import BrandFactory
+from tests.factories import AsyncJobFactory, BrandFactory, ProvisioningAttemptFactory
 
 STALE_ERROR = {
     "code": "provisioningStale",
@@ -41,27 +41,15 @@ def brand(db: Any) -> Brand:
 def chain_for(brand: Brand) -> tuple[AsyncJob, AsyncJob, AsyncJob]:
     """A provisioning chain mid-flight: a finished settle read, the next read (claimed), and the
     chained create-market waiting for promotion."""
-    common = {
-        "organization_id": brand.organization_id,
-        "brand_id": brand.id,
-        "job_type": JobType.PROVISION_WORKSPACE,
-    }
-    chained = AsyncJob.objects.create(
-        **common, step=JobStep.CREATE_MARKET, position=CHAINED_POSITION, run_after=None
+    chained = AsyncJobFactory(
+        brand=brand, step=JobStep.CREATE_MARKET, position=CHAINED_POSITION, run_after=None
     )
-    root = AsyncJob.objects.create(
-        **common,
-        step=JobStep.PROVISION_WORKSPACE,
-        status=JobStatus.COMPLETED,
-        run_after=timezone.now(),
-    )
-    read = AsyncJob.objects.create(
-        **common,
-        step=JobStep.PROVISION_WORKSPACE,
+    root = AsyncJobFactory(brand=brand, status=JobStatus.COMPLETED)
+    read = AsyncJobFactory(
+        brand=brand,
         root=root,
         position=1,
         next=chained,
-        run_after=timezone.now(),
         claim_token=uuid.uuid4(),
         lease_expires_at=timezone.now() + timedelta(seconds=60),
     )
@@ -71,9 +59,8 @@ def chain_for(brand: Brand) -> tuple[AsyncJob, AsyncJob, AsyncJob]:
 
 
 def pending(brand: Brand, **fields: Any) -> ProvisioningAttempt:
-    return ProvisioningAttempt.objects.create(
-        brand=brand, started_by=fields.pop("started_by", AttemptStartedBy.CREATE_MARKET), **fields
-    )
+    fields.setdefault("started_by", AttemptStartedBy.CREATE_MARKET)
+    return ProvisioningAttemptFactory(brand=brand, **fields)
 
 
 def age(attempt: ProvisioningAttempt, seconds: float) -> None:

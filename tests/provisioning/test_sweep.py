@@ -12,7 +12,7 @@ import pytest
 import requests
 from django.utils import timezone
 
-from jobs.models import AsyncJob, JobStatus, JobStep, JobType
+from jobs.models import AsyncJob, JobStatus, JobStep
 from jobs.services import CHAINED_POSITION
 from provisioning.audit import audit_run
 from provisioning.models import (
@@ -24,7 +24,12 @@ from provisioning.models import (
 from provisioning.sweep import attempts_sweep
 from serenity.models import Brand, Market, MarketStatus
 from tests.conftest import SIM_TOKEN
-from tests.factories import BrandFactory
+from tests.factories import (
+    AsyncJobFactory,
+    BrandFactory,
+    MarketFactory,
+    ProvisioningAttemptFactory,
+)
 
 STALE_ERROR = {
     "code": "provisioningStale",
@@ -87,17 +92,11 @@ def ago(seconds: float) -> Any:
 def chain_for(brand: Brand) -> tuple[AsyncJob, AsyncJob]:
     """An async provisioning chain whose worker was lost: a settle read still in progress (its
     lease long expired) and the chained create-market waiting for promotion."""
-    common = {
-        "organization_id": brand.organization_id,
-        "brand_id": brand.id,
-        "job_type": JobType.PROVISION_WORKSPACE,
-    }
-    chained = AsyncJob.objects.create(
-        **common, step=JobStep.CREATE_MARKET, position=CHAINED_POSITION, run_after=None
+    chained = AsyncJobFactory(
+        brand=brand, step=JobStep.CREATE_MARKET, position=CHAINED_POSITION, run_after=None
     )
-    root = AsyncJob.objects.create(
-        **common,
-        step=JobStep.PROVISION_WORKSPACE,
+    root = AsyncJobFactory(
+        brand=brand,
         next=chained,
         run_after=ago(1200),
         claim_token=uuid.uuid4(),
@@ -110,7 +109,7 @@ def chain_for(brand: Brand) -> tuple[AsyncJob, AsyncJob]:
 
 def attempt_for(brand: Brand, **fields: Any) -> ProvisioningAttempt:
     fields.setdefault("started_by", AttemptStartedBy.CREATE_BRAND)
-    return ProvisioningAttempt.objects.create(brand=brand, **fields)
+    return ProvisioningAttemptFactory(brand=brand, **fields)
 
 
 def age(attempt: ProvisioningAttempt, seconds: float) -> None:
@@ -260,15 +259,7 @@ def test_stale_sync_attempt_whose_candidate_became_the_pointer_keeps_its_project
     workspace = upstream.child("Acme")
     Brand.objects.filter(pk=brand.pk).update(semrush_sub_workspace_id=workspace)
     project = upstream.project(workspace)
-    Market.objects.create(
-        brand=brand,
-        geo_target_id=2840,
-        language_code="en",
-        name="US-en",
-        status=MarketStatus.LIVE,
-        semrush_project_id=project,
-        workspace_id=workspace,
-    )
+    MarketFactory(brand=brand, semrush_project_id=project, workspace_id=workspace)
     attempt = attempt_for(brand, candidate_workspace_id=workspace, freshly_created=True)
     age(attempt, 1000)
     # when
@@ -283,7 +274,7 @@ def test_stale_sync_attempt_whose_candidate_became_the_pointer_keeps_its_project
 
 
 def reservation(brand: Brand, owner: uuid.UUID, *, geo: int, **fields: Any) -> Market:
-    market = Market.objects.create(
+    market = MarketFactory(
         brand=brand,
         geo_target_id=geo,
         language_code="en",
@@ -331,13 +322,7 @@ def test_reservations_of_live_or_recent_owners_are_kept(db, settings):
     live = attempt_for(brand)  # pending and fresh
     other = BrandFactory(organization=brand.organization)
     finished = attempt_for(other, status=AttemptStatus.READY)
-    job = AsyncJob.objects.create(
-        organization_id=brand.organization_id,
-        brand_id=brand.id,
-        job_type=JobType.PROVISION_WORKSPACE,
-        step=JobStep.CREATE_MARKET,
-        run_after=timezone.now(),
-    )
+    job = AsyncJobFactory(brand=brand, step=JobStep.CREATE_MARKET)
     held_by_attempt = reservation(brand, live.id, geo=2840)
     held_by_job = reservation(brand, job.id, geo=2276)
     just_finished = reservation(other, finished.id, geo=2840)
