@@ -11,18 +11,16 @@ from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.services import job_claim, job_release, job_renew
+from tests.factories import AsyncJobFactory
 
 
 def make_job(**fields: Any) -> AsyncJob:
     values: dict[str, Any] = {
-        "organization_id": uuid.uuid4(),
         "brand_id": uuid.uuid4(),
-        "job_type": JobType.PROVISION_WORKSPACE,
-        "step": JobStep.PROVISION_WORKSPACE,
         "run_after": timezone.now() - timedelta(seconds=1),
     }
     values.update(fields)
-    return AsyncJob.objects.create(**values)
+    return AsyncJobFactory(**values)
 
 
 def test_a_due_job_is_claimed_once_while_the_lease_is_live(db, settings):

@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.services import CHAINED_POSITION, jobs_purge_finished
-from provisioning.models import AttemptStartedBy, AttemptStatus, ProvisioningAttempt
-from tests.factories import BrandFactory
+from provisioning.models import AttemptStartedBy, AttemptStatus
+from tests.factories import AsyncJobFactory, BrandFactory, ProvisioningAttemptFactory
 
 
 def days_ago(days: float) -> Any:
@@ -35,22 +35,22 @@ def chain(
         step = JobStep.CLASSIFY_PROMPTS
     chained = None
     if chained_status is not None and job_type == JobType.PROVISION_WORKSPACE:
-        chained = AsyncJob.objects.create(
+        chained = AsyncJobFactory(
             organization_id=org_id,
             brand_id=brand_id,
             job_type=job_type,
             step=JobStep.CREATE_MARKET,
             status=chained_status,
             position=CHAINED_POSITION,
+            run_after=None,
         )
-    root = AsyncJob.objects.create(
+    root = AsyncJobFactory(
         organization_id=org_id,
         brand_id=brand_id,
         job_type=job_type,
         step=step,
         status=JobStatus.COMPLETED,
         next=chained,
-        run_after=timezone.now(),
     )
     AsyncJob.objects.filter(pk=root.pk).update(current=chained or root)
     if chained is not None:
@@ -118,7 +118,7 @@ def test_purging_a_chain_keeps_its_attempt_as_history(db, settings):
     brand = BrandFactory()
     old_root, _ = chain(brand_id=brand.id, created_days_ago=10)
     chain(brand_id=brand.id, created_days_ago=9)
-    attempt = ProvisioningAttempt.objects.create(
+    attempt = ProvisioningAttemptFactory(
         brand=brand,
         started_by=AttemptStartedBy.CREATE_BRAND,
         status=AttemptStatus.READY,

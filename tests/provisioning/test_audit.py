@@ -17,7 +17,7 @@ import requests
 from django.core.management import call_command
 from django.utils import timezone
 
-from jobs.models import AsyncJob, JobStep, JobType
+from jobs.models import AsyncJob, JobStep
 from provisioning.audit import (
     ERROR_FORBIDDEN,
     ERROR_UNAUTHORIZED,
@@ -26,7 +26,13 @@ from provisioning.audit import (
 from provisioning.models import AttemptStartedBy, AttemptStatus, ProvisioningAttempt
 from serenity.models import Brand, Market, MarketStatus
 from tests.conftest import SIM_TOKEN
-from tests.factories import BrandFactory, OrganizationFactory
+from tests.factories import (
+    AsyncJobFactory,
+    BrandFactory,
+    MarketFactory,
+    OrganizationFactory,
+    ProvisioningAttemptFactory,
+)
 
 EMPTY = {"orphanWorkspaces": [], "orphanProjects": [], "stuckAttempts": [], "errors": []}
 
@@ -103,16 +109,9 @@ def brand_with_workspace(org: Any, workspace_id: str, **kw: Any) -> Brand:
 
 
 def live_market(brand: Brand, project_id: str, workspace_id: str, **kw: Any) -> Market:
-    fields = {
-        "geo_target_id": 2840,
-        "language_code": "en",
-        "name": "US-en",
-        "status": MarketStatus.LIVE,
-        "semrush_project_id": project_id,
-        "workspace_id": workspace_id,
-    }
-    fields.update(kw)
-    return Market.objects.create(brand=brand, **fields)
+    return MarketFactory(
+        brand=brand, semrush_project_id=project_id, workspace_id=workspace_id, **kw
+    )
 
 
 # --- clean --------------------------------------------------------------------------------------
@@ -233,7 +232,7 @@ def test_candidate_of_a_live_pending_attempt_is_not_an_orphan(serenity_org, sim,
     brand = BrandFactory(organization=serenity_org, name="Acme")
     candidate = upstream.child(sim.parent_id, "Acme")
     upstream.project(candidate)
-    ProvisioningAttempt.objects.create(
+    ProvisioningAttemptFactory(
         brand=brand,
         started_by=AttemptStartedBy.CREATE_BRAND,
         candidate_workspace_id=candidate,
@@ -253,7 +252,7 @@ def test_stale_pending_attempt_is_stuck_and_its_candidate_an_orphan(
     brand = BrandFactory(organization=serenity_org, name="Acme")
     candidate = upstream.child(sim.parent_id, "Acme")
     upstream.project(candidate)
-    attempt = ProvisioningAttempt.objects.create(
+    attempt = ProvisioningAttemptFactory(
         brand=brand,
         started_by=AttemptStartedBy.CREATE_BRAND,
         candidate_workspace_id=candidate,
@@ -276,7 +275,7 @@ def test_stale_pending_attempt_is_stuck_and_its_candidate_an_orphan(
 
 def test_stuck_attempt_alone_exits_1(serenity_org, upstream):
     brand = BrandFactory(organization=serenity_org)
-    attempt = ProvisioningAttempt.objects.create(brand=brand, started_by=AttemptStartedBy.ACTIVATE)
+    attempt = ProvisioningAttemptFactory(brand=brand, started_by=AttemptStartedBy.ACTIVATE)
     ProvisioningAttempt.objects.filter(pk=attempt.pk).update(updated_at=aged(5000))
     code, report = run_audit_json()
     assert code == 1
@@ -291,15 +290,13 @@ def test_unrecorded_project_of_a_brand_with_a_live_attempt_is_not_an_orphan(
     workspace = upstream.child(sim.parent_id, "Acme")
     brand = brand_with_workspace(serenity_org, workspace, name="Acme")
     upstream.project(workspace)
-    attempt = ProvisioningAttempt.objects.create(
+    attempt = ProvisioningAttemptFactory(
         brand=brand,
         started_by=AttemptStartedBy.CREATE_MARKET,
         candidate_workspace_id=workspace,
         workspace_promoted=True,
     )
-    Market.objects.create(
-        brand=brand, geo_target_id=2840, language_code="en", name="US-en", reserved_by=attempt.id
-    )
+    MarketFactory(brand=brand, status=MarketStatus.CREATING, reserved_by=attempt.id)
     # when / then
     assert run_audit_json() == (0, EMPTY)
     # and once the attempt has finished without recording it, the project is an orphan
@@ -325,16 +322,8 @@ def test_flat_project_of_a_live_job_reservation_is_not_an_orphan(db, sim, upstre
         semrush_parent_workspace_id=sim.parent_id, workspace_mode="flat", serenity_enabled=True
     )
     brand = BrandFactory(organization=org, workspace_mode="flat")
-    job = AsyncJob.objects.create(
-        organization_id=org.id,
-        brand_id=brand.id,
-        job_type=JobType.PROVISION_WORKSPACE,
-        step=JobStep.CREATE_MARKET,
-        run_after=timezone.now(),
-    )
-    Market.objects.create(
-        brand=brand, geo_target_id=2840, language_code="en", name="US-en", reserved_by=job.id
-    )
+    job = AsyncJobFactory(brand=brand, step=JobStep.CREATE_MARKET)
+    MarketFactory(brand=brand, status=MarketStatus.CREATING, reserved_by=job.id)
     in_flight = upstream.project(sim.parent_id)
     other_slice = upstream.project(sim.parent_id, location_id=2276, language="German")
     # when
