@@ -194,6 +194,9 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         store_processed=False,
     )
 else:
+    if CELERY_BROKER_URL.startswith("redis://"):
+        # Survives a broker lost while the worker holds messages (see config/broker.py).
+        CELERY_BROKER_TRANSPORT = "config.broker:Transport"
     # Publishing in the request path is bounded: fail fast, the dispatcher re-publishes.
     CELERY_BROKER_TRANSPORT_OPTIONS.update(
         socket_connect_timeout=JOBS_PUBLISH_TIMEOUT_SECONDS,

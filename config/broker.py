@@ -1,0 +1,40 @@
+"""kombu's Redis transport with one defect fixed through its public extension points (a
+transport's `Channel` class and the channel's public `conn_or_acquire`).
+
+The defect (kombu/Celery 5.7): when a worker loses its Redis connection, Celery collects the
+connection (the transport's `client` becomes None) and then closes it. Closing a channel
+restores the messages the worker still holds (countdown messages, a running `acks_late` task)
+through `conn_or_acquire` (and a task finishing after it acknowledges through it), which
+builds a client from that released connection (or a closed channel's, None) and raises
+AttributeError ("'NoneType' object has no attribute 'hostname'" / "... 'client'"). That is not a connection
+error, so the worker exits ("Unrecoverable error") instead of reconnecting. Found by the chaos
+suite (Redis restarted while chains were mid-flight).
+
+Here such a use raises a connection error, which kombu and Celery already handle. The messages
+concerned stay unacknowledged in the broker, or are gone with it; either way the dispatcher
+re-publishes their jobs and a late duplicate does nothing (SPEC §6.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from kombu.transport import redis as kombu_redis
+
+
+class Channel(kombu_redis.Channel):
+    @contextmanager
+    def conn_or_acquire(self, client: Any = None) -> Iterator[Any]:
+        transport = self.connection
+        if client is None and (transport is None or transport.client is None):
+            raise kombu_redis.get_redis_ConnectionError()(
+                "the broker connection of this channel was released"
+            )
+        with super().conn_or_acquire(client) as acquired:
+            yield acquired
+
+
+class Transport(kombu_redis.Transport):
+    Channel = Channel
