@@ -13,13 +13,13 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+from celery import current_app as celery_app
 from django.conf import settings
 from django.db import DatabaseError
 from django.db.models import F
 from django.utils import timezone
 from kombu.connection import ConnectionPool
 
-from config.celery import app as celery_app
 from jobs.models import AsyncJob
 
 logger = logging.getLogger("serenity.jobs")

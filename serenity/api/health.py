@@ -35,6 +35,7 @@ def readyz(request: HttpRequest) -> JsonResponse:
 
 def metrics(request: HttpRequest) -> HttpResponse:
     from kernel.metrics import render_metrics
+    from serenity.metrics import DatabaseCollector
 
-    body, content_type = render_metrics()
+    body, content_type = render_metrics(collectors=[DatabaseCollector()])
     return HttpResponse(body, content_type=content_type)
