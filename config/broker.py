@@ -4,11 +4,11 @@ transport's `Channel` class and the channel's public `conn_or_acquire`).
 The defect (kombu/Celery 5.7): when a worker loses its Redis connection, Celery collects the
 connection (the transport's `client` becomes None) and then closes it. Closing a channel
 restores the messages the worker still holds (countdown messages, a running `acks_late` task)
-through `conn_or_acquire` (and a task finishing after it acknowledges through it), which
-builds a client from that released connection (or a closed channel's, None) and raises
-AttributeError ("'NoneType' object has no attribute 'hostname'" / "... 'client'"). That is not a connection
-error, so the worker exits ("Unrecoverable error") instead of reconnecting. Found by the chaos
-suite (Redis restarted while chains were mid-flight).
+through `conn_or_acquire`, and a task that finishes afterwards acknowledges through it too;
+either builds a client from the released connection (or from a closed channel's, None) and
+raises AttributeError ("'NoneType' object has no attribute 'hostname'" or "... 'client'").
+That is not a connection error, so the worker exits ("Unrecoverable error") instead of
+reconnecting. Found by the chaos suite (Redis restarted while chains were mid-flight).
 
 Here such a use raises a connection error, which kombu and Celery already handle. The messages
 concerned stay unacknowledged in the broker, or are gone with it; either way the dispatcher
