@@ -1,7 +1,8 @@
 """The operator audit behind `python manage.py provisioning_audit` (SPEC §7 "no orphan", §8).
 
 Every upstream object under one of our parents must be a brand's canonical object, empty, or
-listed here. `audit_run()` reads Semrush with each org's credential and reports:
+listed here. `audit_run()` reads Semrush with each org's credential
+(`provisioning.audit_upstream`), then the database, and reports:
 
 - **orphan workspaces**: a direct child of an org's parent that is not any brand's pointer and
   holds at least one project. Empty shells are fine (decommission and cleanup never delete the
@@ -43,7 +44,6 @@ several orgs are audited once and a sibling org's workspace is never reported.
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
@@ -56,30 +56,35 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
-from kernel.errors import ConfigurationError
-from provisioning.models import AttemptStatus, ProvisioningAttempt
-from provisioning.semrush import (
-    SemrushClient,
-    SemrushConfigurationError,
-    SemrushError,
-    SemrushForbiddenError,
-    SemrushNetworkError,
-    SemrushRateLimitedError,
-    SemrushUnauthorizedError,
+from provisioning.audit_upstream import (
+    ERROR_CONFIGURATION,
+    ERROR_FORBIDDEN,
+    ERROR_RATE_LIMITED,
+    ERROR_UNAUTHORIZED,
+    ERROR_UNREACHABLE,
+    ERROR_UPSTREAM,
+    ParentView,
+    read_parent,
 )
-from provisioning.upstream import client_for_org
-from provisioning.workspace import Readiness, classify_status
+from provisioning.models import AttemptStatus, ProvisioningAttempt
 from serenity.models import Brand, BrandStatus, Market, MarketStatus, Organization, WorkspaceMode
 
-logger = logging.getLogger("serenity.provisioning")
-
-# Generic reasons for `errors` entries: an operator learns what to check, nothing upstream leaks.
-ERROR_CONFIGURATION = "The organization's Semrush configuration is missing or unreadable."
-ERROR_UNAUTHORIZED = "Semrush rejected the organization's credential."
-ERROR_FORBIDDEN = "Semrush refused access to the organization's parent workspace."
-ERROR_RATE_LIMITED = "Semrush rate-limited the audit; run it again later."
-ERROR_UNREACHABLE = "Semrush could not be reached."
-ERROR_UPSTREAM = "Semrush answered with an error."
+# The ERROR_* texts are the vocabulary of the report's `errors` entries, so they are importable
+# from here with the report.
+__all__ = [
+    "ERROR_CONFIGURATION",
+    "ERROR_FORBIDDEN",
+    "ERROR_RATE_LIMITED",
+    "ERROR_UNAUTHORIZED",
+    "ERROR_UNREACHABLE",
+    "ERROR_UPSTREAM",
+    "AuditError",
+    "AuditReport",
+    "OrphanProject",
+    "OrphanWorkspace",
+    "StuckAttempt",
+    "audit_run",
+]
 
 
 @dataclass(frozen=True)
@@ -149,36 +154,6 @@ class AuditReport:
         }
 
 
-# --- Upstream snapshot -------------------------------------------------------------------------
-
-
-@dataclass
-class _ParentView:
-    """What one credential sees under one parent: its direct children and the projects of the
-    workspaces that were listed (absent key: not listed)."""
-
-    parent_id: str
-    orgs: list[Organization]
-    children: list[dict[str, Any]] = field(default_factory=list)
-    projects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    error: str | None = None
-    read_family: bool = False
-
-
-def _error_text(exc: BaseException) -> str:
-    if isinstance(exc, ConfigurationError | SemrushConfigurationError | ValueError):
-        return ERROR_CONFIGURATION
-    if isinstance(exc, SemrushUnauthorizedError):
-        return ERROR_UNAUTHORIZED
-    if isinstance(exc, SemrushForbiddenError):
-        return ERROR_FORBIDDEN
-    if isinstance(exc, SemrushRateLimitedError):
-        return ERROR_RATE_LIMITED
-    if isinstance(exc, SemrushNetworkError):
-        return ERROR_UNREACHABLE
-    return ERROR_UPSTREAM
-
-
 def _orgs_with_parent() -> list[Organization]:
     return list(
         Organization.objects.filter(semrush_parent_workspace_id__isnull=False)
@@ -211,47 +186,6 @@ def _orgs_with_flat_brands(orgs: list[Organization]) -> set[uuid.UUID]:
         .distinct()
     )
     return flat
-
-
-def _read_parent(view: _ParentView, *, list_parent_projects: bool) -> None:
-    """Fill `view` from upstream. A failure to read the family marks the whole view failed; a
-    failure on one workspace's projects marks it failed but keeps what was read."""
-    try:
-        client: SemrushClient = client_for_org(view.orgs[0], operation="provisioning_audit")
-        family = client.list_family(parent_id=view.parent_id)
-    except (SemrushError, ConfigurationError) as exc:
-        view.error = _error_text(exc)
-        logger.warning(
-            "audit: could not read a parent's family",
-            extra={"org_id": str(view.orgs[0].id), "error_class": type(exc).__name__},
-        )
-        return
-    view.read_family = True
-    view.children = [
-        ws
-        for ws in family
-        if str(ws.get("parent_id") or "") == view.parent_id
-        and str(ws.get("id") or "") not in ("", view.parent_id)
-    ]
-    to_list = [
-        str(ws["id"])
-        for ws in view.children
-        if classify_status(ws.get("status")) is Readiness.READY
-    ]
-    if list_parent_projects:
-        to_list.append(view.parent_id)
-    for workspace_id in to_list:
-        try:
-            view.projects[workspace_id] = client.list_projects(workspace_id=workspace_id)
-        except SemrushForbiddenError:
-            # Deleted between the family read and this one: it holds nothing any more.
-            view.projects[workspace_id] = []
-        except SemrushError as exc:
-            view.error = view.error or _error_text(exc)
-            logger.warning(
-                "audit: could not list a workspace's projects",
-                extra={"workspace_id": workspace_id, "error_class": type(exc).__name__},
-            )
 
 
 # --- Database snapshot -------------------------------------------------------------------------
@@ -398,7 +332,7 @@ def _reserved(project: dict[str, Any], slices: list[Slice]) -> bool:
 # --- Evaluation --------------------------------------------------------------------------------
 
 
-def _owner_org(view: _ParentView, workspace: dict[str, Any], owned: _Ownership) -> uuid.UUID:
+def _owner_org(view: ParentView, workspace: dict[str, Any], owned: _Ownership) -> uuid.UUID:
     """Which org of the group an orphan workspace belongs to: the org of an attempt that
     recorded it, else of a brand with its title, else the group's oldest org."""
     workspace_id = str(workspace["id"])
@@ -414,7 +348,7 @@ def _owner_org(view: _ParentView, workspace: dict[str, Any], owned: _Ownership) 
 
 
 def _evaluate(
-    view: _ParentView, owned: _Ownership, flat_orgs: set[uuid.UUID], report: AuditReport
+    view: ParentView, owned: _Ownership, flat_orgs: set[uuid.UUID], report: AuditReport
 ) -> None:
     for workspace in view.children:
         workspace_id = str(workspace["id"])
@@ -489,10 +423,10 @@ def audit_run() -> AuditReport:
     groups = _group_by_credential(orgs, report.errors)
     flat_orgs = _orgs_with_flat_brands(orgs)
 
-    views: list[_ParentView] = []
+    views: list[ParentView] = []
     for (_credential, parent_id), members in groups.items():
-        view = _ParentView(parent_id=parent_id, orgs=members)
-        _read_parent(view, list_parent_projects=any(org.id in flat_orgs for org in members))
+        view = ParentView(parent_id=parent_id, orgs=members)
+        read_parent(view, list_parent_projects=any(org.id in flat_orgs for org in members))
         views.append(view)
 
     # The database is read after Semrush (see the module docstring).

@@ -1,7 +1,7 @@
 """Sending one request to Semrush: pooled sessions, timeouts, transport failures.
 
 This module knows HTTP and ``requests``, and nothing of Semrush's operations, statuses or retry
-policy (those are :mod:`provisioning.semrush.client`'s). It guarantees:
+policy (those are :mod:`provisioning.semrush.client`'s and :mod:`.calls`'). It guarantees:
 
 - Every request carries an explicit ``(connect, read)`` timeout and is sent through
   ``requests.Session.request`` on a session mounted with requests' own ``HTTPAdapter``.
