@@ -7,7 +7,12 @@ import pytest
 from provisioning.models import ProvisioningAttempt
 from serenity.models import Brand, Market, Role, WorkspaceMode
 from tests.conftest import make_caller
-from tests.factories import BrandFactory, OrganizationFactory
+from tests.factories import (
+    BrandFactory,
+    MarketFactory,
+    OrganizationFactory,
+    ProvisioningAttemptFactory,
+)
 from tests.support import (
     assert_clean,
     assert_error,
@@ -260,15 +265,7 @@ def test_c_defaults_to_us_english(sw_writer, sim, active_brand, workspace):
 
 def test_c_counts_an_already_live_market_as_live(sw_writer, sim, active_brand, workspace):
     # given US-en is live already
-    Market.objects.create(
-        brand=active_brand,
-        geo_target_id=2840,
-        language_code="en",
-        name="US-en",
-        status="live",
-        semrush_project_id="p-1",
-        workspace_id=workspace,
-    )
+    MarketFactory(brand=active_brand, semrush_project_id="p-1", workspace_id=workspace)
     # when
     response = sw_writer.post(
         activate_path(sw_writer, active_brand),
@@ -382,7 +379,7 @@ def test_unknown_market_code_is_400_unknown_market(sw_writer, sim, active_brand)
 
 def test_activate_while_work_is_pending_is_409(sw_writer, sim, active_brand):
     # given another sync request holds the brand
-    ProvisioningAttempt.objects.create(brand=active_brand, started_by="create-market")
+    ProvisioningAttemptFactory(brand=active_brand, started_by="create-market")
     before = db_counts()
     setup = len(calls(sim))
     # when

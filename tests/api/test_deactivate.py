@@ -7,7 +7,12 @@ import pytest
 from provisioning.models import ProvisioningAttempt
 from serenity.models import Brand, Market, Role, WorkspaceMode
 from tests.conftest import make_caller
-from tests.factories import BrandFactory, OrganizationFactory
+from tests.factories import (
+    BrandFactory,
+    MarketFactory,
+    OrganizationFactory,
+    ProvisioningAttemptFactory,
+)
 from tests.support import (
     assert_error,
     calls,
@@ -37,12 +42,11 @@ def brand(sw_writer, workspace) -> Brand:  # type: ignore[no-untyped-def]
 
 
 def market(brand: Brand, geo: int, lang: str, project_id: str) -> Market:
-    return Market.objects.create(
+    return MarketFactory(
         brand=brand,
         geo_target_id=geo,
         language_code=lang,
         name=f"{geo}-{lang}",
-        status="live",
         semrush_project_id=project_id,
         workspace_id=brand.semrush_sub_workspace_id,
     )
@@ -168,7 +172,7 @@ def test_deactivate_refuses_a_pointer_equal_to_the_parent(sw_writer, sim):
 
 def test_deactivate_while_sync_work_is_pending_is_409(sw_writer, sim, brand):
     # given another request's sync attempt (no job to cancel)
-    ProvisioningAttempt.objects.create(brand=brand, started_by="activate")
+    ProvisioningAttemptFactory(brand=brand)
     setup = len(calls(sim))
     # when
     response = sw_writer.post(deactivate_path(sw_writer, brand))
@@ -198,15 +202,7 @@ def test_deactivate_of_a_flat_brand_deletes_its_projects_in_the_parent(db, sim):
     brand = BrandFactory(organization=org, semrush_sub_workspace_id=None)
     mine = sim_create_project(sim, sim.parent_id, name="Mine")
     other = sim_create_project(sim, sim.parent_id, name="Other")
-    Market.objects.create(
-        brand=brand,
-        geo_target_id=2840,
-        language_code="en",
-        name="US-en",
-        status="live",
-        semrush_project_id=mine,
-        workspace_id=sim.parent_id,
-    )
+    MarketFactory(brand=brand, semrush_project_id=mine, workspace_id=sim.parent_id)
     setup = len(calls(sim))
     # when
     response = caller.post(deactivate_path(caller, brand))

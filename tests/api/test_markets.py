@@ -8,7 +8,12 @@ from django.utils import timezone
 from provisioning.models import ProvisioningAttempt
 from serenity.models import Brand, Market, Role, WorkspaceMode
 from tests.conftest import make_caller
-from tests.factories import BrandFactory, OrganizationFactory
+from tests.factories import (
+    BrandFactory,
+    MarketFactory,
+    OrganizationFactory,
+    ProvisioningAttemptFactory,
+)
 from tests.support import (
     assert_clean,
     assert_error,
@@ -53,13 +58,11 @@ def brand(sw_writer, workspace) -> Brand:  # type: ignore[no-untyped-def]
 
 def live_market(brand: Brand, *, geo: int = 2840, lang: str = "en", **fields: object) -> Market:
     values = {
-        "name": "US-en",
-        "status": "live",
         "semrush_project_id": "p-1",
         "workspace_id": brand.semrush_sub_workspace_id,
         **fields,
     }
-    return Market.objects.create(brand=brand, geo_target_id=geo, language_code=lang, **values)
+    return MarketFactory(brand=brand, geo_target_id=geo, language_code=lang, **values)
 
 
 # --- List and read --------------------------------------------------------------------------
@@ -322,7 +325,7 @@ def test_create_for_a_brand_without_workspace_is_409_incomplete(sw_writer, sim):
 def test_create_while_the_workspace_is_being_provisioned_is_409_in_progress(sw_writer, sim):
     # given a brand without pointer whose provisioning is pending
     brand = BrandFactory(organization=sw_writer.org, semrush_sub_workspace_id=None)
-    ProvisioningAttempt.objects.create(brand=brand, started_by="create-brand")
+    ProvisioningAttemptFactory(brand=brand, started_by="create-brand")
     before = db_counts()
     # when
     response = sw_writer.post(
@@ -337,7 +340,7 @@ def test_create_while_the_workspace_is_being_provisioned_is_409_in_progress(sw_w
 
 def test_create_while_other_sync_work_holds_the_brand_is_409_in_progress(sw_writer, sim, brand):
     # given another request's pending attempt on a provisioned brand
-    ProvisioningAttempt.objects.create(brand=brand, started_by="activate")
+    ProvisioningAttemptFactory(brand=brand)
     before = db_counts()
     setup = len(calls(sim))
     # when
@@ -508,7 +511,7 @@ def test_delete_of_no_market_is_204_without_upstream_call(sw_writer, sim, brand)
 
 def test_delete_of_a_market_being_created_is_409_market_busy(sw_writer, sim, brand):
     # given a reservation held by a pending attempt
-    attempt = ProvisioningAttempt.objects.create(brand=brand, started_by="create-market")
+    attempt = ProvisioningAttemptFactory(brand=brand, started_by="create-market")
     market = live_market(brand, status="creating", semrush_project_id=None, reserved_by=attempt.id)
     setup = len(calls(sim))
     # when

@@ -17,7 +17,7 @@ from provisioning.models import ProvisioningAttempt
 from serenity.models import ApiToken, Brand, Organization
 from serenity.services import organization_create
 from serenity.tokens import token_digest
-from tests.factories import BrandFactory, UserFactory
+from tests.factories import BrandFactory, ProvisioningAttemptFactory, UserFactory
 
 CREDENTIAL = "admin-entered-credential-77"
 
@@ -141,7 +141,7 @@ def test_revoke_action_revokes_tokens(admin_client):
 def test_brand_page_shows_markets_and_attempts_and_saves_only_changed_fields(admin_client):
     # given
     brand = BrandFactory(name="Acme")
-    attempt = ProvisioningAttempt.objects.create(brand=brand, started_by="activate")
+    attempt = ProvisioningAttemptFactory(brand=brand)
     url = f"/admin/serenity/brand/{brand.id}/change/"
     # when
     page = admin_client.get(url)
@@ -176,11 +176,9 @@ def test_brand_page_shows_markets_and_attempts_and_saves_only_changed_fields(adm
 
 def test_attempt_age_filter_and_cancel_action(admin_client, monkeypatch):
     # given a stale pending attempt, a fresh one and a finished one
-    stale = ProvisioningAttempt.objects.create(brand=BrandFactory(), started_by="activate")
-    fresh = ProvisioningAttempt.objects.create(brand=BrandFactory(), started_by="activate")
-    done = ProvisioningAttempt.objects.create(
-        brand=BrandFactory(), started_by="activate", status="ready"
-    )
+    stale = ProvisioningAttemptFactory()
+    fresh = ProvisioningAttemptFactory()
+    done = ProvisioningAttemptFactory(status="ready")
     ProvisioningAttempt.objects.filter(pk=stale.pk).update(
         updated_at=timezone.now() - timedelta(days=1)
     )

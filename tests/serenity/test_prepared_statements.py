@@ -7,13 +7,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
 from django.db import connection
 
-from jobs.models import AsyncJob, JobStatus, JobStep, JobType
+from jobs.models import AsyncJob, JobStatus
+from tests.factories import AsyncJobFactory
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,11 +33,7 @@ def _prepared_updates_of_jobs() -> list[str]:
 
 def test_a_statement_that_has_run_five_times_is_prepared_on_its_connection():
     # given
-    job = AsyncJob.objects.create(
-        organization_id=uuid.uuid4(),
-        job_type=JobType.PROVISION_WORKSPACE,
-        step=JobStep.PROVISION_WORKSPACE,
-    )
+    job = AsyncJobFactory(run_after=None)
     running = AsyncJob.objects.filter(pk=job.pk, status=JobStatus.IN_PROGRESS)
     # when: the same conditional update, five times, then a sixth, then a seventh
     for _ in range(5):
