@@ -42,8 +42,8 @@ def render_metrics(*, collectors: Iterable[Collector] = ()) -> tuple[bytes, str]
 
         multiprocess.MultiProcessCollector(registry)
     else:
-        for collector in (HTTP_REQUESTS, UPSTREAM_CALLS, STEP_DURATION):
-            registry.register(collector)
+        for metric in (HTTP_REQUESTS, UPSTREAM_CALLS, STEP_DURATION):
+            registry.register(metric)
     for collector in collectors:
         registry.register(collector)
     return generate_latest(registry), CONTENT_TYPE_LATEST
