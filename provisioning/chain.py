@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.db import IntegrityError
 
 from jobs import services as job_services
 from jobs.endings import Continue, Finish, JobEnding, Repeat, step_commit
@@ -108,11 +109,10 @@ def attempt_of(run: StepRun) -> ProvisioningAttempt | None:
     attempt_id = run.job.metadata.get("attemptId")
     if not attempt_id:
         return None
-    return (
-        ProvisioningAttempt.objects.select_related("brand__organization")
-        .filter(pk=attempt_id)
-        .first()
-    )
+    try:
+        return ProvisioningAttempt.objects.select_related("brand__organization").get(pk=attempt_id)
+    except ProvisioningAttempt.DoesNotExist:
+        return None
 
 
 def step_end(run: StepRun, attempt: ProvisioningAttempt | None, end: StepEnd) -> None:
@@ -203,8 +203,12 @@ def _end_promoted(run: StepRun, attempt: ProvisioningAttempt | None, workspace_i
             ).as_job_result(),
         )
     )
-    if step_commit(run, ending, effects=promote):
-        return
+    try:
+        if step_commit(run, ending, effects=promote):
+            return
+    except IntegrityError:
+        # Another brand points at the workspace: nothing of the ending was written.
+        promotion = Promotion.SUPERSEDED
     if promotion is Promotion.ATTEMPT_ENDED:
         _stand_down_if_ended(run, attempt)
     elif promotion is Promotion.SUPERSEDED:

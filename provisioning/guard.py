@@ -70,7 +70,7 @@ def lease(
     job_id: uuid.UUID | None = None,
     candidate_is_pointer: bool = False,
     checks: Checks | None = None,
-    savepoint: bool = True,
+    brand_is_new: bool = False,
 ) -> Iterator[Begun]:
     """Begin an attempt on the brand under its row lock; the block runs in the same transaction.
 
@@ -79,11 +79,20 @@ def lease(
     the attempt (async). `candidate_is_pointer`: the attempt settles the brand's existing
     workspace (its candidate is the pointer read under the lock). Raises
     `ProvisioningInProgressError`, the refusals of `checks`, and anything the block raises
-    (everything then rolls back). `savepoint=False` inside a caller's transaction: any failure
-    then ends the caller's transaction too (for a brand created in it, where nothing can
-    conflict)."""
+    (everything then rolls back).
+
+    `brand_is_new`: the brand was inserted by the caller's transaction, which nobody else can
+    see until it commits, so nothing can hold or race it: the attempt is inserted without the
+    lock, the read and a savepoint (a failure ends the caller's transaction)."""
+    if brand_is_new:
+        with transaction.atomic(savepoint=False):
+            first = ProvisioningAttempt.objects.create(
+                brand_id=brand_id, started_by=started_by, job_id=job_id
+            )
+            yield Begun(attempt=first, pointer=None)
+        return
     try:
-        with transaction.atomic(savepoint=savepoint):
+        with transaction.atomic():
             pointer = _lock(brand_id)
             if checks is not None:
                 checks(pointer)

@@ -281,30 +281,27 @@ def workspace_promote(
     *, attempt_id: uuid.UUID | None, brand_id: uuid.UUID, workspace_id: str
 ) -> Promotion:
     """The candidate becomes the brand's workspace: the attempt is marked promoted and the
-    brand's pointer set, in one transaction (a savepoint inside the caller's, which may add the
-    chain's hand-over to it). The pointer write is conditional (`pointer IS NULL OR pointer =
-    candidate`, brand not deleted); the pointer is unique, so a workspace that another brand
-    points at supersedes us too. Nothing is written unless both writes succeed."""
-    try:
-        with transaction.atomic():
-            if attempt_id is not None and not states.update_pending(
-                attempt_id=attempt_id, workspace_promoted=True
-            ):
-                return Promotion.ATTEMPT_ENDED
-            pointed = (
-                Brand.objects.filter(pk=brand_id)
-                .exclude(status=BrandStatus.DELETED)
-                .filter(
-                    Q(semrush_sub_workspace_id__isnull=True)
-                    | Q(semrush_sub_workspace_id=workspace_id)
-                )
-                .update(semrush_sub_workspace_id=workspace_id)
+    brand's pointer set, in the caller's transaction (which may add the chain's hand-over to
+    it), or in one of its own. The pointer write is conditional (`pointer IS NULL OR pointer =
+    candidate`, brand not deleted). Nothing stands unless both writes succeed: a refusal rolls
+    the transaction back, and a workspace that another brand points at (the pointer is unique)
+    raises `IntegrityError` out of it, which the caller reads as `SUPERSEDED`."""
+    with transaction.atomic(savepoint=False):
+        if attempt_id is not None and not states.update_pending(
+            attempt_id=attempt_id, workspace_promoted=True
+        ):
+            return Promotion.ATTEMPT_ENDED
+        pointed = (
+            Brand.objects.filter(pk=brand_id)
+            .exclude(status=BrandStatus.DELETED)
+            .filter(
+                Q(semrush_sub_workspace_id__isnull=True) | Q(semrush_sub_workspace_id=workspace_id)
             )
-            if pointed != 1:
-                transaction.set_rollback(True)
-                return Promotion.SUPERSEDED
-    except IntegrityError:
-        return Promotion.SUPERSEDED
+            .update(semrush_sub_workspace_id=workspace_id)
+        )
+        if pointed != 1:
+            transaction.set_rollback(True)
+            return Promotion.SUPERSEDED
     return Promotion.PROMOTED
 
 
@@ -329,9 +326,12 @@ def workspace_ensure(
         if settle:
             workspace_settle(client=client, workspace_id=workspace.id)
         if pointer is None:
-            promotion = workspace_promote(
-                attempt_id=attempt_id, brand_id=brand.pk, workspace_id=workspace.id
-            )
+            try:
+                promotion = workspace_promote(
+                    attempt_id=attempt_id, brand_id=brand.pk, workspace_id=workspace.id
+                )
+            except IntegrityError:
+                promotion = Promotion.SUPERSEDED
             if promotion is not Promotion.PROMOTED:
                 raise UpstreamError("The workspace could not be recorded for this brand.")
     except DomainError:

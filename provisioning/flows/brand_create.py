@@ -81,12 +81,11 @@ def brand_create(*, organization: Organization, data: BrandInput, run_async: boo
     root_id = uuid.uuid4() if run_async else None
     with transaction.atomic():
         brand = _brand_insert(organization=organization, data=data, status=status)
-        # The brand is new: nothing can hold or race it, so no savepoint.
         with guard.lease(
             brand_id=brand.pk,
             started_by=AttemptStartedBy.CREATE_BRAND,
             job_id=root_id,
-            savepoint=False,
+            brand_is_new=True,
         ) as begun:
             attempt = begun.attempt
             assert attempt is not None  # the table exists: the brand was just written with it

@@ -15,11 +15,13 @@ policy (those are :mod:`provisioning.semrush.client`'s and :mod:`.calls`'). It g
 
 from __future__ import annotations
 
+import functools
 import http.cookiejar
 import os
 import threading
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -75,6 +77,9 @@ def new_session() -> requests.Session:
     nothing one answer sets may travel with another tenant's request.
     """
     session = requests.Session()
+    # The environment (proxies, CA bundle) is read by `environment_settings`, once per value,
+    # not by requests on every request (it walks the whole environment each time).
+    session.trust_env = False
     session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
     adapter = HTTPAdapter(pool_connections=POOL_CONNECTIONS, pool_maxsize=POOL_MAXSIZE)
     session.mount("https://", adapter)
@@ -134,6 +139,7 @@ class Transport:
 
         Raises :class:`TransportError` when no answer arrived.
         """
+        proxies, verify = environment_settings(url)
         try:
             return self.session.request(
                 method,
@@ -144,6 +150,8 @@ class Transport:
                 auth=self._auth,
                 timeout=(self.timeout, self.timeout),
                 allow_redirects=False,
+                proxies=proxies,
+                verify=verify,
             )
         except requests.RequestException as exc:
             raise TransportError(
@@ -156,6 +164,35 @@ class Transport:
         """Close the session if this transport made it."""
         if self._owns_session:
             self.session.close()
+
+
+# What requests reads from the environment when `trust_env` is on, besides ~/.netrc (never
+# wanted: the bearer token is the credential).
+_PROXY_VARIABLES = tuple(
+    name
+    for base in ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+    for name in (base, base.upper())
+)
+_CA_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+
+
+def environment_settings(url: str) -> tuple[dict[str, str], str | bool]:
+    """The proxies and CA bundle the environment gives a request to `url`, as requests itself
+    would take them with `trust_env` (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY, REQUESTS_CA_BUNDLE,
+    CURL_CA_BUNDLE), computed once per origin and environment values."""
+    parts = urlsplit(url)
+    values = tuple(os.environ.get(name) for name in (*_PROXY_VARIABLES, *_CA_VARIABLES))
+    proxies, verify = _environment_settings(f"{parts.scheme}://{parts.netloc}", values)
+    return dict(proxies), verify
+
+
+@functools.lru_cache(maxsize=64)
+def _environment_settings(
+    origin: str, values: tuple[str | None, ...]
+) -> tuple[dict[str, str], str | bool]:
+    proxies = requests.utils.get_environ_proxies(origin)
+    ca_bundle = next((v for v in values[len(_PROXY_VARIABLES) :] if v), None)
+    return dict(proxies), ca_bundle or True
 
 
 def _connection_never_established(exc: requests.RequestException) -> bool:

@@ -50,9 +50,8 @@ def test_async_accepts_stay_within_the_query_budget(sw_writer, sim, published):
                 },
             )
         )
-        # token, org + role, BEGIN, the brand's INSERT, the guard's lock and read, three more
-        # INSERTs (attempt, reservation, jobs), COMMIT: the 202 renders the rows in hand
-        <= 10
+        # token, org + role, BEGIN, four INSERTs, COMMIT: the 202 renders the rows in hand
+        <= 8
     )
     assert (
         count_queries(
@@ -87,7 +86,7 @@ def test_a_chain_s_steps_run_in_a_fixed_number_of_statements(sw_writer, sim, pub
     accepted, sql, listing = first_delivery_sql(sw_writer, sim, settle_seconds=0)
     # then each step starts with one statement, the claim returning the job it claims (no read
     # of the job after it), then reads its attempt once (with its brand and org), and the whole
-    # chain runs 18 statements in three transactions
+    # chain runs 16 statements in three transactions
     claims = [s for s in sql if s.startswith('UPDATE "jobs_asyncjob" SET "claim_token"')]
     assert len(claims) == 2 and all(" RETURNING " in s for s in claims), listing
     assert sql[0] == claims[0], listing
@@ -101,7 +100,7 @@ def test_a_chain_s_steps_run_in_a_fixed_number_of_statements(sw_writer, sim, pub
     ]
     assert len(attempt_reads) == 2, listing
     statements = [s for s in sql if s not in ("BEGIN", "COMMIT")]
-    assert (len(statements), sql.count("BEGIN"), sql.count("COMMIT")) == (18, 3, 3), listing
+    assert (len(statements), sql.count("BEGIN"), sql.count("COMMIT")) == (16, 3, 3), listing
     assert AsyncJob.objects.get(pk=accepted["jobId"]).status == "COMPLETED"
 
 
