@@ -3,8 +3,9 @@
 This module knows HTTP and ``requests``, and nothing of Semrush's operations, statuses or retry
 policy (those are :mod:`provisioning.semrush.client`'s and :mod:`.calls`'). It guarantees:
 
-- Every request carries an explicit ``(connect, read)`` timeout and is sent through
-  ``requests.Session.request`` on a session mounted with requests' own ``HTTPAdapter``.
+- Every request carries an explicit ``(connect, read)`` timeout and is sent with
+  ``requests.Session.send`` of a ``requests.Request(...).prepare()``d request, on a session
+  mounted with requests' own ``HTTPAdapter``.
 - Redirects are never followed: an answer is returned as Semrush gave it.
 - The body is read before :meth:`Transport.send` returns, which hands the connection back to the
   pool.
@@ -140,14 +141,20 @@ class Transport:
         Raises :class:`TransportError` when no answer arrived.
         """
         proxies, verify = environment_settings(url)
+        request = requests.Request(
+            method,
+            url,
+            params=params,
+            json=json_body,
+            headers={"Accept": "application/json"},
+            auth=self._auth,
+        )
         try:
-            return self.session.request(
-                method,
-                url,
-                params=params,
-                json=json_body,
-                headers={"Accept": "application/json"},
-                auth=self._auth,
+            # A request this class built whole (URL, headers, auth, body): prepared on its own
+            # and sent with `Session.send`, skipping the merge with session-level settings that
+            # `Session.request` would make (this session carries none).
+            return self.session.send(
+                request.prepare(),
                 timeout=(self.timeout, self.timeout),
                 allow_redirects=False,
                 proxies=proxies,
