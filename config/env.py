@@ -62,3 +62,23 @@ def env_float_list(name: str, default: tuple[float, ...]) -> tuple[float, ...]:
     if not values or any(v < 0 for v in values):
         raise ImproperlyConfigured(f"{name} must list non-negative numbers, got {raw!r}")
     return values
+
+
+# --- Issue 18 / SPEC §10.5 -----------------------------------------------------------------------
+
+
+def env_list(name: str) -> list[str]:
+    """A comma-separated list, items stripped, empty items dropped."""
+    return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
+
+
+def env_secret(name: str) -> str:
+    """A secret as given; one made only of whitespace counts as unset (it would be a guessable
+    key, and a value like " " is a configuration mistake, not a choice)."""
+    raw = os.environ.get(name, "")
+    return raw if raw.strip() else ""
+
+
+def env_secret_list(name: str) -> tuple[str, ...]:
+    """Comma-separated secrets in order; whitespace-only items are dropped (see env_secret)."""
+    return tuple(item for item in os.environ.get(name, "").split(",") if item.strip())
