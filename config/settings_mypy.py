@@ -1,7 +1,8 @@
 """Settings for type checking only.
 
 mypy's Django plugin imports the settings module, and the real one refuses to load without
-SECRET_KEY, FIELD_ENCRYPTION_KEY and ALLOWED_HOSTS when DEBUG is off; placeholders let `mypy .` run anywhere.
+SECRET_KEY, FIELD_ENCRYPTION_KEY and ALLOWED_HOSTS when DEBUG is off; placeholders let
+`mypy .` run anywhere.
 """
 
 import os

@@ -20,9 +20,9 @@ from typing import Any, ClassVar
 import redis
 from django.conf import settings
 from django.core.cache import caches
+from django.http import HttpRequest
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
-from django.http import HttpRequest
 from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 
 from serenity.models import ApiToken
@@ -35,6 +35,9 @@ CACHE_UNAVAILABLE_ERRORS = (redis.RedisError, OSError)
 
 class SharedCacheRateThrottle(SimpleRateThrottle):
     rate_setting: ClassVar[str]
+    # Set by SimpleRateThrottle.__init__ from the parsed rate.
+    num_requests: int
+    duration: int
 
     def __init__(self) -> None:
         self.cache = caches["throttle"]

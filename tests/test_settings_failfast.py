@@ -96,7 +96,11 @@ def test_debug_off_with_only_whitespace_encryption_keys_refuses_to_start(tmp_pat
 def test_debug_off_without_allowed_hosts_refuses_to_start(tmp_path, hosts):
     # when
     completed = _start_django(
-        tmp_path, DEBUG="false", SECRET_KEY="s3cret", FIELD_ENCRYPTION_KEY="k3y", ALLOWED_HOSTS=hosts
+        tmp_path,
+        DEBUG="false",
+        SECRET_KEY="s3cret",
+        FIELD_ENCRYPTION_KEY="k3y",
+        ALLOWED_HOSTS=hosts,
     )
     # then
     assert completed.returncode != 0

@@ -103,9 +103,7 @@ def test_org_form_error_does_not_echo_the_credential(admin_client):
     assert org.semrush_credential() is None
 
 
-def test_token_created_in_admin_is_shown_once_on_the_page_and_stored_hashed(
-    admin_client, caplog
-):
+def test_token_created_in_admin_is_shown_once_on_the_page_and_stored_hashed(admin_client, caplog):
     # given
     user = UserFactory(username="bob")
     caplog.set_level(logging.DEBUG)

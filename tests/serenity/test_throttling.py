@@ -80,9 +80,7 @@ def test_failed_authentications_per_address_are_429_even_for_a_right_token(
     path = f"/v2/orgs/{plain_org.id}/brands"
     guesser = APIClient()
     # when one address tries wrong tokens
-    answers = [
-        guesser.get(path, HTTP_AUTHORIZATION=f"Bearer srn_wrong{n}") for n in range(4)
-    ]
+    answers = [guesser.get(path, HTTP_AUTHORIZATION=f"Bearer srn_wrong{n}") for n in range(4)]
     # then the first three are 401 and the fourth is 429
     assert [a.status_code for a in answers] == [401, 401, 401, 429]
     assert answers[0].json() == UNAUTHENTICATED
@@ -125,9 +123,7 @@ def test_an_unreachable_throttle_cache_lets_requests_through(settings, plain_org
     caller = make_caller(plain_org)
     # when
     answers = [_create_brand(caller, f"Brand {n}") for n in range(2)]
-    bad = APIClient().get(
-        f"/v2/orgs/{plain_org.id}/brands", HTTP_AUTHORIZATION="Bearer srn_wrong"
-    )
+    bad = APIClient().get(f"/v2/orgs/{plain_org.id}/brands", HTTP_AUTHORIZATION="Bearer srn_wrong")
     # then the service answers as without throttles
     assert [a.status_code for a in answers] == [201, 201]
     assert bad.status_code == 401
