@@ -27,15 +27,12 @@ pytestmark = pytest.mark.schemathesis
 ROOT = Path(__file__).resolve().parents[2]
 ST = str(Path(sys.executable).parent / "st")
 
-CHECKS = ",".join(
-    [
-        "not_a_server_error",
-        "status_code_conformance",
-        "content_type_conformance",
-        "response_headers_conformance",
-        "response_schema_conformance",
-    ]
-)
+# Every check schemathesis has, except the two that compare the document's constraints with
+# the validation (schema-valid data rejected / schema-violating data accepted): those still
+# differ in places (reported on issue 18; SPEC §10.3 "constraints equal the validation" is
+# issue 16's). Server errors and conformance of status, content type, headers, body, Allow
+# and unsupported methods are all checked.
+EXCLUDED_CHECKS = "negative_data_rejection,positive_data_acceptance"
 # Bounds: the run stops at whichever comes first.
 MAX_TIME_SECONDS = int(os.environ.get("SERENITY_SCHEMATHESIS_MAX_TIME", "40"))
 MAX_EXAMPLES = int(os.environ.get("SERENITY_SCHEMATHESIS_MAX_EXAMPLES", "25"))
@@ -74,7 +71,9 @@ def test_generated_requests_get_no_server_error_and_conform_to_the_schema(stack,
             "run",
             f"{stack.api_url}/api/schema/",
             "--checks",
-            CHECKS,
+            "all",
+            "--exclude-checks",
+            EXCLUDED_CHECKS,
             "--header",
             f"Authorization: Bearer {token}",
             "--max-examples",
@@ -104,7 +103,9 @@ def test_generated_requests_get_no_server_error_and_conform_to_the_schema(stack,
     # then no failure of any check
     report = completed.stdout[-20000:] + completed.stderr[-5000:]
     assert completed.returncode == 0, report
-    counts = re.search(r"(\d+) generated, (\d+) passed\s*$", completed.stdout, re.MULTILINE)
+    counts = re.search(
+        r"(\d+) generated, (\d+) passed(?:, \d+ skipped)?\s*$", completed.stdout, re.MULTILINE
+    )
     assert counts is not None, report
     generated, passed = int(counts[1]), int(counts[2])
     assert generated == passed > 0, report
