@@ -341,7 +341,7 @@ if SERENITY_THROTTLE_CACHE_URL:
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": SERENITY_THROTTLE_CACHE_URL,
         "KEY_PREFIX": "serenity-throttle",
-        "OPTIONS": {"socket_connect_timeout": 0.25, "socket_timeout": 0.25},
+        "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2},
     }
 else:
     CACHES["throttle"] = {

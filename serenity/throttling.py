@@ -9,12 +9,16 @@
 Both answer 429 `rateLimited` with `Retry-After` (serenity/api/errors.py). Rates are read from
 settings at each request (DRF's own throttles read them once, at import). The counts live in
 Redis when the broker is Redis; when Redis cannot be reached a throttle lets the request
-through: the throttle protects the service, it must not take it down with the cache.
+through: the throttle protects the service, it must not take it down with the cache. After
+one failure the process leaves the cache alone for a few seconds (`CACHE_OUTAGE`), so an
+unreachable Redis costs one short timeout per process now and then, not two per request (the
+async accept path must answer within its ~1 s publish bound while the broker is down).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, ClassVar
 
 import redis
@@ -33,6 +37,34 @@ logger = logging.getLogger("serenity.throttling")
 CACHE_UNAVAILABLE_ERRORS = (redis.RedisError, OSError)
 
 
+class CacheOutage:
+    """This process' view of the throttle cache: after a failure, throttles let requests
+    through without touching the cache for `pause_seconds`."""
+
+    pause_seconds = 5.0
+
+    def __init__(self) -> None:
+        self.until = 0.0
+
+    @property
+    def active(self) -> bool:
+        return time.monotonic() < self.until
+
+    def begin(self) -> None:
+        self.until = time.monotonic() + self.pause_seconds
+        logger.warning(
+            "throttle cache unavailable; requests go through unthrottled for %.0f s",
+            self.pause_seconds,
+            exc_info=True,
+        )
+
+    def end(self) -> None:
+        self.until = 0.0
+
+
+CACHE_OUTAGE = CacheOutage()
+
+
 class SharedCacheRateThrottle(SimpleRateThrottle):
     rate_setting: ClassVar[str]
     # Set by SimpleRateThrottle.__init__ from the parsed rate.
@@ -47,10 +79,12 @@ class SharedCacheRateThrottle(SimpleRateThrottle):
         return str(getattr(settings, self.rate_setting))
 
     def allow_request(self, request: Request, view: Any) -> bool:
+        if CACHE_OUTAGE.active:
+            return True
         try:
             return super().allow_request(request, view)
         except CACHE_UNAVAILABLE_ERRORS:
-            logger.warning("throttle cache unavailable; request let through", exc_info=True)
+            CACHE_OUTAGE.begin()
             return True
 
 
@@ -79,13 +113,16 @@ class AuthFailureThrottle(SharedCacheRateThrottle):
     def refusal_wait(self, request: Request) -> float | None:
         """Seconds until this address may try again, or None when it is under the limit.
         Records nothing."""
-        try:
-            self.key = self.get_cache_key(request, None)
-            self.history = self.cache.get(self.key, [])
-        except CACHE_UNAVAILABLE_ERRORS:
-            logger.warning("throttle cache unavailable; request let through", exc_info=True)
-            self.key = None
+        self.key = None
+        if CACHE_OUTAGE.active:
             return None
+        try:
+            key = self.get_cache_key(request, None)
+            self.history = self.cache.get(key, [])
+        except CACHE_UNAVAILABLE_ERRORS:
+            CACHE_OUTAGE.begin()
+            return None
+        self.key = key
         self.now = self.timer()
         while self.history and self.history[-1] <= self.now - self.duration:
             self.history.pop()
@@ -100,7 +137,7 @@ class AuthFailureThrottle(SharedCacheRateThrottle):
         try:
             self.throttle_success()
         except CACHE_UNAVAILABLE_ERRORS:
-            logger.warning("throttle cache unavailable; failure not counted", exc_info=True)
+            CACHE_OUTAGE.begin()
 
 
 def client_address(request: HttpRequest) -> str:
