@@ -22,7 +22,7 @@ import pytest
 
 from tests.harness import Stack, StackConfig
 
-pytestmark = pytest.mark.schemathesis
+pytestmark = pytest.mark.live
 
 ROOT = Path(__file__).resolve().parents[2]
 ST = str(Path(sys.executable).parent / "st")
