@@ -7,6 +7,7 @@ so that a typo in a variable name fails in one place and settings.py stays decla
 from __future__ import annotations
 
 import os
+import re
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -82,3 +83,17 @@ def env_secret(name: str) -> str:
 def env_secret_list(name: str) -> tuple[str, ...]:
     """Comma-separated secrets in order; whitespace-only items are dropped (see env_secret)."""
     return tuple(item for item in os.environ.get(name, "").split(",") if item.strip())
+
+
+_RATE = re.compile(r"^[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)$")
+
+
+def env_rate(name: str, default: str) -> str:
+    """A DRF throttle rate, `N/s`, `N/min`, `N/hour` or `N/day`, checked at start (DRF itself
+    would only fail on the first request it throttles)."""
+    raw = os.environ.get(name, "").strip() or default
+    if not _RATE.match(raw):
+        raise ImproperlyConfigured(
+            f"{name} must be a rate such as 30/s, 30/min, 100/hour or 1000/day, got {raw!r}"
+        )
+    return raw

@@ -19,6 +19,7 @@ from config.env import (
     env_float_list,
     env_int,
     env_list,
+    env_rate,
     env_secret,
     env_secret_list,
     env_str,
@@ -348,8 +349,8 @@ else:
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
         "LOCATION": "serenity-throttle",
     }
-SERENITY_THROTTLE_WRITES = env_str("SERENITY_THROTTLE_WRITES", "30/s")
-SERENITY_THROTTLE_AUTH_FAILURES = env_str("SERENITY_THROTTLE_AUTH_FAILURES", "30/min")
+SERENITY_THROTTLE_WRITES = env_rate("SERENITY_THROTTLE_WRITES", "30/s")
+SERENITY_THROTTLE_AUTH_FAILURES = env_rate("SERENITY_THROTTLE_AUTH_FAILURES", "30/min")
 REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["serenity.throttling.WriteRateThrottle"]
 # How many proxies in front of gunicorn append to X-Forwarded-For: 0 means the client address
 # is the socket's peer (REMOTE_ADDR), so a forged X-Forwarded-For cannot dodge the throttle.
