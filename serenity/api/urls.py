@@ -32,6 +32,7 @@ urlpatterns = [
     path(f"{B}/serenity/activate", serenity_routes.ActivateView.as_view()),
     path(f"{B}/serenity/deactivate", serenity_routes.DeactivateView.as_view()),
     path(f"{B}/serenity/prompts", prompts.PromptCollectionView.as_view()),
+    path(f"{B}/serenity/jobs", jobs.JobCollectionView.as_view()),
     path(f"{B}/serenity/jobs/<str:job_id>", jobs.JobDetailView.as_view()),
     path(f"{B}/serenity/prompts/jobs/<str:job_id>", jobs.JobDetailView.as_view()),
     path(f"{B}/serenity/jobs/<str:job_id>/cancel", jobs.JobCancelView.as_view()),
