@@ -1,5 +1,5 @@
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from serenity.api import brands, health, jobs, prompts, serenity_routes
 
@@ -20,6 +20,16 @@ urlpatterns = [
             url_name="schema", permission_classes=[], authentication_classes=[]
         ),
         name="docs",
+    ),
+    path(
+        "api/redoc/",
+        SpectacularRedocView.as_view(
+            url_name="schema",
+            template_name="serenity/redoc.html",
+            permission_classes=[],
+            authentication_classes=[],
+        ),
+        name="redoc",
     ),
     path("v2/orgs/<str:org_id>/brands", brands.BrandCollectionView.as_view()),
     path("v2/orgs/<str:org_id>/serenity/languages", serenity_routes.LanguagesView.as_view()),

@@ -57,8 +57,13 @@ def _health_operation(
     }
 
 
-def _json_response(description: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
+def _json_response(
+    description: str, schema: dict[str, Any], example: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": schema, "example": example}},
+    }
 
 
 _REACHABILITY = {"type": "string", "enum": ["ok", "unreachable"]}
@@ -81,14 +86,24 @@ _LIVENESS = {
 
 HEALTH_PATHS: dict[str, dict[str, Any]] = {
     "/healthz": _health_operation(
-        "healthz", "Liveness", {"200": _json_response("The process answers.", _LIVENESS)}
+        "healthz",
+        "Liveness",
+        {"200": _json_response("The process answers.", _LIVENESS, {"status": "ok"})},
     ),
     "/readyz": _health_operation(
         "readyz",
         "Readiness: database and broker reachable",
         {
-            "200": _json_response("Ready.", _READINESS),
-            "503": _json_response("The database or the broker is unreachable.", _READINESS),
+            "200": _json_response(
+                "Ready.",
+                _READINESS,
+                {"status": "ok", "checks": {"database": "ok", "broker": "ok"}},
+            ),
+            "503": _json_response(
+                "The database or the broker is unreachable.",
+                _READINESS,
+                {"status": "unavailable", "checks": {"database": "ok", "broker": "unreachable"}},
+            ),
         },
     ),
     "/metrics": _health_operation(
