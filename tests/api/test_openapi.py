@@ -246,3 +246,18 @@ def test_the_lists_document_limit_cursor_and_next_cursor(document):
         "FAILED",
         "IN_PROGRESS",
     ]
+
+
+def test_request_constraints_equal_the_validation(document):
+    schemas = document["components"]["schemas"]
+    market = schemas["MarketCreateRequest"]["properties"]
+    assert market["market"]["pattern"] == "^[A-Za-z]{2}$"
+    assert market["languageCode"]["pattern"] == "^[A-Za-z]{2,3}(-[A-Za-z]{2,4})?$"
+    assert market["brandNames"]["minItems"] == 1
+    assert market["brandNames"]["maxItems"] == 50
+    assert market["brandNames"]["items"]["pattern"] == "\\S"
+    prompts = schemas["PromptsRequest"]["properties"]["prompts"]
+    assert (prompts["minItems"], prompts["maxItems"]) == (1, 500)
+    markets = schemas["ActivateRequest"]["properties"]["markets"]
+    assert (markets["minItems"], markets["maxItems"]) == (1, 50)
+    assert schemas["BrandCreateRequest"]["properties"]["name"]["pattern"] == "\\S"
