@@ -248,8 +248,8 @@ CELERY_BEAT_SCHEDULE = {
 # --- Issue 16 / SPEC §10.3: API consumers ---------------------------------------------------
 # Idempotency-Key answers are kept this long after the answer; beat deletes expired ones.
 IDEMPOTENCY_TTL_SECONDS = env_int("IDEMPOTENCY_TTL_SECONDS", 86400)
-# A claimed key never answered (its process died) is taken over after this long. Above any
-# request's own bound (a sync settle waits at most poll attempts x interval, plus upstream timeouts).
+# A claimed key never answered (its process died) is taken over after this long: above any
+# request's own bound (a sync settle: poll attempts x interval, plus upstream timeouts).
 IDEMPOTENCY_IN_FLIGHT_SECONDS = env_int("IDEMPOTENCY_IN_FLIGHT_SECONDS", 600)
 IDEMPOTENCY_PURGE_INTERVAL_SECONDS = env_float("IDEMPOTENCY_PURGE_INTERVAL_SECONDS", 3600.0)
 CELERY_BEAT_SCHEDULE["serenity-idempotency-purge"] = {

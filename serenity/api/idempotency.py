@@ -45,8 +45,10 @@ class IdempotencyMixin(APIView):
         if request.method not in IDEMPOTENT_METHODS or HEADER not in request.headers:
             return
         key = idempotency_key_parse(request.headers[HEADER])
+        user_id = request.user.pk
+        assert user_id is not None  # IsAuthenticated ran before (a 401 never claims a key)
         outcome = idempotency_key_claim(
-            user_id=request.user.pk,
+            user_id=user_id,
             organization=organization,
             method=str(request.method),
             path=request.path,

@@ -198,7 +198,7 @@ def test_the_202_and_the_409_guard_examples(document):
     ops = operations(document)
     market_create = ops[("post", f"{B}/serenity/markets")]
     accepted = market_create["responses"]["202"]["content"]["application/json"]["examples"]
-    assert list(accepted.values())[0]["value"] == {
+    assert next(iter(accepted.values()))["value"] == {
         "jobId": "c41d7e28-6a3f-4b19-8e05-2f9a6b3d71c0",
         "jobType": "provisionWorkspace",
         "status": "IN_PROGRESS",

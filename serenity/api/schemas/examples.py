@@ -98,7 +98,13 @@ JOB_COMPLETED_ITEM = {
     "createdAt": CREATED_AT,
     "updatedAt": UPDATED_AT,
 }
-JOB_IN_PROGRESS = {
+SETTLE_READ_DONE = {
+    "step": "provisionWorkspace",
+    "status": "COMPLETED",
+    "startedAt": "2026-01-15T09:30:00.200000Z",
+    "finishedAt": "2026-01-15T09:30:00.400000Z",
+}
+JOB_IN_PROGRESS: dict[str, Any] = {
     "jobId": JOB_ID,
     "jobType": "provisionWorkspace",
     "status": "IN_PROGRESS",
@@ -147,5 +153,5 @@ JOB_CANCELLED = {
         "message": "The provisioning was cancelled.",
         "retryable": True,
     },
-    "steps": [{**JOB_IN_PROGRESS["steps"][0]}],
+    "steps": [SETTLE_READ_DONE],
 }

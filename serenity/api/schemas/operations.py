@@ -4,6 +4,7 @@ body, the response headers and the error envelopes it can answer with."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -182,7 +183,7 @@ BRAND_STATUS_QUERY = OpenApiParameter(
 
 
 def accepted(
-    serializer: type[serializers.Serializer], value: dict[str, object] = ex.JOB_ACCEPTED
+    serializer: type[serializers.Serializer], value: Mapping[str, Any] = ex.JOB_ACCEPTED
 ) -> OpenApiResponse:
     return OpenApiResponse(
         serializer,
