@@ -91,7 +91,8 @@ def test_list_markets_returns_the_live_ones(sw_writer, sim, brand):
                 "workspaceId": brand.semrush_sub_workspace_id,
                 **stamps(us),
             }
-        ]
+        ],
+        "nextCursor": None,
     }
     assert calls(sim)[setup:] == []
 
