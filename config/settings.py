@@ -244,6 +244,29 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 3600.0,
     },
 }
+
+# --- Issue 16 / SPEC §10.3: API consumers ---------------------------------------------------
+# Idempotency-Key answers are kept this long after the answer; beat deletes expired ones.
+IDEMPOTENCY_TTL_SECONDS = env_int("IDEMPOTENCY_TTL_SECONDS", 86400)
+# A claimed key never answered (its process died) is taken over after this long: above any
+# request's own bound (a sync settle: poll attempts x interval, plus upstream timeouts).
+IDEMPOTENCY_IN_FLIGHT_SECONDS = env_int("IDEMPOTENCY_IN_FLIGHT_SECONDS", 600)
+IDEMPOTENCY_PURGE_INTERVAL_SECONDS = env_float("IDEMPOTENCY_PURGE_INTERVAL_SECONDS", 3600.0)
+CELERY_BEAT_SCHEDULE["serenity-idempotency-purge"] = {
+    "task": "serenity.purge_idempotency_keys",
+    "schedule": IDEMPOTENCY_PURGE_INTERVAL_SECONDS,
+}
+# Pagination of the brand, market and job lists: `?limit=` bounds and default.
+SERENITY_PAGE_SIZE_DEFAULT = 100
+SERENITY_PAGE_SIZE_MAX = 500
+# Retry-After on a job in progress: seconds until its next scheduled step, within these bounds.
+SERENITY_RETRY_AFTER_MAX_SECONDS = 60
+# Swagger UI and Redoc from drf-spectacular-sidecar's static files (no CDN).
+INSTALLED_APPS.append("drf_spectacular_sidecar")
+SPECTACULAR_SETTINGS.update(
+    SWAGGER_UI_DIST="SIDECAR", SWAGGER_UI_FAVICON_HREF="SIDECAR", REDOC_DIST="SIDECAR"
+)
+
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # --- Logging: one JSON object per line -------------------------------------------------------

@@ -220,3 +220,44 @@ class Prompt(models.Model):
 
     def __str__(self) -> str:
         return self.text[:60]
+
+
+class IdempotencyKey(models.Model):
+    """The first answer to a keyed POST or PATCH under `/v2` (SPEC §10.3).
+
+    The row is claimed by its INSERT, before the work starts: the unique constraint on the scope
+    (user, org, method, path, key) lets exactly one of several concurrent requests in. Until the
+    answer is recorded `response_status` is NULL ("in flight"). A 5xx answer deletes the row
+    (the key is released); any other answer is kept until `expires_at`.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    method = models.CharField(max_length=8)
+    path = models.CharField(max_length=2000)
+    key = models.CharField(max_length=255)
+    # SHA-256 of the request body as canonical JSON (sorted keys, no whitespace).
+    request_digest = models.CharField(max_length=64)
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.JSONField(null=True, blank=True)
+    # Only the headers SPEC §10.3 replays: Location and Retry-After.
+    response_headers = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "organization", "method", "path", "key"],
+                name="uniq_idempotency_key_scope",
+            ),
+        ]
+        indexes = [models.Index(fields=["expires_at"], name="idempotency_expiry_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path} [{self.key}]"
+
+    @property
+    def is_in_flight(self) -> bool:
+        return self.response_status is None

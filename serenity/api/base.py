@@ -5,20 +5,21 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from rest_framework.request import Request
-from rest_framework.views import APIView
 
 from kernel import context
+from serenity.api.idempotency import IdempotencyMixin
 from serenity.selectors import CallerScope, caller_scope_resolve
 
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
-class OrgScopedView(APIView):
+class OrgScopedView(IdempotencyMixin):
     """Runs SPEC §4's checks in their order before the handler.
 
     DRF authenticates first (401 with `WWW-Authenticate: Bearer`); then path ids are validated
     (400), then org (404), membership and role (403), brand (404) and, on `B/serenity/*`
-    routes that need it, Serenity being on for the brand (404 serenityNotActive).
+    routes that need it, Serenity being on for the brand (404 serenityNotActive); then a POST
+    or PATCH with an `Idempotency-Key` claims it or replays the stored answer (SPEC §10.3).
     """
 
     serenity_route: ClassVar[bool] = False
@@ -39,6 +40,7 @@ class OrgScopedView(APIView):
             require_serenity_active=self.require_serenity_active,
         )
         context.bind(org_id=self.scope.organization.id, brand_id=kwargs.get("brand_id"))
+        self.idempotency_key_begin(request, self.scope.organization)
 
 
 class SerenityView(OrgScopedView):
