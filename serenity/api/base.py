@@ -8,9 +8,11 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from kernel import context
+from kernel.errors import InvalidRequestError
 from serenity.selectors import CallerScope, caller_scope_resolve
 
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 class OrgScopedView(APIView):
@@ -18,7 +20,8 @@ class OrgScopedView(APIView):
 
     DRF authenticates first (401 with `WWW-Authenticate: Bearer`); then path ids are validated
     (400), then org (404), membership and role (403), brand (404) and, on `B/serenity/*`
-    routes that need it, Serenity being on for the brand (404 serenityNotActive).
+    routes that need it, Serenity being on for the brand (404 serenityNotActive); then the body
+    of a POST/PUT/PATCH must be a JSON object.
     """
 
     serenity_route: ClassVar[bool] = False
@@ -39,6 +42,16 @@ class OrgScopedView(APIView):
             require_serenity_active=self.require_serenity_active,
         )
         context.bind(org_id=self.scope.organization.id, brand_id=kwargs.get("brand_id"))
+        if request.method in BODY_METHODS:
+            require_json_object(request)
+
+
+def require_json_object(request: Request) -> None:
+    """Every body is read and checked, also on routes that take no fields (deactivate, cancel):
+    not JSON → 415 `unsupportedMediaType`, a JSON value that is not an object → 400
+    `invalidRequest`, before the route does anything (SPEC §10.2). An empty body is `{}`."""
+    if not isinstance(request.data, dict):
+        raise InvalidRequestError("The body must be a JSON object.")
 
 
 class SerenityView(OrgScopedView):
