@@ -2,7 +2,7 @@
 
 A brand's name becomes the title of its upstream workspace, so it must be one clean line:
 trimmed, with no control characters (Unicode Cc) and no bidirectional overrides or isolates
-(U+202A–U+202E, U+2066–U+2069), which would make a title read differently from what it is.
+(U+202A to U+202E, U+2066 to U+2069), which would make a title read differently from what it is.
 Uniqueness compares the NFKC-normalised, case-folded name, so a full-width or otherwise
 compatibility-equivalent look-alike of an existing name is the same name.
 """
