@@ -65,8 +65,8 @@ def test_gone_workspace_heals_market_create_then_activate_then_market_create(
     response = sw_writer.post(
         f"{b_path(sw_writer, brand)}/serenity/markets", {"market": "US", "languageCode": "en"}
     )
-    # then subworkspaceGone after the catalogue, one status read and one family listing; pointer cleared,
-    # markets tombstoned, the attempt failed (gone)
+    # then subworkspaceGone after the catalogue, one status read and one family listing;
+    # pointer cleared, markets tombstoned, the attempt failed (gone)
     assert_error(response, 502, "subworkspaceGone")
     assert calls(sim)[setup:] == [languages(), status_read(workspace), family(sim.parent_id)]
     assert Brand.objects.get(pk=brand.pk).semrush_sub_workspace_id is None
