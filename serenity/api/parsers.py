@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import IO, Any
 
 from rest_framework.parsers import JSONParser
 
@@ -36,10 +37,10 @@ class BoundedJSONParser(JSONParser):
 
     def parse(
         self,
-        stream: Any,
+        stream: IO[Any],
         media_type: str | None = None,
-        parser_context: dict[str, Any] | None = None,
-    ) -> Any:
+        parser_context: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         try:
             data = super().parse(stream, media_type, parser_context)
         except RecursionError:
