@@ -296,3 +296,16 @@ LOGGING = {
         "celery.worker.strategy": {"level": CELERY_TASK_LOG_LEVEL},
     },
 }
+
+# --- Issue 15 / SPEC §10.2: bad input never answers 500 -----------------------------------------
+# Bodies over this size answer 413 `requestTooLarge` before any view reads them
+# (kernel.request_limits); Django's own limit on reading a body agrees with it.
+SERENITY_MAX_BODY_BYTES = env_int("SERENITY_MAX_BODY_BYTES", 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = SERENITY_MAX_BODY_BYTES
+# Right after the request id is bound, before anything reads the path or the body.
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("kernel.middleware.RequestContextMiddleware") + 1,
+    "kernel.request_limits.RequestLimitsMiddleware",
+)
+# JSON nested deeper than 64 levels → 400 `invalidRequest`, for every route.
+REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = ["serenity.api.parsers.BoundedJSONParser"]

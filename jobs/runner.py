@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError
 
 from jobs import services
-from jobs.models import AsyncJob
+from jobs.models import AsyncJob, JobStatus
 from kernel import context
 from kernel.metrics import STEP_DURATION
 
@@ -29,6 +29,9 @@ class StepRun:
     # Set when this step made its chained successor runnable without publishing it: this
     # worker claims and runs it next, in the same task (`hand_over`).
     successor: uuid.UUID | None = None
+    # The status this step finished its job with (`endings.step_commit` of a `Finish`): a step
+    # that returns normally after ending its job FAILED did not end "ok".
+    finished_status: str | None = None
 
     def renew(self) -> bool:
         """Extend the lease now. False: the claim was lost (a checkpointing step stops)."""
@@ -116,7 +119,7 @@ def _run_claimed(run: StepRun, handlers: StepHandlers) -> None:
         logger.debug("step started", extra={"run_count": job.run_count})
         try:
             handlers.run(run)
-            outcome = "ok"
+            outcome = "failed" if run.finished_status == JobStatus.FAILED else "ok"
         except (OperationalError, InterfaceError):
             logger.warning(
                 "step interrupted by a database error; the lease will expire and "

@@ -41,6 +41,7 @@ from provisioning.exceptions import (
     JOB_FAILED_MESSAGE,
     SubworkspaceCreationFailedError,
     SubworkspaceCreationTimeoutError,
+    SubworkspaceGoneError,
     UpstreamError,
     UpstreamRateLimitedError,
     attempt_reason,
@@ -58,6 +59,7 @@ from provisioning.workspace import (
     cleanup_candidate,
     empty_quietly,
     workspace_create_or_adopt,
+    workspace_gone_heal,
     workspace_promote,
     workspace_read_readiness,
 )
@@ -296,7 +298,20 @@ def _provision_hop(run: StepRun, attempt: ProvisioningAttempt) -> StepEnd:
             services.attempt_cancel(attempt_id=attempt.id)
             return StoodDown(ProvisioningAttempt.objects.get(pk=attempt.id))
         assert candidate is not None
-        readiness = workspace_read_readiness(client=client, workspace_id=candidate)
+        try:
+            readiness = workspace_read_readiness(client=client, workspace_id=candidate)
+        except SubworkspaceGoneError:
+            if attempt.freshly_created or brand_pointer(brand.pk) != candidate:
+                raise
+            # The brand's own pointer is gone upstream: heal (clear it, tombstone the markets).
+            return Failed(
+                workspace_gone_heal(
+                    client=client,
+                    brand_id=brand.pk,
+                    workspace_id=candidate,
+                    parent_id=organization.semrush_parent_workspace_id,
+                )
+            )
     except UpstreamRateLimitedError as exc:
         return RetryLater(exc.retry_after or 30.0)
     except DomainError as error:

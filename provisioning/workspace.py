@@ -20,6 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from kernel.errors import DomainError
 from provisioning import states
@@ -27,14 +28,16 @@ from provisioning.exceptions import (
     AmbiguousWorkspaceError,
     SubworkspaceCreationFailedError,
     SubworkspaceCreationTimeoutError,
+    SubworkspaceGoneError,
     UpstreamError,
+    UpstreamForbiddenError,
     WorkspaceMisconfiguredError,
     WorkspaceNotEmptyError,
 )
 from provisioning.models import AttemptReason, AttemptStatus, ProvisioningAttempt
 from provisioning.semrush import SemrushClient, SemrushError, SemrushGoneError
 from provisioning.upstream import client_for_org, translate_upstream
-from serenity.models import Brand, BrandStatus
+from serenity.models import Brand, BrandStatus, Market
 
 logger = logging.getLogger("serenity.provisioning")
 
@@ -324,7 +327,14 @@ def workspace_ensure(
             candidate_record(attempt_id=attempt_id, workspace=workspace)
     try:
         if settle:
-            workspace_settle(client=client, workspace_id=workspace.id)
+            try:
+                workspace_settle(client=client, workspace_id=workspace.id)
+            except SubworkspaceGoneError as gone:
+                if pointer is None:
+                    raise
+                raise workspace_gone_heal(
+                    client=client, brand_id=brand.pk, workspace_id=pointer, parent_id=parent_id
+                ) from gone
         if pointer is None:
             try:
                 promotion = workspace_promote(
@@ -339,6 +349,42 @@ def workspace_ensure(
             empty_quietly(client=client, workspace_id=workspace.id, parent_id=parent_id)
         raise
     return workspace
+
+
+def workspace_gone_heal(
+    *, client: SemrushClient, brand_id: uuid.UUID, workspace_id: str, parent_id: str | None
+) -> DomainError:
+    """The brand's own workspace answered 403 (unknown): heal, and return the error that ends
+    the work (SPEC §10.2). Every path that meets `SubworkspaceGoneError` on the brand's pointer
+    calls this.
+
+    Confirm by listing the parent's family. The workspace is not there: clear the brand's
+    pointer, conditionally (only while it still holds `workspace_id`: a concurrent activate may
+    already have provisioned a new one), tombstone the brand's markets (their projects went with
+    the workspace), and return `SubworkspaceGoneError`; a following activate provisions a new
+    workspace. The workspace is still listed: the 403 was a refusal, not a deletion, nothing is
+    written (`UpstreamForbiddenError`). The family cannot be read: nothing is written, its
+    error is returned."""
+    try:
+        family = client.list_family(parent_id=parent_id) if parent_id else []
+    except SemrushError as exc:
+        return translate_upstream(exc)
+    if any(str(ws.get("id", "")) == workspace_id for ws in family):
+        return UpstreamForbiddenError()
+    now = timezone.now()
+    with transaction.atomic():
+        cleared = Brand.objects.filter(pk=brand_id, semrush_sub_workspace_id=workspace_id).update(
+            semrush_sub_workspace_id=None, updated_at=now
+        )
+        if cleared:
+            Market.objects.filter(brand_id=brand_id, deleted_at__isnull=True).update(
+                deleted_at=now, reserved_by=None, updated_at=now
+            )
+    logger.warning(
+        "the brand's workspace is gone upstream; pointer cleared",
+        extra={"workspace_id": workspace_id, "pointer_cleared": bool(cleared)},
+    )
+    return SubworkspaceGoneError()
 
 
 def brand_pointer(brand_id: uuid.UUID) -> str | None:

@@ -14,11 +14,11 @@ from django import forms
 from django.contrib import admin, messages
 from django.db import models
 from django.db.models import QuerySet
-from django.db.models.functions import Lower, Trim
 from django.http import HttpRequest
 
 from provisioning.models import ProvisioningAttempt
 from serenity.models import ApiToken, Brand, BrandStatus, Market, Membership, Organization, Prompt
+from serenity.names import brand_name_key
 from serenity.services import api_token_create, api_token_revoke
 
 
@@ -240,8 +240,9 @@ class BrandAdminForm(forms.ModelForm):
         status = cleaned.get("status", self.instance.status)
         if name and status != BrandStatus.DELETED:
             clash = (
-                Brand.objects.annotate(name_key=Lower(Trim("name")))
-                .filter(organization_id=self.instance.organization_id, name_key=name.lower())
+                Brand.objects.filter(
+                    organization_id=self.instance.organization_id, name_key=brand_name_key(name)
+                )
                 .exclude(status=BrandStatus.DELETED)
                 .exclude(pk=self.instance.pk)
                 .exists()

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
-from django.db.models.functions import Lower, Trim
 
 from kernel.crypto import decrypt_secret, encrypt_secret
+from serenity.names import brand_name_key
 
 
 class WorkspaceMode(models.TextChoices):
@@ -109,6 +110,8 @@ class Brand(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="brands")
     name = models.CharField(max_length=200)
+    # What names collide on (SPEC §10.2): `brand_name_key(name)`, kept in step by `save()`.
+    name_key = models.CharField(max_length=400, editable=False)
     workspace_mode = models.CharField(
         max_length=20, choices=WorkspaceMode.choices, default=WorkspaceMode.SUBWORKSPACE
     )
@@ -128,16 +131,25 @@ class Brand(models.Model):
     class Meta:
         ordering = ["name"]
         constraints = [
+            # In the database, not in Python: two concurrent creates of look-alike names
+            # cannot both commit.
             models.UniqueConstraint(
-                Lower(Trim("name")),
                 "organization",
+                "name_key",
                 condition=~Q(status="deleted"),
-                name="uniq_live_brand_name_per_org",
+                name="uniq_live_brand_name_key_per_org",
             ),
         ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.id})"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.name_key = brand_name_key(self.name)
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and "name" in update_fields:
+            kwargs["update_fields"] = {*update_fields, "name_key"}
+        super().save(*args, **kwargs)
 
     @property
     def is_serenity_active(self) -> bool:

@@ -20,6 +20,7 @@ from kernel.errors import DomainError
 from provisioning import chain, guard, services
 from provisioning.exceptions import (
     ProvisioningIncompleteError,
+    SubworkspaceGoneError,
     WorkspaceMisconfiguredError,
     attempt_reason,
 )
@@ -42,7 +43,7 @@ from provisioning.markets import (
 from provisioning.models import AttemptReason, AttemptStartedBy, AttemptStatus, ProvisioningAttempt
 from provisioning.outcome import Accepted, Outcome
 from provisioning.upstream import client_for_org
-from provisioning.workspace import workspace_settle
+from provisioning.workspace import workspace_gone_heal, workspace_settle
 from serenity.exceptions import SliceExistsError
 from serenity.models import Brand, BrandStatus, Market, MarketStatus, WorkspaceMode
 
@@ -145,8 +146,13 @@ def _create_sync(*, brand: Brand, plan: MarketPlan, parent_id: str) -> Outcome:
     assert begun.pointer is not None
     try:
         workspace_settle(client=client, workspace_id=begun.pointer)
-    except DomainError as error:
+    except DomainError as settle_error:
         market_release(market_id=reservation.pk, owner=owner)
+        error = settle_error
+        if isinstance(error, SubworkspaceGoneError):
+            error = workspace_gone_heal(
+                client=client, brand_id=brand.pk, workspace_id=begun.pointer, parent_id=parent_id
+            )
         # A settle failure of the brand's own workspace is a provisioning failure; any other
         # error leaves the attempt ready (the workspace was not touched).
         provisioning_failure = hasattr(error, "reason")
@@ -156,7 +162,9 @@ def _create_sync(*, brand: Brand, plan: MarketPlan, parent_id: str) -> Outcome:
             reason=attempt_reason(error),
             error=error.message,
         )
-        raise
+        if error is settle_error:
+            raise
+        raise error from settle_error
     except Exception:
         market_release(market_id=reservation.pk, owner=owner)
         services.attempt_finish(attempt=attempt, ok=False, reason=AttemptReason.UNEXPECTED)
