@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from serenity.models import Brand
+from serenity.names import brand_name_key
 from tests.factories import AsyncJobFactory, BrandFactory, MarketFactory
 
 
@@ -52,7 +53,13 @@ def test_brand_pages_walk_every_live_brand_once(writer):
 
 def test_a_brand_page_is_100_by_default(writer):
     Brand.objects.bulk_create(
-        Brand(organization=writer.org, name=f"Brand {n:03d}", status="active") for n in range(101)
+        Brand(
+            organization=writer.org,
+            name=f"Brand {n:03d}",
+            name_key=brand_name_key(f"Brand {n:03d}"),  # bulk_create does not call save()
+            status="active",
+        )
+        for n in range(101)
     )
     body = writer.get(brands_url(writer)).json()
     assert len(body["brands"]) == 100
