@@ -292,3 +292,29 @@ def test_async_market_create_on_a_gone_workspace_heals(sw_writer, sim, brand, wo
     assert list(
         ProvisioningAttempt.objects.filter(brand=brand).values_list("status", "reason")
     ) == [("failed", "gone")]
+
+
+def test_a_403_on_a_project_create_in_the_brands_workspace_heals(sw_writer, sim, brand, workspace):
+    # given a workspace deleted upstream whose status read and project listing still answer
+    delete_upstream(sim, workspace)
+    for path, body in (
+        (f"/workspaces/{workspace}/status$", {"status": "active"}),
+        (f"/workspaces/{workspace}/projects$", {"page": 1, "total": 0, "items": []}),
+    ):
+        sim_request(
+            sim,
+            "POST",
+            "/__sim/faults",
+            {"method": "GET", "pathRegex": path, "status": 200, "body": body},
+        )
+    # when a project activation creates a market there
+    response = sw_writer.post(
+        f"{b_path(sw_writer, brand)}/serenity/activate",
+        {"brandDomain": "acme.example", "markets": [{"market": "US", "languageCode": "en"}]},
+    )
+    # then the market's entry is subworkspaceGone and the pointer is cleared
+    assert response.status_code == 207, response.json()
+    [entry] = response.json()["markets"]
+    assert (entry["status"], entry["body"]["error"]) == (502, "subworkspaceGone")
+    assert Brand.objects.get(pk=brand.pk).semrush_sub_workspace_id is None
+    assert not Market.objects.filter(brand=brand, deleted_at__isnull=True).exists()
