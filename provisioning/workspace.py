@@ -311,39 +311,56 @@ def workspace_promote(
 def workspace_ensure(
     *, client: SemrushClient, brand: Brand, attempt_id: uuid.UUID | None, settle: bool
 ) -> Workspace:
-    """The sync paths' workspace: the brand's pointer (read from the database) if it has one,
-    else create-or-adopt, record the candidate and promote it. With `settle`, poll until the
-    workspace is ready first (poll mode), else skip the wait (skip mode).
+    """The sync paths' workspace: the brand's pointer (read from the database) if it is still
+    there upstream, else create-or-adopt, record the candidate and promote it. With `settle`,
+    poll until the workspace is ready first (poll mode), else skip the wait (skip mode).
+
+    The pointer is confirmed with one status read in skip mode (a not-ready status is fine),
+    by the settle reads in poll mode. A pointer gone upstream heals (`workspace_gone_heal`:
+    pointer cleared, markets tombstoned) and a new workspace is provisioned as for a brand
+    without one (SPEC §10.2); a 403 the family does not confirm raises the heal's error.
     A workspace this call created is emptied if a later part of this call fails."""
     parent_id = brand.organization.semrush_parent_workspace_id or ""
     pointer = brand_pointer(brand.pk)
     if pointer is not None:
-        workspace = Workspace(id=pointer, freshly_created=False)
-    else:
-        workspace = workspace_create_or_adopt(
-            client=client, brand=brand, parent_id=parent_id, attempt_id=attempt_id
-        )
+        try:
+            if settle:
+                workspace_settle(client=client, workspace_id=pointer)
+            else:
+                workspace_read_readiness(client=client, workspace_id=pointer)
+            return Workspace(id=pointer, freshly_created=False)
+        except SubworkspaceGoneError as gone:
+            healed = workspace_gone_heal(
+                client=client, brand_id=brand.pk, workspace_id=pointer, parent_id=parent_id
+            )
+            if not isinstance(healed, SubworkspaceGoneError) or brand_pointer(brand.pk):
+                # Not confirmed gone, or a concurrent writer already set a new pointer.
+                raise healed from gone
         if attempt_id is not None:
-            candidate_record(attempt_id=attempt_id, workspace=workspace)
+            # The attempt began on the dead pointer: it now looks for a new candidate.
+            states.update_pending(
+                attempt_id=attempt_id,
+                only_if={"candidate_workspace_id": pointer},
+                candidate_workspace_id=None,
+                freshly_created=False,
+                workspace_promoted=False,
+            )
+    workspace = workspace_create_or_adopt(
+        client=client, brand=brand, parent_id=parent_id, attempt_id=attempt_id
+    )
+    if attempt_id is not None:
+        candidate_record(attempt_id=attempt_id, workspace=workspace)
     try:
         if settle:
-            try:
-                workspace_settle(client=client, workspace_id=workspace.id)
-            except SubworkspaceGoneError as gone:
-                if pointer is None:
-                    raise
-                raise workspace_gone_heal(
-                    client=client, brand_id=brand.pk, workspace_id=pointer, parent_id=parent_id
-                ) from gone
-        if pointer is None:
-            try:
-                promotion = workspace_promote(
-                    attempt_id=attempt_id, brand_id=brand.pk, workspace_id=workspace.id
-                )
-            except IntegrityError:
-                promotion = Promotion.SUPERSEDED
-            if promotion is not Promotion.PROMOTED:
-                raise UpstreamError("The workspace could not be recorded for this brand.")
+            workspace_settle(client=client, workspace_id=workspace.id)
+        try:
+            promotion = workspace_promote(
+                attempt_id=attempt_id, brand_id=brand.pk, workspace_id=workspace.id
+            )
+        except IntegrityError:
+            promotion = Promotion.SUPERSEDED
+        if promotion is not Promotion.PROMOTED:
+            raise UpstreamError("The workspace could not be recorded for this brand.")
     except DomainError:
         if workspace.freshly_created:
             empty_quietly(client=client, workspace_id=workspace.id, parent_id=parent_id)

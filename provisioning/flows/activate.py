@@ -7,6 +7,10 @@
 
 Async, each branch is one chain: provision-workspace → activate-brand-workspace (A, B) or
 activate-markets (C); the chained steps call the same functions as the sync path.
+
+Ensuring the workspace reads the pointer's status (once in skip mode, where a not-ready status
+is fine); a pointer gone upstream heals and a new workspace is provisioned as for a brand
+without one (SPEC §10.2).
 """
 
 from __future__ import annotations

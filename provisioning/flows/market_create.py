@@ -28,6 +28,7 @@ from provisioning.flows.common import (
     MarketPlan,
     chain_create,
     check_market_cap,
+    healed_if_gone,
     market_provision_planned,
     market_request_for,
     require_parent,
@@ -170,23 +171,36 @@ def _create_sync(*, brand: Brand, plan: MarketPlan, parent_id: str) -> Outcome:
         services.attempt_finish(attempt=attempt, ok=False, reason=AttemptReason.UNEXPECTED)
         raise
     try:
-        outcome = market_provision(
+        outcome = healed_if_gone(
+            market_provision(
+                client=client,
+                brand=brand,
+                market=reservation,
+                owner=owner,
+                workspace_id=begun.pointer,
+                request=request,
+                owned_workspace=True,
+                delete_on_failure=False,
+            ),
             client=client,
             brand=brand,
-            market=reservation,
-            owner=owner,
             workspace_id=begun.pointer,
-            request=request,
             owned_workspace=True,
-            delete_on_failure=False,
         )
     except Exception:
         # Never leave the brand leased to a request that is gone (a kept reservation is
         # resumable once its owner has finished).
         services.attempt_finish(attempt=attempt, ok=False, reason=AttemptReason.UNEXPECTED)
         raise
-    services.attempt_finish(attempt=attempt, ok=True)
     assert outcome is not None
+    if outcome.body.get("error") == SubworkspaceGoneError.code:
+        # The brand's workspace is gone (healed above): a provisioning failure, as when the
+        # settle read meets it.
+        services.attempt_finish(
+            attempt=attempt, ok=False, reason=AttemptReason.GONE, error=outcome.body["message"]
+        )
+        return outcome
+    services.attempt_finish(attempt=attempt, ok=True)
     return outcome
 
 
