@@ -91,7 +91,7 @@ def run_step(*, job_id: str) -> None:
                 "delivery ignored: job finished, not due, or claimed"
                 if first
                 else "hand-over ignored: the chained job was cancelled or claimed",
-                extra={"job_id": str(next_id)},
+                extra={"step_job_id": str(next_id)},
             )
             return
         first = False
@@ -109,8 +109,14 @@ def _run_claimed(run: StepRun, handlers: StepHandlers) -> None:
     job = run.job
     started = time.monotonic()
     outcome = "error"
+    # `job_id` is the id the client holds (the chain's root); `step_job_id` is this row.
     with context.scope(
-        job_id=job.id, org_id=job.organization_id, brand_id=job.brand_id, step=job.step
+        request_id=(job.metadata or {}).get(services.REQUEST_ID_KEY),
+        job_id=job.root_id or job.id,
+        step_job_id=job.id,
+        org_id=job.organization_id,
+        brand_id=job.brand_id,
+        step=job.step,
     ):
         # DEBUG: the row's `started_at` says as much; "step ended" (INFO) carries the outcome.
         logger.debug("step started", extra={"run_count": job.run_count})

@@ -20,6 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from kernel.errors import DomainError
 from provisioning import states
@@ -268,6 +269,7 @@ def candidate_record(*, attempt_id: uuid.UUID, workspace: Workspace) -> bool:
         only_if={"candidate_workspace_id": None},
         candidate_workspace_id=workspace.id,
         freshly_created=workspace.freshly_created,
+        candidate_at=timezone.now(),
     )
 
 
@@ -288,7 +290,7 @@ def workspace_promote(
     raises `IntegrityError` out of it, which the caller reads as `SUPERSEDED`."""
     with transaction.atomic(savepoint=False):
         if attempt_id is not None and not states.update_pending(
-            attempt_id=attempt_id, workspace_promoted=True
+            attempt_id=attempt_id, workspace_promoted=True, promoted_at=timezone.now()
         ):
             return Promotion.ATTEMPT_ENDED
         pointed = (
