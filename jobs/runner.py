@@ -14,7 +14,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError
 from jobs import services
 from jobs.models import AsyncJob
 from kernel import context
-from kernel.metrics import STEP_DURATION
+from kernel.metrics import record_step
 
 logger = logging.getLogger("serenity.jobs")
 
@@ -124,6 +124,7 @@ def _run_claimed(run: StepRun, handlers: StepHandlers) -> None:
             handlers.run(run)
             outcome = "ok"
         except (OperationalError, InterfaceError):
+            outcome = "interrupted"
             logger.warning(
                 "step interrupted by a database error; the lease will expire and "
                 "the dispatcher re-publishes it",
@@ -138,7 +139,7 @@ def _run_claimed(run: StepRun, handlers: StepHandlers) -> None:
             handlers.on_unexpected(run, exc)
         finally:
             elapsed = time.monotonic() - started
-            STEP_DURATION.labels(job.step, outcome).observe(elapsed)
+            record_step(job.step, outcome, elapsed)
             logger.info(
                 "step ended",
                 extra={
