@@ -306,3 +306,11 @@ os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(PROMETHEUS_MULTIPROC_DIR)
 # Beat's "Sending due task" line of every tick is a DEBUG line.
 LOGGING["filters"]["beat_ticks"] = {"()": "kernel.logging.BeatTickFilter"}  # type: ignore[index]
 LOGGING["loggers"]["celery.beat"] = {"filters": ["beat_ticks"]}  # type: ignore[index]
+
+# The filesystem broker (the embedded default): a worker's warm shutdown begins within 0.25 s
+# of the signal instead of up to 2 s (config/filesystem_broker.py), and the folder is polled
+# every 0.2 s instead of every second, so Ctrl-C on ./scripts/run stops everything well under
+# 5 s.
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    CELERY_BROKER_TRANSPORT = "config.filesystem_broker:Transport"
+    CELERY_BROKER_TRANSPORT_OPTIONS.setdefault("polling_interval", 0.2)
