@@ -19,6 +19,6 @@ DRAIN_TIMEOUT_SECONDS = 0.25
 
 
 class Transport(kombu_filesystem.Transport):
-    def drain_events(self, connection: Any, timeout: float | None = None) -> Any:
+    def drain_events(self, connection: Any, timeout: Any = None, **kwargs: Any) -> Any:
         bounded = DRAIN_TIMEOUT_SECONDS if timeout is None else min(timeout, DRAIN_TIMEOUT_SECONDS)
-        return super().drain_events(connection, timeout=bounded)
+        return super().drain_events(connection, timeout=bounded, **kwargs)

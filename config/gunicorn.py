@@ -29,4 +29,3 @@ logconfig_dict: dict[str, Any] = {
         "gunicorn.access": {"handlers": ["access"], "level": "INFO", "propagate": False},
     },
 }
-

@@ -34,7 +34,9 @@ UPSTREAM_LATENCY = Histogram(
 STEP_DURATION = Histogram(
     "serenity_job_step_duration_seconds", "Duration of one job step", ["step", "status"]
 )
-STEPS = Counter("serenity_job_steps_total", "Job steps run, by step and outcome", ["step", "outcome"])
+STEPS = Counter(
+    "serenity_job_steps_total", "Job steps run, by step and outcome", ["step", "outcome"]
+)
 _LOCAL = (HTTP_REQUESTS, UPSTREAM_CALLS, UPSTREAM_LATENCY, STEP_DURATION, STEPS)
 
 

@@ -294,8 +294,7 @@ def main() -> int:
     ):
         if _port_in_use(host, port):
             print(
-                f"error: port {port} is in use; pick another with {option} N "
-                f"(or set {variable})",
+                f"error: port {port} is in use; pick another with {option} N (or set {variable})",
                 file=sys.stderr,
             )
             return 1

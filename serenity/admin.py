@@ -333,9 +333,7 @@ class BrandAdmin(admin.ModelAdmin):
                     try:
                         deactivate(brand=brand)
                     except DomainError as error:
-                        self.message_user(
-                            request, f"{brand.name}: {error.message}", messages.ERROR
-                        )
+                        self.message_user(request, f"{brand.name}: {error.message}", messages.ERROR)
                         continue
                 done += 1
                 self.log_change(request, brand, "Deactivated (the deactivate flow ran).")

@@ -27,9 +27,9 @@ class DatabaseCollector(Collector):
         # Runnable: due, unfinished, and not held by a live claim (what the workers have yet to
         # take: the queue's depth, whatever the broker holds).
         now = timezone.now()
-        runnable = AsyncJob.objects.filter(
-            status=JobStatus.IN_PROGRESS, run_after__lte=now
-        ).filter(Q(claim_token__isnull=True) | Q(lease_expires_at__lt=now))
+        runnable = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, run_after__lte=now).filter(
+            Q(claim_token__isnull=True) | Q(lease_expires_at__lt=now)
+        )
         depth = runnable.aggregate(n=Count("id"), oldest=Min("run_after"))
         yield GaugeMetricFamily(
             "serenity_jobs_runnable", "Jobs due and not claimed by a live worker", value=depth["n"]

@@ -91,7 +91,9 @@ def test_check_deploy_is_clean_with_the_production_variables(tmp_path):
                 "-c",
                 "import json; from django.conf import settings; print(json.dumps({n: "
                 f"getattr(settings, n) for n in {sorted(_DEPLOY_WARNINGS.values())!r}}}))",
-            ).stdout.strip().splitlines()[-1]
+            )
+            .stdout.strip()
+            .splitlines()[-1]
         )
         for warning in reported:
             setting = _DEPLOY_WARNINGS[warning]

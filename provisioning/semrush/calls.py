@@ -67,8 +67,8 @@ class SemrushCaller:
     """Sends logical calls to Semrush with the retry, wait and logging policy of SPEC §5.
 
     ``log_context`` holds tenant ids (``org_id``, ``brand_id``, ``attempt_id`` ...) copied onto
-    every log line. ``on_call`` observes every attempt (operation, status or None, seconds), for metrics
-    this module knows nothing about. ``clock``, ``sleep``, ``jitter`` and ``wall_clock`` are
+    every log line. ``on_call`` observes every attempt (operation, status or None, seconds), for
+    metrics this module knows nothing about. ``clock``, ``sleep``, ``jitter`` and ``wall_clock`` are
     injectable so tests never wait for real.
 
     Raises :class:`SemrushConfigurationError` when ``token`` is empty or holds a line break,
