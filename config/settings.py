@@ -7,6 +7,7 @@ With DEBUG off the process refuses to start without SECRET_KEY and FIELD_ENCRYPT
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dj_database_url
@@ -309,3 +310,43 @@ MIDDLEWARE.insert(
 )
 # JSON nested deeper than 64 levels → 400 `invalidRequest`, for every route.
 REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = ["serenity.api.parsers.BoundedJSONParser"]
+
+# Issue 17 / SPEC §10.4 ------------------------------------------------------------------------
+# Static files (the admin's CSS and JS) are served by the app itself through whitenoise, with
+# DEBUG off under gunicorn as well: from STATIC_ROOT after `manage.py collectstatic` (the
+# documented deploy), and from the apps' own folders when it has not run (scripts/run, tests).
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Compressed copies (gzip) made by collectstatic; no manifest, so that a process whose
+    # collectstatic has not run still renders every page.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = env_bool("WHITENOISE_USE_FINDERS", True)
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+
+# Prometheus multiprocess mode in every run mode, with nothing to set: counters and histograms
+# of every process (gunicorn workers, Celery pool processes) are files in this folder, which
+# every process of one deployment must share (and which should be emptied when the whole
+# deployment restarts: scripts/run does). prometheus_client reads the variable when it is
+# first imported, which is after the settings in every process of ours.
+PROMETHEUS_MULTIPROC_DIR = Path(
+    env_str("PROMETHEUS_MULTIPROC_DIR") or str(VAR_DIR / "prometheus")
+).resolve()
+PROMETHEUS_MULTIPROC_DIR.mkdir(parents=True, exist_ok=True)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(PROMETHEUS_MULTIPROC_DIR)
+
+# Beat's "Sending due task" line of every tick is a DEBUG line.
+LOGGING["filters"]["beat_ticks"] = {"()": "kernel.logging.BeatTickFilter"}  # type: ignore[index]
+LOGGING["loggers"]["celery.beat"] = {"filters": ["beat_ticks"]}  # type: ignore[index]
+
+# The filesystem broker (the embedded default): a worker's warm shutdown begins within 0.25 s
+# of the signal instead of up to 2 s (config/filesystem_broker.py), and the folder is polled
+# every 0.2 s instead of every second, so Ctrl-C on ./scripts/run stops everything well under
+# 5 s.
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    CELERY_BROKER_TRANSPORT = "config.filesystem_broker:Transport"
+    CELERY_BROKER_TRANSPORT_OPTIONS.setdefault("polling_interval", 0.2)

@@ -465,6 +465,8 @@ class Stack:
             "api",
             [
                 str(BIN / "gunicorn"),
+                "-c",
+                "config/gunicorn.py",
                 "config.wsgi",
                 "-w",
                 str(self.config.api_workers),

@@ -287,7 +287,7 @@ def create_market_step(run: StepRun) -> None:
         brand.organization,
         brand_id=str(brand.pk),
         attempt_id=str(attempt.id),
-        job_id=str(run.job.id),
+        step_job_id=str(run.job.id),
     )
     outcome = market_provision_planned(
         client=client,
@@ -345,6 +345,6 @@ def _discard_unrecorded_project(run: StepRun, plan: MarketPlan) -> None:
     ):
         return
     client = client_for_org(
-        attempt.brand.organization, attempt_id=str(attempt.id), job_id=str(run.job.id)
+        attempt.brand.organization, attempt_id=str(attempt.id), step_job_id=str(run.job.id)
     )
     market_discard_unrecorded(client=client, workspace_id=workspace_id, slice_=plan.slice)
