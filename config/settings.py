@@ -7,6 +7,7 @@ With DEBUG off the process refuses to start without SECRET_KEY and FIELD_ENCRYPT
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -272,6 +273,29 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 3600.0,
     },
 }
+
+# --- Issue 16 / SPEC §10.3: API consumers ---------------------------------------------------
+# Idempotency-Key answers are kept this long after the answer; beat deletes expired ones.
+IDEMPOTENCY_TTL_SECONDS = env_int("IDEMPOTENCY_TTL_SECONDS", 86400)
+# A claimed key never answered (its process died) is taken over after this long: above any
+# request's own bound (a sync settle: poll attempts x interval, plus upstream timeouts).
+IDEMPOTENCY_IN_FLIGHT_SECONDS = env_int("IDEMPOTENCY_IN_FLIGHT_SECONDS", 600)
+IDEMPOTENCY_PURGE_INTERVAL_SECONDS = env_float("IDEMPOTENCY_PURGE_INTERVAL_SECONDS", 3600.0)
+CELERY_BEAT_SCHEDULE["serenity-idempotency-purge"] = {
+    "task": "serenity.purge_idempotency_keys",
+    "schedule": IDEMPOTENCY_PURGE_INTERVAL_SECONDS,
+}
+# Pagination of the brand, market and job lists: `?limit=` bounds and default.
+SERENITY_PAGE_SIZE_DEFAULT = 100
+SERENITY_PAGE_SIZE_MAX = 500
+# Retry-After on a job in progress: seconds until its next scheduled step, within these bounds.
+SERENITY_RETRY_AFTER_MAX_SECONDS = 60
+# Swagger UI and Redoc from drf-spectacular-sidecar's static files (no CDN).
+INSTALLED_APPS.append("drf_spectacular_sidecar")
+SPECTACULAR_SETTINGS.update(
+    SWAGGER_UI_DIST="SIDECAR", SWAGGER_UI_FAVICON_HREF="SIDECAR", REDOC_DIST="SIDECAR"
+)
+
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # --- Logging: one JSON object per line -------------------------------------------------------
@@ -302,6 +326,58 @@ LOGGING = {
     },
 }
 
+# --- Issue 15 / SPEC §10.2: bad input never answers 500 -----------------------------------------
+# Bodies over this size answer 413 `requestTooLarge` before any view reads them
+# (kernel.request_limits); Django's own limit on reading a body agrees with it.
+SERENITY_MAX_BODY_BYTES = env_int("SERENITY_MAX_BODY_BYTES", 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = SERENITY_MAX_BODY_BYTES
+# Right after the request id is bound, before anything reads the path or the body.
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("kernel.middleware.RequestContextMiddleware") + 1,
+    "kernel.request_limits.RequestLimitsMiddleware",
+)
+# JSON nested deeper than 64 levels → 400 `invalidRequest`, for every route.
+REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = ["serenity.api.parsers.BoundedJSONParser"]
+
+# Issue 17 / SPEC §10.4 ------------------------------------------------------------------------
+# Static files (the admin's CSS and JS) are served by the app itself through whitenoise, with
+# DEBUG off under gunicorn as well: from STATIC_ROOT after `manage.py collectstatic` (the
+# documented deploy), and from the apps' own folders when it has not run (scripts/run, tests).
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Compressed copies (gzip) made by collectstatic; no manifest, so that a process whose
+    # collectstatic has not run still renders every page.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = env_bool("WHITENOISE_USE_FINDERS", True)
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+
+# Prometheus multiprocess mode in every run mode, with nothing to set: counters and histograms
+# of every process (gunicorn workers, Celery pool processes) are files in this folder, which
+# every process of one deployment must share (and which should be emptied when the whole
+# deployment restarts: scripts/run does). prometheus_client reads the variable when it is
+# first imported, which is after the settings in every process of ours.
+PROMETHEUS_MULTIPROC_DIR = Path(
+    env_str("PROMETHEUS_MULTIPROC_DIR") or str(VAR_DIR / "prometheus")
+).resolve()
+PROMETHEUS_MULTIPROC_DIR.mkdir(parents=True, exist_ok=True)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(PROMETHEUS_MULTIPROC_DIR)
+
+# Beat's "Sending due task" line of every tick is a DEBUG line.
+LOGGING["filters"]["beat_ticks"] = {"()": "kernel.logging.BeatTickFilter"}  # type: ignore[index]
+LOGGING["loggers"]["celery.beat"] = {"filters": ["beat_ticks"]}  # type: ignore[index]
+
+# The filesystem broker (the embedded default): a worker's warm shutdown begins within 0.25 s
+# of the signal instead of up to 2 s (config/filesystem_broker.py), and the folder is polled
+# every 0.2 s instead of every second, so Ctrl-C on ./scripts/run stops everything well under
+# 5 s.
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    CELERY_BROKER_TRANSPORT = "config.filesystem_broker:Transport"
+    CELERY_BROKER_TRANSPORT_OPTIONS.setdefault("polling_interval", 0.2)
 
 # --- Issue 18 / SPEC §10.5: security hardening ----------------------------------------------
 # Deploy settings (`manage.py check --deploy` is clean with the README's production values).

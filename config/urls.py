@@ -1,9 +1,13 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
+
+from serenity.api.errors import unknown_route_view
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("serenity.api.urls")),
+    # Issue 15 / SPEC §10.2: unknown routes answer the JSON envelope, DEBUG on included.
+    re_path(r"", unknown_route_view),
 ]
 
 handler404 = "serenity.api.errors.not_found_view"

@@ -71,6 +71,8 @@ def step_commit(
         if not written:
             transaction.set_rollback(True)
             return False
+    if isinstance(ending, Finish):
+        run.finished_status = ending.status
     if isinstance(written, uuid.UUID) and inline:
         run.hand_over(written)
     return True

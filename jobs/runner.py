@@ -12,9 +12,9 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError
 
 from jobs import services
-from jobs.models import AsyncJob
+from jobs.models import AsyncJob, JobStatus
 from kernel import context
-from kernel.metrics import STEP_DURATION
+from kernel.metrics import record_step
 
 logger = logging.getLogger("serenity.jobs")
 
@@ -29,6 +29,9 @@ class StepRun:
     # Set when this step made its chained successor runnable without publishing it: this
     # worker claims and runs it next, in the same task (`hand_over`).
     successor: uuid.UUID | None = None
+    # The status this step finished its job with (`endings.step_commit` of a `Finish`): a step
+    # that returns normally after ending its job FAILED did not end "ok".
+    finished_status: str | None = None
 
     def renew(self) -> bool:
         """Extend the lease now. False: the claim was lost (a checkpointing step stops)."""
@@ -91,7 +94,7 @@ def run_step(*, job_id: str) -> None:
                 "delivery ignored: job finished, not due, or claimed"
                 if first
                 else "hand-over ignored: the chained job was cancelled or claimed",
-                extra={"job_id": str(next_id)},
+                extra={"step_job_id": str(next_id)},
             )
             return
         first = False
@@ -109,15 +112,22 @@ def _run_claimed(run: StepRun, handlers: StepHandlers) -> None:
     job = run.job
     started = time.monotonic()
     outcome = "error"
+    # `job_id` is the id the client holds (the chain's root); `step_job_id` is this row.
     with context.scope(
-        job_id=job.id, org_id=job.organization_id, brand_id=job.brand_id, step=job.step
+        request_id=(job.metadata or {}).get(services.REQUEST_ID_KEY),
+        job_id=job.root_id or job.id,
+        step_job_id=job.id,
+        org_id=job.organization_id,
+        brand_id=job.brand_id,
+        step=job.step,
     ):
         # DEBUG: the row's `started_at` says as much; "step ended" (INFO) carries the outcome.
         logger.debug("step started", extra={"run_count": job.run_count})
         try:
             handlers.run(run)
-            outcome = "ok"
+            outcome = "failed" if run.finished_status == JobStatus.FAILED else "ok"
         except (OperationalError, InterfaceError):
+            outcome = "interrupted"
             logger.warning(
                 "step interrupted by a database error; the lease will expire and "
                 "the dispatcher re-publishes it",
@@ -132,7 +142,7 @@ def _run_claimed(run: StepRun, handlers: StepHandlers) -> None:
             handlers.on_unexpected(run, exc)
         finally:
             elapsed = time.monotonic() - started
-            STEP_DURATION.labels(job.step, outcome).observe(elapsed)
+            record_step(job.step, outcome, elapsed)
             logger.info(
                 "step ended",
                 extra={

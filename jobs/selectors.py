@@ -7,15 +7,20 @@ one more lists the visible steps.
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
+from django.conf import settings
+from django.db.models import OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from jobs.exceptions import JobNotFoundError
 from jobs.models import AsyncJob, JobStatus
+from kernel.pagination import Page, keyset_page
 
 
 @dataclass(frozen=True)
@@ -63,26 +68,96 @@ def step_status(job: AsyncJob) -> str:
 
 
 def chain_payload(view: ChainView) -> dict[str, Any]:
-    effective = view.effective
+    payload = job_document(
+        job_id=view.asked.id, root=view.root, effective=view.effective, updated_at=view.updated_at
+    )
+    return {**payload, "steps": [step_payload(s) for s in view.steps]}
+
+
+def step_payload(job: AsyncJob) -> dict[str, Any]:
+    status = step_status(job)
+    payload = {
+        "step": job.step,
+        "status": status,
+        "startedAt": _iso(job.started_at),
+        "finishedAt": _iso(job.finished_at),
+    }
+    if status == "PENDING":
+        # When the step is due (a scheduled settle read): the Retry-After of polling.
+        payload["runAfter"] = _iso(job.run_after)
+    return payload
+
+
+def job_document(
+    *, job_id: uuid.UUID, root: AsyncJob, effective: AsyncJob, updated_at: datetime
+) -> dict[str, Any]:
+    """A chain's document without its steps: the job list's items (SPEC §10.3)."""
     status = str(effective.status)
     return {
-        "jobId": str(view.asked.id),
-        "jobType": view.root.job_type,
+        "jobId": str(job_id),
+        "jobType": root.job_type,
         "status": status,
         "result": effective.result if status == JobStatus.COMPLETED else None,
         "error": effective.error if status in (JobStatus.FAILED, JobStatus.CANCELLED) else None,
-        "steps": [
-            {
-                "step": s.step,
-                "status": step_status(s),
-                "startedAt": _iso(s.started_at),
-                "finishedAt": _iso(s.finished_at),
-            }
-            for s in view.steps
-        ],
-        "createdAt": _iso(view.root.created_at),
-        "updatedAt": _iso(view.updated_at),
+        "createdAt": _iso(root.created_at),
+        "updatedAt": _iso(updated_at),
     }
+
+
+def retry_after_seconds(effective: AsyncJob) -> int:
+    """Whole seconds until the chain's next scheduled step (its current step's `run_after`),
+    at least 1 and at most `SERENITY_RETRY_AFTER_MAX_SECONDS`: a step due now or running
+    answers 1."""
+    if effective.run_after is None:
+        return 1
+    wait = (effective.run_after - timezone.now()).total_seconds()
+    return max(1, min(settings.SERENITY_RETRY_AFTER_MAX_SECONDS, math.ceil(wait)))
+
+
+JOB_ORDER = ("-created_at", "-id")
+
+
+def job_list(
+    *, brand_id: uuid.UUID, status: str | None, cursor: str | None, limit: int
+) -> Page[AsyncJob]:
+    """One page of the brand's chains, newest first, by the ids clients hold (root jobs),
+    each with `effective` (the chain's current step, as polling reports it) and
+    `chain_updated_at`. Filters on the effective status. Two queries whatever the page size
+    (the page, and nothing else: the current step is joined, the latest change a subquery)."""
+    latest_step_change = (
+        AsyncJob.objects.filter(root_id=OuterRef("pk"), run_after__isnull=False)
+        .order_by("-updated_at")
+        .values("updated_at")[:1]
+    )
+    roots = (
+        AsyncJob.objects.filter(brand_id=brand_id, root__isnull=True)
+        .select_related("current")
+        .annotate(
+            effective_status=Coalesce("current__status", "status"),
+            latest_step_change=Subquery(latest_step_change),
+        )
+    )
+    if status:
+        roots = roots.filter(effective_status=status)
+    return keyset_page(
+        roots,
+        kind="jobs",
+        ordering=JOB_ORDER,
+        sort_key=lambda job: [job.created_at.isoformat(), str(job.pk)],
+        cursor=cursor,
+        limit=limit,
+    )
+
+
+def job_list_item(root: AsyncJob) -> dict[str, Any]:
+    """The document of a root row read by `job_list`."""
+    changes = [root.updated_at, getattr(root, "latest_step_change", None)]
+    return job_document(
+        job_id=root.pk,
+        root=root,
+        effective=root.current or root,
+        updated_at=max(c for c in changes if c is not None),
+    )
 
 
 def _iso(value: datetime | None) -> str | None:

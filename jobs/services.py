@@ -23,10 +23,13 @@ from django.utils import timezone
 from jobs import states
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.publishing import publish_job
+from kernel import context
 
 logger = logging.getLogger("serenity.jobs")
 
 CHAINED_POSITION = 1000
+# The key, in every row's `metadata`, of the id of the request that started the chain.
+REQUEST_ID_KEY = "requestId"
 
 
 def task_name_for(step: str) -> str:
@@ -69,8 +72,12 @@ def job_chain_create(
     """Create a chain's root (runnable now) and its optional chained job (not runnable until the
     root hands over). Must run inside the caller's transaction; publishes the root on commit.
     `root_id` lets the caller reference the job (e.g. from its attempt) before the rows exist
-    (foreign keys are checked at commit)."""
+    (foreign keys are checked at commit).
+
+    Every row of the chain records the request that started it (`metadata.requestId`, from
+    the log context): the worker puts it on every line it writes for the chain."""
     now = timezone.now()
+    origin = chain_origin()
     root_id = root_id or uuid.uuid4()
     chained_id = uuid.uuid4() if then is not None else None
     # `published_at` is set now: the on-commit publish then needs no UPDATE, and clears it
@@ -81,7 +88,7 @@ def job_chain_create(
         brand_id=brand_id,
         job_type=job_type,
         step=first.step,
-        metadata=first.metadata,
+        metadata={**first.metadata, **origin},
         next_id=chained_id,
         current_id=root_id,
         position=0,
@@ -97,7 +104,7 @@ def job_chain_create(
                 brand_id=brand_id,
                 job_type=job_type,
                 step=then.step,
-                metadata=then.metadata,
+                metadata={**then.metadata, **origin},
                 root_id=root_id,
                 position=CHAINED_POSITION,
                 run_after=None,
@@ -106,6 +113,12 @@ def job_chain_create(
     AsyncJob.objects.bulk_create(rows)
     publish_on_commit(job_id=root.id, step=root.step, premarked=True)
     return root
+
+
+def chain_origin() -> dict[str, str]:
+    """What a new chain records of the request that starts it (its rows' `metadata`)."""
+    request_id = context.current().get("request_id")
+    return {REQUEST_ID_KEY: request_id} if request_id else {}
 
 
 def job_claim(*, job_id: uuid.UUID) -> AsyncJob | None:

@@ -7,9 +7,10 @@ listed here. `audit_run()` reads Semrush with each org's credential
 - **orphan workspaces**: a direct child of an org's parent that is not any brand's pointer and
   holds at least one project. Empty shells are fine (decommission and cleanup never delete the
   shell).
-- **orphan projects**: a project in a brand's canonical workspace (its pointer) — or, for an org
-  with flat-mode brands, in the parent itself — that no non-deleted market row points at
-  (`Market.semrush_project_id`).
+- **orphan projects** (SPEC §10.2): every project under the parent that no non-deleted market
+  row points at (`Market.semrush_project_id`) — in the parent itself (where flat-mode brands'
+  markets live), in a brand's canonical workspace (its pointer), and inside each orphan
+  workspace.
 - **stuck attempts**: attempts still `pending` past `SERENITY_PROVISIONING_STALE_AFTER_SECONDS`
   (the sweep reconciles them; listing them tells an operator the sweep is not running).
 - **errors**: orgs that could not be checked, with a generic reason (never an upstream body, URL
@@ -356,12 +357,18 @@ def _evaluate(
         pointer = owned.pointers.get(workspace_id)
         if pointer is None:
             if projects and workspace_id not in owned.live_candidates:
+                owner_org = _owner_org(view, workspace, owned)
                 report.orphan_workspaces.append(
                     OrphanWorkspace(
                         id=workspace_id,
-                        org_id=_owner_org(view, workspace, owned),
+                        org_id=owner_org,
                         title=str(workspace.get("title") or ""),
                     )
+                )
+                # SPEC §10.2: the projects inside an orphan workspace are listed too (an
+                # operator deletes them one by one; the shell itself may stay).
+                _collect_orphan_projects(
+                    report, projects, workspace_id=workspace_id, org_id=owner_org, owned=owned
                 )
             continue
         brand_id, org_id = pointer
@@ -370,15 +377,17 @@ def _evaluate(
         _collect_orphan_projects(
             report, projects, workspace_id=workspace_id, org_id=org_id, owned=owned
         )
+    # SPEC §10.2: every project in the parent itself is audited. Flat-mode brands' markets live
+    # there and account for theirs; anything else is a stray, attributed to the group's first
+    # org with flat-mode brands (whose work it most likely is), else to its oldest org.
     flat_in_group = [org.id for org in view.orgs if org.id in flat_orgs]
-    if flat_in_group:
-        _collect_orphan_projects(
-            report,
-            view.projects.get(view.parent_id, []),
-            workspace_id=view.parent_id,
-            org_id=flat_in_group[0],
-            owned=owned,
-        )
+    _collect_orphan_projects(
+        report,
+        view.projects.get(view.parent_id, []),
+        workspace_id=view.parent_id,
+        org_id=flat_in_group[0] if flat_in_group else view.orgs[0].id,
+        owned=owned,
+    )
 
 
 def _collect_orphan_projects(
@@ -426,7 +435,7 @@ def audit_run() -> AuditReport:
     views: list[ParentView] = []
     for (_credential, parent_id), members in groups.items():
         view = ParentView(parent_id=parent_id, orgs=members)
-        read_parent(view, list_parent_projects=any(org.id in flat_orgs for org in members))
+        read_parent(view)
         views.append(view)
 
     # The database is read after Semrush (see the module docstring).

@@ -2,7 +2,7 @@
 one parent, as one credential sees it.
 
 :func:`read_parent` lists the parent's family and the projects of its ready direct children
-(and of the parent itself when the org has flat-mode brands). It never raises for an upstream
+(and of the parent itself, SPEC §10.2). It never raises for an upstream
 failure: the view records a generic reason (one of the ``ERROR_*`` texts, never an upstream
 body, URL or token) and keeps whatever was read before the failure.
 """
@@ -65,7 +65,7 @@ def _error_text(exc: BaseException) -> str:
     return ERROR_UPSTREAM
 
 
-def read_parent(view: ParentView, *, list_parent_projects: bool) -> None:
+def read_parent(view: ParentView) -> None:
     """Fill `view` from upstream. A failure to read the family marks the whole view failed; a
     failure on one workspace's projects marks it failed but keeps what was read."""
     try:
@@ -90,8 +90,7 @@ def read_parent(view: ParentView, *, list_parent_projects: bool) -> None:
         for ws in view.children
         if classify_status(ws.get("status")) is Readiness.READY
     ]
-    if list_parent_projects:
-        to_list.append(view.parent_id)
+    to_list.append(view.parent_id)
     for workspace_id in to_list:
         try:
             view.projects[workspace_id] = client.list_projects(workspace_id=workspace_id)

@@ -41,6 +41,7 @@ from provisioning.exceptions import (
     JOB_FAILED_MESSAGE,
     SubworkspaceCreationFailedError,
     SubworkspaceCreationTimeoutError,
+    SubworkspaceGoneError,
     UpstreamError,
     UpstreamRateLimitedError,
     attempt_reason,
@@ -58,6 +59,7 @@ from provisioning.workspace import (
     cleanup_candidate,
     empty_quietly,
     workspace_create_or_adopt,
+    workspace_gone_heal,
     workspace_promote,
     workspace_read_readiness,
 )
@@ -267,26 +269,20 @@ def _provision_hop(run: StepRun, attempt: ProvisioningAttempt) -> StepEnd:
     brand = attempt.brand
     organization = brand.organization
     client = client_for_org(
-        organization, brand_id=str(brand.pk), attempt_id=str(attempt.id), job_id=str(run.job.id)
+        organization,
+        brand_id=str(brand.pk),
+        attempt_id=str(attempt.id),
+        step_job_id=str(run.job.id),
     )
     # No separate staleness bump: every outcome of this hop writes the attempt (candidate,
     # promotion, the next read, or its end), and a hop is far shorter than the stale threshold.
     candidate = attempt.candidate_workspace_id
     try:
         if candidate is None:
-            workspace = workspace_create_or_adopt(
-                client=client,
-                brand=brand,
-                parent_id=organization.semrush_parent_workspace_id or "",
-                attempt_id=attempt.id,
-            )
-            candidate = workspace.id
-            if not candidate_record(attempt_id=attempt.id, workspace=workspace):
-                current = _candidate_taken(client, attempt, workspace)
-                if current.status != AttemptStatus.PENDING:
-                    return StoodDown(current)
-                candidate = current.candidate_workspace_id
-            run.keep_alive()
+            found = _candidate_find(run, client, attempt)
+            if isinstance(found, StoodDown):
+                return found
+            candidate = found
         elif (
             attempt.started_by != AttemptStartedBy.CREATE_BRAND
             and not attempt.freshly_created
@@ -296,7 +292,38 @@ def _provision_hop(run: StepRun, attempt: ProvisioningAttempt) -> StepEnd:
             services.attempt_cancel(attempt_id=attempt.id)
             return StoodDown(ProvisioningAttempt.objects.get(pk=attempt.id))
         assert candidate is not None
-        readiness = workspace_read_readiness(client=client, workspace_id=candidate)
+        try:
+            readiness = workspace_read_readiness(client=client, workspace_id=candidate)
+        except SubworkspaceGoneError:
+            if attempt.freshly_created or brand_pointer(brand.pk) != candidate:
+                raise
+            # The brand's own pointer is gone upstream: heal (clear it, tombstone the markets).
+            healed = workspace_gone_heal(
+                client=client,
+                brand_id=brand.pk,
+                workspace_id=candidate,
+                parent_id=organization.semrush_parent_workspace_id,
+            )
+            if (
+                attempt.started_by != AttemptStartedBy.ACTIVATE
+                or not isinstance(healed, SubworkspaceGoneError)
+                or brand_pointer(brand.pk) is not None
+                or not states.update_pending(
+                    attempt_id=attempt.id,
+                    only_if={"candidate_workspace_id": candidate},
+                    candidate_workspace_id=None,
+                    freshly_created=False,
+                    workspace_promoted=False,
+                )
+            ):
+                return Failed(healed)
+            # An activate provisions a new workspace, as for a brand without one (SPEC §10.2).
+            attempt.refresh_from_db()
+            found = _candidate_find(run, client, attempt)
+            if isinstance(found, StoodDown):
+                return found
+            candidate = found
+            readiness = workspace_read_readiness(client=client, workspace_id=candidate)
     except UpstreamRateLimitedError as exc:
         return RetryLater(exc.retry_after or 30.0)
     except DomainError as error:
@@ -310,6 +337,25 @@ def _provision_hop(run: StepRun, attempt: ProvisioningAttempt) -> StepEnd:
     if reads_done < len(backoff):
         return SettleLater(backoff[reads_done])
     return Failed(SubworkspaceCreationTimeoutError())
+
+
+def _candidate_find(run: StepRun, client: Any, attempt: ProvisioningAttempt) -> str | StoodDown:
+    """Create-or-adopt the attempt's candidate and record it (once). Raises domain errors."""
+    workspace = workspace_create_or_adopt(
+        client=client,
+        brand=attempt.brand,
+        parent_id=attempt.brand.organization.semrush_parent_workspace_id or "",
+        attempt_id=attempt.id,
+    )
+    candidate: str | None = workspace.id
+    if not candidate_record(attempt_id=attempt.id, workspace=workspace):
+        current = _candidate_taken(client, attempt, workspace)
+        if current.status != AttemptStatus.PENDING:
+            return StoodDown(current)
+        candidate = current.candidate_workspace_id
+    run.keep_alive()
+    assert candidate is not None
+    return candidate
 
 
 def _candidate_taken(

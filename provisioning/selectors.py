@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from django.db.models import OuterRef, QuerySet, Subquery
 
+from kernel.pagination import Page, keyset_page
 from provisioning.models import AttemptStatus, ProvisioningAttempt
 from serenity.models import Brand, BrandStatus, Organization
 
@@ -72,12 +73,25 @@ def brand_provisioning_state(brand: Brand) -> ProvisioningState:
     return ProvisioningState(None, None)
 
 
-def brand_list(*, organization: Organization, status: str | None = None) -> list[Brand]:
-    """Brands of an org by name, with their provisioning state; `deleted` ones only when asked
-    for. One query whatever the number of brands."""
+BRAND_ORDER = ("name", "id")
+
+
+def brand_list(
+    *, organization: Organization, status: str | None = None, cursor: str | None, limit: int
+) -> Page[Brand]:
+    """One page of an org's brands by name then id, with their provisioning state; `deleted`
+    ones only when asked for. One query whatever the page size. Raises `InvalidRequestError`
+    for a cursor that is not one of this list's."""
     brands = Brand.objects.filter(organization=organization)
     brands = brands.filter(status=status) if status else brands.exclude(status=BrandStatus.DELETED)
-    return list(brands_with_provisioning_state(brands).order_by("name", "id"))
+    return keyset_page(
+        brands_with_provisioning_state(brands),
+        kind="brands",
+        ordering=BRAND_ORDER,
+        sort_key=lambda brand: [brand.name, str(brand.pk)],
+        cursor=cursor,
+        limit=limit,
+    )
 
 
 def brand_get(*, brand_id: uuid.UUID) -> Brand:

@@ -35,11 +35,13 @@ def transition(
     **fields: Any,
 ) -> bool:
     """Finish a pending attempt. Returns whether this call changed the row."""
+    now = timezone.now()
     changed = ProvisioningAttempt.objects.filter(pk=attempt_id, status__in=ALLOWED[to]).update(
         status=to,
         reason=reason,
         error=clean_message(error) if error else None,
-        updated_at=timezone.now(),
+        updated_at=now,
+        finished_at=now,
         **fields,
     )
     return changed == 1

@@ -20,6 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from kernel.errors import DomainError
 from provisioning import states
@@ -27,14 +28,16 @@ from provisioning.exceptions import (
     AmbiguousWorkspaceError,
     SubworkspaceCreationFailedError,
     SubworkspaceCreationTimeoutError,
+    SubworkspaceGoneError,
     UpstreamError,
+    UpstreamForbiddenError,
     WorkspaceMisconfiguredError,
     WorkspaceNotEmptyError,
 )
 from provisioning.models import AttemptReason, AttemptStatus, ProvisioningAttempt
 from provisioning.semrush import SemrushClient, SemrushError, SemrushGoneError
 from provisioning.upstream import client_for_org, translate_upstream
-from serenity.models import Brand, BrandStatus
+from serenity.models import Brand, BrandStatus, Market
 
 logger = logging.getLogger("serenity.provisioning")
 
@@ -268,6 +271,7 @@ def candidate_record(*, attempt_id: uuid.UUID, workspace: Workspace) -> bool:
         only_if={"candidate_workspace_id": None},
         candidate_workspace_id=workspace.id,
         freshly_created=workspace.freshly_created,
+        candidate_at=timezone.now(),
     )
 
 
@@ -288,7 +292,7 @@ def workspace_promote(
     raises `IntegrityError` out of it, which the caller reads as `SUPERSEDED`."""
     with transaction.atomic(savepoint=False):
         if attempt_id is not None and not states.update_pending(
-            attempt_id=attempt_id, workspace_promoted=True
+            attempt_id=attempt_id, workspace_promoted=True, promoted_at=timezone.now()
         ):
             return Promotion.ATTEMPT_ENDED
         pointed = (
@@ -308,37 +312,97 @@ def workspace_promote(
 def workspace_ensure(
     *, client: SemrushClient, brand: Brand, attempt_id: uuid.UUID | None, settle: bool
 ) -> Workspace:
-    """The sync paths' workspace: the brand's pointer (read from the database) if it has one,
-    else create-or-adopt, record the candidate and promote it. With `settle`, poll until the
-    workspace is ready first (poll mode), else skip the wait (skip mode).
+    """The sync paths' workspace: the brand's pointer (read from the database) if it is still
+    there upstream, else create-or-adopt, record the candidate and promote it. With `settle`,
+    poll until the workspace is ready first (poll mode), else skip the wait (skip mode).
+
+    The pointer is confirmed with one status read in skip mode (a not-ready status is fine),
+    by the settle reads in poll mode. A pointer gone upstream heals (`workspace_gone_heal`:
+    pointer cleared, markets tombstoned) and a new workspace is provisioned as for a brand
+    without one (SPEC §10.2); a 403 the family does not confirm raises the heal's error.
     A workspace this call created is emptied if a later part of this call fails."""
     parent_id = brand.organization.semrush_parent_workspace_id or ""
     pointer = brand_pointer(brand.pk)
     if pointer is not None:
-        workspace = Workspace(id=pointer, freshly_created=False)
-    else:
-        workspace = workspace_create_or_adopt(
-            client=client, brand=brand, parent_id=parent_id, attempt_id=attempt_id
-        )
+        try:
+            if settle:
+                workspace_settle(client=client, workspace_id=pointer)
+            else:
+                workspace_read_readiness(client=client, workspace_id=pointer)
+            return Workspace(id=pointer, freshly_created=False)
+        except SubworkspaceGoneError as gone:
+            healed = workspace_gone_heal(
+                client=client, brand_id=brand.pk, workspace_id=pointer, parent_id=parent_id
+            )
+            if not isinstance(healed, SubworkspaceGoneError) or brand_pointer(brand.pk):
+                # Not confirmed gone, or a concurrent writer already set a new pointer.
+                raise healed from gone
         if attempt_id is not None:
-            candidate_record(attempt_id=attempt_id, workspace=workspace)
+            # The attempt began on the dead pointer: it now looks for a new candidate.
+            states.update_pending(
+                attempt_id=attempt_id,
+                only_if={"candidate_workspace_id": pointer},
+                candidate_workspace_id=None,
+                freshly_created=False,
+                workspace_promoted=False,
+            )
+    workspace = workspace_create_or_adopt(
+        client=client, brand=brand, parent_id=parent_id, attempt_id=attempt_id
+    )
+    if attempt_id is not None:
+        candidate_record(attempt_id=attempt_id, workspace=workspace)
     try:
         if settle:
             workspace_settle(client=client, workspace_id=workspace.id)
-        if pointer is None:
-            try:
-                promotion = workspace_promote(
-                    attempt_id=attempt_id, brand_id=brand.pk, workspace_id=workspace.id
-                )
-            except IntegrityError:
-                promotion = Promotion.SUPERSEDED
-            if promotion is not Promotion.PROMOTED:
-                raise UpstreamError("The workspace could not be recorded for this brand.")
+        try:
+            promotion = workspace_promote(
+                attempt_id=attempt_id, brand_id=brand.pk, workspace_id=workspace.id
+            )
+        except IntegrityError:
+            promotion = Promotion.SUPERSEDED
+        if promotion is not Promotion.PROMOTED:
+            raise UpstreamError("The workspace could not be recorded for this brand.")
     except DomainError:
         if workspace.freshly_created:
             empty_quietly(client=client, workspace_id=workspace.id, parent_id=parent_id)
         raise
     return workspace
+
+
+def workspace_gone_heal(
+    *, client: SemrushClient, brand_id: uuid.UUID, workspace_id: str, parent_id: str | None
+) -> DomainError:
+    """The brand's own workspace answered 403 (unknown): heal, and return the error that ends
+    the work (SPEC §10.2). Every path that meets `SubworkspaceGoneError` on the brand's pointer
+    calls this.
+
+    Confirm by listing the parent's family. The workspace is not there: clear the brand's
+    pointer, conditionally (only while it still holds `workspace_id`: a concurrent activate may
+    already have provisioned a new one), tombstone the brand's markets (their projects went with
+    the workspace), and return `SubworkspaceGoneError`; a following activate provisions a new
+    workspace. The workspace is still listed: the 403 was a refusal, not a deletion, nothing is
+    written (`UpstreamForbiddenError`). The family cannot be read: nothing is written, its
+    error is returned."""
+    try:
+        family = client.list_family(parent_id=parent_id) if parent_id else []
+    except SemrushError as exc:
+        return translate_upstream(exc)
+    if any(str(ws.get("id", "")) == workspace_id for ws in family):
+        return UpstreamForbiddenError()
+    now = timezone.now()
+    with transaction.atomic():
+        cleared = Brand.objects.filter(pk=brand_id, semrush_sub_workspace_id=workspace_id).update(
+            semrush_sub_workspace_id=None, updated_at=now
+        )
+        if cleared:
+            Market.objects.filter(brand_id=brand_id, deleted_at__isnull=True).update(
+                deleted_at=now, reserved_by=None, updated_at=now
+            )
+    logger.warning(
+        "the brand's workspace is gone upstream; pointer cleared",
+        extra={"workspace_id": workspace_id, "pointer_cleared": bool(cleared)},
+    )
+    return SubworkspaceGoneError()
 
 
 def brand_pointer(brand_id: uuid.UUID) -> str | None:

@@ -14,12 +14,15 @@ from django import forms
 from django.contrib import admin, messages
 from django.db import models
 from django.db.models import QuerySet
-from django.db.models.functions import Lower, Trim
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
+from kernel import context
+from kernel.errors import DomainError
+from provisioning.flows.deactivate import deactivate
 from provisioning.models import ProvisioningAttempt
 from serenity.models import ApiToken, Brand, BrandStatus, Market, Membership, Organization, Prompt
+from serenity.names import brand_name_key
 from serenity.services import api_token_create, api_token_revoke
 
 
@@ -224,6 +227,7 @@ class ProvisioningAttemptInline(admin.TabularInline):
         "status",
         "reason",
         "started_by",
+        "started_by_actor",
         "candidate_workspace_id",
         "freshly_created",
         "workspace_promoted",
@@ -249,7 +253,9 @@ def _https_url_formfield(db_field: models.Field, **kwargs: Any) -> forms.Field |
 class BrandAdminForm(forms.ModelForm):
     class Meta:
         model = Brand
-        fields = ["name", "status", "base_url", "urls", "aliases", "serenity_enabled"]
+        # `status` is not editable: it changes only through the API's flows and the
+        # "Deactivate" action (which runs the real deactivate flow).
+        fields = ["name", "base_url", "urls", "aliases", "serenity_enabled"]
         formfield_callback = _https_url_formfield
 
     def clean(self) -> dict[str, Any]:
@@ -257,11 +263,11 @@ class BrandAdminForm(forms.ModelForm):
         # so Django's constraint validation skips it: check here rather than fail with a 500.
         cleaned = super().clean() or {}
         name = (cleaned.get("name") or "").strip()
-        status = cleaned.get("status", self.instance.status)
-        if name and status != BrandStatus.DELETED:
+        if name and self.instance.status != BrandStatus.DELETED:
             clash = (
-                Brand.objects.annotate(name_key=Lower(Trim("name")))
-                .filter(organization_id=self.instance.organization_id, name_key=name.lower())
+                Brand.objects.filter(
+                    organization_id=self.instance.organization_id, name_key=brand_name_key(name)
+                )
                 .exclude(status=BrandStatus.DELETED)
                 .exclude(pk=self.instance.pk)
                 .exists()
@@ -295,6 +301,7 @@ class BrandAdmin(admin.ModelAdmin):
     readonly_fields = [
         "id",
         "organization",
+        "status",
         "workspace_mode",
         "semrush_sub_workspace_id",
         "created_at",
@@ -315,6 +322,7 @@ class BrandAdmin(admin.ModelAdmin):
         "updated_at",
     ]
     inlines = [MarketInline, ProvisioningAttemptInline]
+    actions = ["deactivate_brands"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -330,6 +338,27 @@ class BrandAdmin(admin.ModelAdmin):
         changed = [f for f in form.changed_data if f in BrandAdminForm.Meta.fields]
         if changed:
             obj.save(update_fields=[*changed, "updated_at"])
+
+    def has_deactivate_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("serenity.change_brand")
+
+    @admin.action(description="Deactivate", permissions=["deactivate"])
+    def deactivate_brands(self, request: HttpRequest, queryset: QuerySet[Brand]) -> None:
+        """The API's deactivate flow, brand by brand (it empties the Semrush workspace, clears the
+        pointer and tombstones the markets); each success is recorded in the admin log."""
+        done = 0
+        brands = queryset.select_related("organization").exclude(status=BrandStatus.DELETED)
+        with context.scope(actor=context.admin_actor(request.user.get_username())):
+            for brand in brands:
+                with context.scope(org_id=brand.organization_id, brand_id=brand.pk):
+                    try:
+                        deactivate(brand=brand)
+                    except DomainError as error:
+                        self.message_user(request, f"{brand.name}: {error.message}", messages.ERROR)
+                        continue
+                done += 1
+                self.log_change(request, brand, "Deactivated (the deactivate flow ran).")
+        self.message_user(request, f"Deactivated {done} brand(s).", messages.SUCCESS)
 
 
 @admin.register(Market)

@@ -12,6 +12,7 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from kernel import context
 from serenity.models import ApiToken
 from serenity.throttling import AuthFailureThrottle
 from serenity.tokens import token_digest
@@ -45,6 +46,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         now = timezone.now()
         if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        context.bind(actor=f"{token.user.get_username()} (token {token.name or token.prefix})")
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

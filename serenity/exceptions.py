@@ -63,3 +63,16 @@ class SliceExistsError(ConflictError):
 class MarketBusyError(ConflictError):
     code = "marketBusy"
     default_message = "The market is being created; try again when it has finished."
+
+
+class IdempotencyKeyReusedError(DomainError):
+    code = "idempotencyKeyReused"
+    http_status = 422
+    default_message = "This Idempotency-Key was already used with a different request body."
+
+
+class IdempotencyKeyInUseError(ConflictError):
+    code = "idempotencyKeyInUse"
+    default_message = (
+        "A request with this Idempotency-Key is still being processed; retry after it finishes."
+    )

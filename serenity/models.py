@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
-from django.db.models.functions import Lower, Trim
 
 from kernel.crypto import decrypt_secret, encrypt_secret
+from serenity.names import brand_name_key
 
 
 class WorkspaceMode(models.TextChoices):
@@ -109,6 +110,8 @@ class Brand(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="brands")
     name = models.CharField(max_length=200)
+    # What names collide on (SPEC §10.2): `brand_name_key(name)`, kept in step by `save()`.
+    name_key = models.CharField(max_length=400, editable=False)
     workspace_mode = models.CharField(
         max_length=20, choices=WorkspaceMode.choices, default=WorkspaceMode.SUBWORKSPACE
     )
@@ -128,16 +131,25 @@ class Brand(models.Model):
     class Meta:
         ordering = ["name"]
         constraints = [
+            # In the database, not in Python: two concurrent creates of look-alike names
+            # cannot both commit.
             models.UniqueConstraint(
-                Lower(Trim("name")),
                 "organization",
+                "name_key",
                 condition=~Q(status="deleted"),
-                name="uniq_live_brand_name_per_org",
+                name="uniq_live_brand_name_key_per_org",
             ),
         ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.id})"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.name_key = brand_name_key(self.name)
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and "name" in update_fields:
+            kwargs["update_fields"] = {*update_fields, "name_key"}
+        super().save(*args, **kwargs)
 
     @property
     def is_serenity_active(self) -> bool:
@@ -220,3 +232,44 @@ class Prompt(models.Model):
 
     def __str__(self) -> str:
         return self.text[:60]
+
+
+class IdempotencyKey(models.Model):
+    """The first answer to a keyed POST or PATCH under `/v2` (SPEC §10.3).
+
+    The row is claimed by its INSERT, before the work starts: the unique constraint on the scope
+    (user, org, method, path, key) lets exactly one of several concurrent requests in. Until the
+    answer is recorded `response_status` is NULL ("in flight"). A 5xx answer deletes the row
+    (the key is released); any other answer is kept until `expires_at`.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    method = models.CharField(max_length=8)
+    path = models.CharField(max_length=2000)
+    key = models.CharField(max_length=255)
+    # SHA-256 of the request body as canonical JSON (sorted keys, no whitespace).
+    request_digest = models.CharField(max_length=64)
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.JSONField(null=True, blank=True)
+    # Only the headers SPEC §10.3 replays: Location and Retry-After.
+    response_headers = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "organization", "method", "path", "key"],
+                name="uniq_idempotency_key_scope",
+            ),
+        ]
+        indexes = [models.Index(fields=["expires_at"], name="idempotency_expiry_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path} [{self.key}]"
+
+    @property
+    def is_in_flight(self) -> bool:
+        return self.response_status is None

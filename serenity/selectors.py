@@ -10,13 +10,14 @@ from typing import Any
 from django.db.models import OuterRef, Subquery
 
 from kernel.errors import InvalidRequestError
+from kernel.pagination import Page, keyset_page
 from serenity.exceptions import (
     BrandNotFoundError,
     NotAMemberError,
     OrganizationNotFoundError,
     SerenityNotActiveError,
 )
-from serenity.models import Brand, BrandStatus, Membership, Organization, Role
+from serenity.models import Brand, BrandStatus, Market, Membership, Organization, Role
 
 _DIGITS = re.compile(r"^[0-9]{1,10}$")
 
@@ -101,3 +102,19 @@ def caller_scope_resolve(
         if require_serenity_active and not brand.is_serenity_active:
             raise SerenityNotActiveError()
     return CallerScope(organization=organization, brand=brand, role=role)
+
+
+MARKET_ORDER = ("geo_target_id", "language_code")
+
+
+def market_list(*, brand: Brand, cursor: str | None, limit: int) -> Page[Market]:
+    """One page of the brand's live markets by geoTargetId then languageCode (unique among live
+    markets). Raises `InvalidRequestError` for a cursor that is not one of this list's."""
+    return keyset_page(
+        Market.objects.filter(brand=brand, deleted_at__isnull=True),
+        kind="markets",
+        ordering=MARKET_ORDER,
+        sort_key=lambda market: [market.geo_target_id, market.language_code],
+        cursor=cursor,
+        limit=limit,
+    )

@@ -470,6 +470,8 @@ class Stack:
             "api",
             [
                 str(BIN / "gunicorn"),
+                "-c",
+                "config/gunicorn.py",
                 "config.wsgi",
                 "-w",
                 str(self.config.api_workers),

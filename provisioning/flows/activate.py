@@ -3,9 +3,14 @@
     A  pending → active      ensure the workspace (skip mode), flip the brand `active`
     B  bare re-activation    ensure the workspace (skip mode), re-affirm `active`
     C  project activation    ensure the workspace (poll mode), create or resume each market
+    A+C pending, brandDomain  ensure (poll mode), flip `active`, then C's markets; C's answer
 
 Async, each branch is one chain: provision-workspace → activate-brand-workspace (A, B) or
 activate-markets (C); the chained steps call the same functions as the sync path.
+
+Ensuring the workspace reads the pointer's status (once in skip mode, where a not-ready status
+is fine); a pointer gone upstream heals and a new workspace is provisioned as for a brand
+without one (SPEC §10.2).
 """
 
 from __future__ import annotations
@@ -46,14 +51,25 @@ class Branch(enum.Enum):
     PENDING_TO_ACTIVE = "A"
     BARE_REACTIVATION = "B"
     PROJECT_ACTIVATION = "C"
+    # A pending brand with `brandDomain` (SPEC §10.2): A's flip to `active`, then C's markets;
+    # the answer is C's.
+    PENDING_THEN_PROJECTS = "A+C"
 
     @classmethod
     def of(cls, brand: Brand, brand_domain: str | None) -> Branch:
         if brand.status == BrandStatus.PENDING:
             if not brand.base_url:
                 raise BaseUrlRequiredError()
-            return cls.PENDING_TO_ACTIVE
+            return cls.PENDING_TO_ACTIVE if brand_domain is None else cls.PENDING_THEN_PROJECTS
         return cls.BARE_REACTIVATION if brand_domain is None else cls.PROJECT_ACTIVATION
+
+    @property
+    def creates_markets(self) -> bool:
+        return self in (Branch.PROJECT_ACTIVATION, Branch.PENDING_THEN_PROJECTS)
+
+    @property
+    def was_pending(self) -> bool:
+        return self in (Branch.PENDING_TO_ACTIVE, Branch.PENDING_THEN_PROJECTS)
 
 
 def activate(
@@ -88,21 +104,23 @@ def activate(
             client=client,
             brand=brand,
             attempt_id=attempt_id,
-            settle=branch is Branch.PROJECT_ACTIVATION,
+            settle=branch.creates_markets,
         )
     except DomainError as error:
         services.attempt_finish(
             attempt=attempt, ok=False, reason=attempt_reason(error), error=error.message
         )
-        if (
-            branch is Branch.PENDING_TO_ACTIVE
-            and not hasattr(error, "reason")
-            and error.http_status >= 500
-        ):
+        if branch.was_pending and not hasattr(error, "reason") and error.http_status >= 500:
             return _activation_incomplete(brand)
         raise
     try:
-        if branch is Branch.PROJECT_ACTIVATION:
+        if branch is Branch.PENDING_THEN_PROJECTS:
+            flipped = brand_workspace_activate(
+                brand=brand, workspace_id=workspace.id, was_pending=True
+            )
+            if flipped.status != 200:
+                return flipped
+        if branch.creates_markets:
             return activate_markets_in_workspace(
                 client=client,
                 brand=brand,
@@ -111,7 +129,7 @@ def activate(
                 plans=plans,
             )
         return brand_workspace_activate(
-            brand=brand, workspace_id=workspace.id, was_pending=branch is Branch.PENDING_TO_ACTIVE
+            brand=brand, workspace_id=workspace.id, was_pending=branch.was_pending
         )
     finally:
         services.attempt_finish(attempt=attempt, ok=True)
@@ -126,19 +144,21 @@ def _begin_async(
     plans: list[MarketPlan],
 ) -> Accepted:
     chained: tuple[JobStep, dict[str, Any]]
-    if branch is Branch.PROJECT_ACTIVATION:
+    if branch.creates_markets:
         chained = (
             JobStep.ACTIVATE_MARKETS,
             {
                 "markets": [plan.as_metadata() for plan in plans],
                 "brandNames": brand_names,
                 "brandDomain": brand_domain,
+                # A+C: the chained step flips the brand `active` first.
+                "wasPending": branch is Branch.PENDING_THEN_PROJECTS,
             },
         )
     else:
         chained = (
             JobStep.ACTIVATE_BRAND_WORKSPACE,
-            {"wasPending": branch is Branch.PENDING_TO_ACTIVE},
+            {"wasPending": branch.was_pending},
         )
     parent_id = brand.organization.semrush_parent_workspace_id
     root_id = uuid.uuid4()
@@ -264,10 +284,14 @@ def _activate_one(
 def _activate_flat(
     *, brand: Brand, branch: Branch, plans: list[MarketPlan], parent_id: str
 ) -> Outcome:
-    if branch is not Branch.PROJECT_ACTIVATION:
+    if not branch.creates_markets:
         return brand_workspace_activate(
-            brand=brand, workspace_id=None, was_pending=branch is Branch.PENDING_TO_ACTIVE
+            brand=brand, workspace_id=None, was_pending=branch.was_pending
         )
+    if branch is Branch.PENDING_THEN_PROJECTS:
+        flipped = brand_workspace_activate(brand=brand, workspace_id=None, was_pending=True)
+        if flipped.status != 200:
+            return flipped
     client = client_for_org(brand.organization, brand_id=str(brand.pk))
     return activate_markets_in_workspace(
         client=client,
@@ -288,11 +312,18 @@ def activate_markets_step(run: StepRun) -> None:
         chain.step_end(run, checked.attempt, checked)
         return
     attempt, brand = checked.attempt, checked.brand
+    if run.job.metadata.get("wasPending"):
+        flipped = brand_workspace_activate(
+            brand=brand, workspace_id=checked.workspace_id, was_pending=True
+        )
+        if flipped.status != 200:
+            chain.step_end(run, attempt, chain.Finished(flipped))
+            return
     client = client_for_org(
         brand.organization,
         brand_id=str(brand.pk),
         attempt_id=str(attempt.id),
-        job_id=str(run.job.id),
+        step_job_id=str(run.job.id),
     )
     outcome = activate_markets_in_workspace(
         client=client,

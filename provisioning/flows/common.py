@@ -14,11 +14,12 @@ from jobs import services as job_services
 from jobs.models import AsyncJob, JobStep, JobType
 from kernel.errors import DomainError, InvalidRequestError
 from provisioning.catalogue import catalogue_language_id, languages_catalogue
-from provisioning.exceptions import NoParentWorkspaceError
+from provisioning.exceptions import NoParentWorkspaceError, SubworkspaceGoneError
 from provisioning.markets import MarketRequest, market_provision, market_release
 from provisioning.models import ProvisioningAttempt
 from provisioning.outcome import Outcome
 from provisioning.semrush import SemrushClient
+from provisioning.workspace import workspace_gone_heal
 from serenity.exceptions import UnknownLanguageError
 from serenity.models import Brand, Market, Organization
 from serenity.slices import Slice, slice_from_ids
@@ -116,7 +117,7 @@ def market_provision_planned(
         market_release(market_id=reservation.pk, owner=owner)
         return Outcome.from_error(error)
     options.setdefault("delete_on_failure", not owned_workspace)
-    return market_provision(
+    outcome = market_provision(
         client=client,
         brand=brand,
         market=reservation,
@@ -125,6 +126,41 @@ def market_provision_planned(
         request=request,
         owned_workspace=owned_workspace,
         **options,
+    )
+    return healed_if_gone(
+        outcome,
+        client=client,
+        brand=brand,
+        workspace_id=workspace_id,
+        owned_workspace=owned_workspace,
+    )
+
+
+def healed_if_gone(
+    outcome: Outcome | None,
+    *,
+    client: SemrushClient,
+    brand: Brand,
+    workspace_id: str,
+    owned_workspace: bool,
+) -> Outcome | None:
+    """A project call in the brand's own workspace answered 403 (`subworkspaceGone`): heal as
+    a status read that meets it does (SPEC §10.2, `workspace_gone_heal`), and answer with the
+    error the heal returns (`subworkspaceGone` once confirmed, else what the confirmation met).
+    Any other outcome is returned as it is."""
+    if (
+        outcome is None
+        or not owned_workspace
+        or outcome.body.get("error") != SubworkspaceGoneError.code
+    ):
+        return outcome
+    return Outcome.from_error(
+        workspace_gone_heal(
+            client=client,
+            brand_id=brand.pk,
+            workspace_id=workspace_id,
+            parent_id=brand.organization.semrush_parent_workspace_id,
+        )
     )
 
 

@@ -20,6 +20,7 @@ from kernel.errors import DomainError
 from provisioning import chain, guard, services
 from provisioning.exceptions import (
     ProvisioningIncompleteError,
+    SubworkspaceGoneError,
     WorkspaceMisconfiguredError,
     attempt_reason,
 )
@@ -27,6 +28,7 @@ from provisioning.flows.common import (
     MarketPlan,
     chain_create,
     check_market_cap,
+    healed_if_gone,
     market_provision_planned,
     market_request_for,
     require_parent,
@@ -42,7 +44,7 @@ from provisioning.markets import (
 from provisioning.models import AttemptReason, AttemptStartedBy, AttemptStatus, ProvisioningAttempt
 from provisioning.outcome import Accepted, Outcome
 from provisioning.upstream import client_for_org
-from provisioning.workspace import workspace_settle
+from provisioning.workspace import workspace_gone_heal, workspace_settle
 from serenity.exceptions import SliceExistsError
 from serenity.models import Brand, BrandStatus, Market, MarketStatus, WorkspaceMode
 
@@ -145,8 +147,13 @@ def _create_sync(*, brand: Brand, plan: MarketPlan, parent_id: str) -> Outcome:
     assert begun.pointer is not None
     try:
         workspace_settle(client=client, workspace_id=begun.pointer)
-    except DomainError as error:
+    except DomainError as settle_error:
         market_release(market_id=reservation.pk, owner=owner)
+        error = settle_error
+        if isinstance(error, SubworkspaceGoneError):
+            error = workspace_gone_heal(
+                client=client, brand_id=brand.pk, workspace_id=begun.pointer, parent_id=parent_id
+            )
         # A settle failure of the brand's own workspace is a provisioning failure; any other
         # error leaves the attempt ready (the workspace was not touched).
         provisioning_failure = hasattr(error, "reason")
@@ -156,29 +163,44 @@ def _create_sync(*, brand: Brand, plan: MarketPlan, parent_id: str) -> Outcome:
             reason=attempt_reason(error),
             error=error.message,
         )
-        raise
+        if error is settle_error:
+            raise
+        raise error from settle_error
     except Exception:
         market_release(market_id=reservation.pk, owner=owner)
         services.attempt_finish(attempt=attempt, ok=False, reason=AttemptReason.UNEXPECTED)
         raise
     try:
-        outcome = market_provision(
+        outcome = healed_if_gone(
+            market_provision(
+                client=client,
+                brand=brand,
+                market=reservation,
+                owner=owner,
+                workspace_id=begun.pointer,
+                request=request,
+                owned_workspace=True,
+                delete_on_failure=False,
+            ),
             client=client,
             brand=brand,
-            market=reservation,
-            owner=owner,
             workspace_id=begun.pointer,
-            request=request,
             owned_workspace=True,
-            delete_on_failure=False,
         )
     except Exception:
         # Never leave the brand leased to a request that is gone (a kept reservation is
         # resumable once its owner has finished).
         services.attempt_finish(attempt=attempt, ok=False, reason=AttemptReason.UNEXPECTED)
         raise
-    services.attempt_finish(attempt=attempt, ok=True)
     assert outcome is not None
+    if outcome.body.get("error") == SubworkspaceGoneError.code:
+        # The brand's workspace is gone (healed above): a provisioning failure, as when the
+        # settle read meets it.
+        services.attempt_finish(
+            attempt=attempt, ok=False, reason=AttemptReason.GONE, error=outcome.body["message"]
+        )
+        return outcome
+    services.attempt_finish(attempt=attempt, ok=True)
     return outcome
 
 
@@ -265,7 +287,7 @@ def create_market_step(run: StepRun) -> None:
         brand.organization,
         brand_id=str(brand.pk),
         attempt_id=str(attempt.id),
-        job_id=str(run.job.id),
+        step_job_id=str(run.job.id),
     )
     outcome = market_provision_planned(
         client=client,
@@ -323,6 +345,6 @@ def _discard_unrecorded_project(run: StepRun, plan: MarketPlan) -> None:
     ):
         return
     client = client_for_org(
-        attempt.brand.organization, attempt_id=str(attempt.id), job_id=str(run.job.id)
+        attempt.brand.organization, attempt_id=str(attempt.id), step_job_id=str(run.job.id)
     )
     market_discard_unrecorded(client=client, workspace_id=workspace_id, slice_=plan.slice)

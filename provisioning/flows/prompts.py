@@ -60,7 +60,8 @@ from jobs import services as job_services
 from jobs.endings import Defer, Finish, step_commit
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.runner import StepRun
-from kernel.errors import InvalidRequestError
+from kernel.errors import DomainError, InvalidRequestError
+from provisioning.exceptions import job_error
 from provisioning.flows.common import default_brand_domain
 from provisioning.intent import classify_intent
 from provisioning.outcome import Accepted, Outcome
@@ -75,10 +76,12 @@ from provisioning.prompt_plan import (
 from provisioning.semrush import (
     SemrushClient,
     SemrushError,
+    SemrushGoneError,
     SemrushRateLimitedError,
     SemrushUnauthorizedError,
 )
 from provisioning.upstream import client_for_org
+from provisioning.workspace import workspace_gone_heal
 from serenity.models import Brand, BrandStatus, Market, MarketStatus, Prompt
 from serenity.slices import normalize_language
 
@@ -285,6 +288,16 @@ def _prompts_run(
                             exc.retry_after or DEFAULT_RATE_LIMIT_DELAY_SECONDS
                         ) from exc
                     failed = len(new)
+                except SemrushGoneError as exc:
+                    # The brand's own workspace is gone upstream: heal, and the request ends
+                    # with `subworkspaceGone` (502), not a count (SPEC §10.2). Units already
+                    # pushed stay stored.
+                    raise workspace_gone_heal(
+                        client=client(),
+                        brand_id=brand.pk,
+                        workspace_id=str(market.workspace_id),
+                        parent_id=brand.organization.semrush_parent_workspace_id,
+                    ) from exc
                 except SemrushError as exc:
                     # Never replayed: a lost answer may still have added the prompts.
                     logger.warning(
@@ -459,7 +472,7 @@ def classify_prompts_step(run: StepRun) -> None:
         defer_rate_limited=True,
         deadline=time.monotonic() + settings.JOBS_LEASE_SECONDS / 2,
     )
-    client = _LazyClient(brand, {"brand_id": str(brand.pk), "job_id": str(job.pk)})
+    client = _LazyClient(brand, {"brand_id": str(brand.pk), "step_job_id": str(job.pk)})
     try:
         counts = _prompts_run(
             brand=brand,
@@ -473,6 +486,9 @@ def classify_prompts_step(run: StepRun) -> None:
         return
     except _ClaimLostError:
         logger.info("prompts job lost its claim; another delivery continues it")
+        return
+    except DomainError as error:
+        step_commit(run, Finish(JobStatus.FAILED, error=job_error(error)))
         return
     _finish(run, Outcome(200, counts))
 

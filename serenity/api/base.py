@@ -5,20 +5,24 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from rest_framework.request import Request
-from rest_framework.views import APIView
 
 from kernel import context
+from kernel.errors import InvalidRequestError
+from serenity.api.idempotency import IdempotencyMixin
 from serenity.selectors import CallerScope, caller_scope_resolve
 
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
-class OrgScopedView(APIView):
+class OrgScopedView(IdempotencyMixin):
     """Runs SPEC §4's checks in their order before the handler.
 
     DRF authenticates first (401 with `WWW-Authenticate: Bearer`); then path ids are validated
     (400), then org (404), membership and role (403), brand (404) and, on `B/serenity/*`
-    routes that need it, Serenity being on for the brand (404 serenityNotActive).
+    routes that need it, Serenity being on for the brand (404 serenityNotActive); then the body
+    of a POST/PUT/PATCH must be a JSON object; then a POST or PATCH with an `Idempotency-Key`
+    claims it or replays the stored answer (SPEC §10.3).
     """
 
     serenity_route: ClassVar[bool] = False
@@ -39,6 +43,17 @@ class OrgScopedView(APIView):
             require_serenity_active=self.require_serenity_active,
         )
         context.bind(org_id=self.scope.organization.id, brand_id=kwargs.get("brand_id"))
+        if request.method in BODY_METHODS:
+            require_json_object(request)
+        self.idempotency_key_begin(request, self.scope.organization)
+
+
+def require_json_object(request: Request) -> None:
+    """Every body is read and checked, also on routes that take no fields (deactivate, cancel):
+    not JSON → 415 `unsupportedMediaType`, a JSON value that is not an object → 400
+    `invalidRequest`, before the route does anything (SPEC §10.2). An empty body is `{}`."""
+    if not isinstance(request.data, dict):
+        raise InvalidRequestError("The body must be a JSON object.")
 
 
 class SerenityView(OrgScopedView):

@@ -15,13 +15,14 @@ from serenity import services
 from serenity.api import schemas
 from serenity.api.base import OrgScopedView
 from serenity.api.jobs import accepted_headers
+from serenity.api.pagination import PageQuerySerializer, query_parse
 from serenity.api.payloads import brand_payload, market_payload
 from serenity.api.serializers import BrandCreateSerializer, BrandUpdateSerializer
 from serenity.models import BrandStatus
 from serenity.slices import slice_parse
 
 
-class BrandListQuerySerializer(serializers.Serializer):
+class BrandListQuerySerializer(PageQuerySerializer):
     status = serializers.ChoiceField(choices=BrandStatus.choices, required=False)
 
 
@@ -49,12 +50,16 @@ def _brand_input(data: dict[str, Any]) -> BrandInput:
 class BrandCollectionView(OrgScopedView):
     @schemas.brand_list_schema
     def get(self, request: Request, org_id: str) -> Response:
-        query = BrandListQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        brands = selectors.brand_list(
-            organization=self.scope.organization, status=query.validated_data.get("status")
+        query = query_parse(BrandListQuerySerializer, request)
+        page = selectors.brand_list(
+            organization=self.scope.organization,
+            status=query.get("status"),
+            cursor=query["cursor"],
+            limit=query["limit"],
         )
-        return Response({"brands": [brand_payload(b) for b in brands]})
+        return Response(
+            {"brands": [brand_payload(b) for b in page.items], "nextCursor": page.next_cursor}
+        )
 
     @schemas.brand_create_schema
     def post(self, request: Request, org_id: str) -> Response:

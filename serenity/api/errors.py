@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
@@ -98,6 +99,14 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
 
 def not_found_view(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
     return JsonResponse({"error": "notFound", "message": "Not found."}, status=404)
+
+
+@csrf_exempt
+def unknown_route_view(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    """The last route: whatever matched nothing answers the envelope, in every mode (with
+    DEBUG on, Django would answer its HTML technical 404 listing the URLconf instead of
+    calling `handler404`)."""
+    return not_found_view(request)
 
 
 def server_error_view(request: HttpRequest) -> JsonResponse:

@@ -4,32 +4,31 @@ from __future__ import annotations
 
 import uuid
 
-from django.conf import settings
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from jobs.models import AsyncJob, JobStatus
-from jobs.selectors import chain_payload, job_chain_get
+from jobs.selectors import (
+    chain_payload,
+    job_chain_get,
+    job_list,
+    job_list_item,
+    retry_after_seconds,
+)
 from provisioning import services as provisioning_services
 from serenity.api import schemas
 from serenity.api.base import OrgScopedView
+from serenity.api.pagination import PageQuerySerializer, query_parse
 
 
 def job_location(job: AsyncJob) -> str:
     return f"/v2/orgs/{job.organization_id}/brands/{job.brand_id}/serenity/jobs/{job.pk}"
 
 
-def retry_after_seconds() -> str:
-    first = (
-        settings.SERENITY_PROVISION_BACKOFF_SECONDS[0]
-        if settings.SERENITY_PROVISION_BACKOFF_SECONDS
-        else 1
-    )
-    return str(max(1, min(5, int(first))))
-
-
 def accepted_headers(job: AsyncJob) -> dict[str, str]:
-    return {"Location": job_location(job), "Retry-After": retry_after_seconds()}
+    """`job` is the root just committed: its first step is the chain's next one."""
+    return {"Location": job_location(job), "Retry-After": str(retry_after_seconds(job))}
 
 
 def accepted_body(job: AsyncJob) -> dict[str, str]:
@@ -39,10 +38,33 @@ def accepted_body(job: AsyncJob) -> dict[str, str]:
 def _render(job_id: str, brand_id: uuid.UUID) -> Response:
     view = job_chain_get(job_id=uuid.UUID(job_id), brand_id=brand_id)
     body = chain_payload(view)
-    headers = (
-        {"Retry-After": retry_after_seconds()} if body["status"] == JobStatus.IN_PROGRESS else {}
-    )
+    in_progress = body["status"] == JobStatus.IN_PROGRESS
+    headers = {"Retry-After": str(retry_after_seconds(view.effective))} if in_progress else {}
     return Response(body, headers=headers)
+
+
+class JobListQuerySerializer(PageQuerySerializer):
+    status = serializers.ChoiceField(choices=JobStatus.choices, required=False)
+
+
+class JobCollectionView(OrgScopedView):
+    """The brand's jobs by the ids clients hold (root jobs), newest first (SPEC §10.3)."""
+
+    serenity_route = True
+
+    @schemas.job_list_schema
+    def get(self, request: Request, org_id: str, brand_id: str) -> Response:
+        assert self.scope.brand is not None
+        query = query_parse(JobListQuerySerializer, request)
+        page = job_list(
+            brand_id=self.scope.brand.pk,
+            status=query.get("status"),
+            cursor=query["cursor"],
+            limit=query["limit"],
+        )
+        return Response(
+            {"items": [job_list_item(j) for j in page.items], "nextCursor": page.next_cursor}
+        )
 
 
 class JobDetailView(OrgScopedView):

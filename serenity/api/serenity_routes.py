@@ -16,10 +16,12 @@ from provisioning.outcome import Accepted, Outcome
 from serenity.api import schemas
 from serenity.api.base import OrgScopedView, SerenityView
 from serenity.api.jobs import accepted_body, accepted_headers
+from serenity.api.pagination import PageQuerySerializer, query_parse
 from serenity.api.payloads import market_payload
 from serenity.api.serializers import ActivateSerializer, MarketCreateSerializer
 from serenity.exceptions import MarketNotFoundError
 from serenity.models import Market
+from serenity.selectors import market_list
 from serenity.slices import normalize_language, slice_parse
 
 DEFAULT_ACTIVATE_MARKETS = [{"market": "US", "languageCode": "en"}]
@@ -60,8 +62,12 @@ def _market_plans(
 class MarketCollectionView(SerenityView):
     @schemas.market_list_schema
     def get(self, request: Request, org_id: str, brand_id: str) -> Response:
-        markets = Market.objects.filter(brand=self.scope.brand, deleted_at__isnull=True)
-        return Response({"items": [market_payload(m) for m in markets]})
+        assert self.scope.brand is not None
+        query = query_parse(PageQuerySerializer, request)
+        page = market_list(brand=self.scope.brand, cursor=query["cursor"], limit=query["limit"])
+        return Response(
+            {"items": [market_payload(m) for m in page.items], "nextCursor": page.next_cursor}
+        )
 
     @schemas.market_create_schema
     def post(self, request: Request, org_id: str, brand_id: str) -> Response:

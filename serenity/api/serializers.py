@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from serenity.api.fields import BodyObjectSerializer, HostField, HttpUrlField, StrictCharField
 from serenity.models import BrandStatus
+from serenity.names import brand_name_refusal
 
 
 class SemrushMarketSerializer(serializers.Serializer):
@@ -34,6 +35,9 @@ class BrandCreateSerializer(BodyObjectSerializer):
     def validate_name(self, value: str) -> str:
         if not value.strip():
             raise serializers.ValidationError("must not be blank.")
+        refusal = brand_name_refusal(value)
+        if refusal is not None:
+            raise serializers.ValidationError(refusal)
         return value.strip()
 
 

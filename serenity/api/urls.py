@@ -1,5 +1,5 @@
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from serenity.api import brands, health, jobs, prompts, serenity_routes
 
@@ -21,6 +21,16 @@ urlpatterns = [
         ),
         name="docs",
     ),
+    path(
+        "api/redoc/",
+        SpectacularRedocView.as_view(
+            url_name="schema",
+            template_name="serenity/redoc.html",
+            permission_classes=[],
+            authentication_classes=[],
+        ),
+        name="redoc",
+    ),
     path("v2/orgs/<str:org_id>/brands", brands.BrandCollectionView.as_view()),
     path("v2/orgs/<str:org_id>/serenity/languages", serenity_routes.LanguagesView.as_view()),
     path(B, brands.BrandDetailView.as_view()),
@@ -32,6 +42,7 @@ urlpatterns = [
     path(f"{B}/serenity/activate", serenity_routes.ActivateView.as_view()),
     path(f"{B}/serenity/deactivate", serenity_routes.DeactivateView.as_view()),
     path(f"{B}/serenity/prompts", prompts.PromptCollectionView.as_view()),
+    path(f"{B}/serenity/jobs", jobs.JobCollectionView.as_view()),
     path(f"{B}/serenity/jobs/<str:job_id>", jobs.JobDetailView.as_view()),
     path(f"{B}/serenity/prompts/jobs/<str:job_id>", jobs.JobDetailView.as_view()),
     path(f"{B}/serenity/jobs/<str:job_id>/cancel", jobs.JobCancelView.as_view()),

@@ -80,7 +80,7 @@ def test_a_provisions_the_workspace_without_settling_and_activates(sw_writer, si
     assert (attempt.status, attempt.started_by) == ("ready", "activate")
 
 
-def test_a_with_a_workspace_already_makes_no_upstream_call(sw_writer, sim, workspace):
+def test_a_with_a_workspace_already_makes_one_status_read(sw_writer, sim, workspace):
     # given a pending brand that already has its workspace (e.g. a bare create without baseUrl
     # whose baseUrl was patched in later); markets in the body are ignored on branch A
     brand = BrandFactory(
@@ -94,7 +94,9 @@ def test_a_with_a_workspace_already_makes_no_upstream_call(sw_writer, sim, works
     # then
     assert response.status_code == 200, response.json()
     assert response.json() == {"brandId": str(brand.id), "status": "active", "markets": []}
-    assert calls(sim)[setup:] == []
+    # One status read confirms the pointer is still there upstream (SPEC §10.2: a gone
+    # workspace heals); skip mode does not wait for it to be ready.
+    assert calls(sim)[setup:] == [status_read(workspace)]
     assert Market.objects.count() == 0
 
 
@@ -151,7 +153,7 @@ def test_a_failing_upstream_is_502_activation_incomplete(sw_writer, sim, draft_b
 @pytest.mark.parametrize(
     "body", [None, {}, {"brandNames": ["Acme"]}], ids=["absent", "{}", "names"]
 )
-def test_b_reaffirms_active_with_no_upstream_call(sw_writer, sim, active_brand, body):
+def test_b_reaffirms_active_with_one_status_read(sw_writer, sim, active_brand, workspace, body):
     # given
     setup = len(calls(sim))
     # when
@@ -159,7 +161,8 @@ def test_b_reaffirms_active_with_no_upstream_call(sw_writer, sim, active_brand, 
     # then
     assert response.status_code == 200, response.json()
     assert response.json() == {"brandId": str(active_brand.id), "status": "active", "markets": []}
-    assert calls(sim)[setup:] == []
+    # One status read confirms the pointer (SPEC §10.2: a gone workspace heals).
+    assert calls(sim)[setup:] == [status_read(workspace)]
     assert [a.status for a in ProvisioningAttempt.objects.all()] == ["ready"]
 
 
@@ -518,7 +521,8 @@ def test_fifty_distinct_markets_pass_validation(sw_writer, sim, workspace):
     )
     # then
     assert response.status_code == 200, response.json()
-    assert calls(sim)[setup:] == []
+    # Only the status read that confirms the pointer (SPEC §10.2).
+    assert calls(sim)[setup:] == [status_read(workspace)]
 
 
 def test_activate_in_an_org_without_parent_is_404_no_parent_workspace(db, sim):

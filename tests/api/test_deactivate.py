@@ -93,7 +93,7 @@ def test_deactivate_empties_the_workspace_clears_the_pointer_and_tombstones(
     assert (read["semrushSubWorkspaceId"], read["semrushProvisioningStatus"]) == (None, None)
     assert sw_writer.get(
         f"/v2/orgs/{sw_writer.org.id}/brands/{brand.id}/serenity/markets"
-    ).json() == {"items": []}
+    ).json() == {"items": [], "nextCursor": None}
 
 
 def test_decommission_failure_is_502_and_changes_nothing(sw_writer, sim, brand, workspace):

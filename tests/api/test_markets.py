@@ -91,7 +91,8 @@ def test_list_markets_returns_the_live_ones(sw_writer, sim, brand):
                 "workspaceId": brand.semrush_sub_workspace_id,
                 **stamps(us),
             }
-        ]
+        ],
+        "nextCursor": None,
     }
     assert calls(sim)[setup:] == []
 
@@ -100,7 +101,7 @@ def test_list_markets_is_empty_for_a_new_brand(sw_writer, sim, brand):
     # when
     response = sw_writer.get(markets_path(sw_writer, brand))
     # then
-    assert (response.status_code, response.json()) == (200, {"items": []})
+    assert (response.status_code, response.json()) == (200, {"items": [], "nextCursor": None})
 
 
 def test_read_one_market(sw_writer, sim, brand):

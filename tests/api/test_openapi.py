@@ -23,6 +23,7 @@ SPEC_ROUTES = {
     ("post", f"{B}/serenity/activate"),
     ("post", f"{B}/serenity/deactivate"),
     ("post", f"{B}/serenity/prompts"),
+    ("get", f"{B}/serenity/jobs"),
     ("get", f"{B}/serenity/jobs/{{jobId}}"),
     ("get", f"{B}/serenity/prompts/jobs/{{jobId}}"),
     ("post", f"{B}/serenity/jobs/{{jobId}}/cancel"),
@@ -114,7 +115,7 @@ def test_async_is_a_boolean_and_202_sends_location_and_retry_after(
         assert properties["async"]["type"] == "boolean", key
         assert "async_" not in properties, key
         accepted = operation["responses"]["202"]
-        assert set(accepted["headers"]) == {"Location", "Retry-After"}, key
+        assert set(accepted["headers"]) == {"Location", "Retry-After", "Idempotent-Replayed"}, key
         assert accepted["headers"]["Retry-After"]["schema"] == {"type": "integer"}
 
 
@@ -137,3 +138,126 @@ def test_docs_page_is_served_without_a_token() -> None:
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/html")
     assert b"swagger-ui" in response.content
+
+
+# --- SPEC §10.3: offline docs, examples, constraints -----------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/api/docs/", "/api/redoc/"])
+def test_the_docs_pages_load_nothing_from_another_host(path):
+    import re
+
+    response = APIClient().get(path, HTTP_HOST="serenity.test")
+    assert response.status_code == 200
+    html = response.content.decode()
+    urls = re.findall(r"""(?:https?:)?//[^\s"'<>)]+""", html)
+    assert [u for u in urls if not re.match(r"(https?:)?//serenity\.test/", u)] == []
+    # the UI's scripts are served from our own static files
+    assert "/static/drf_spectacular_sidecar/" in html
+
+
+def test_the_sidecar_static_files_are_served_locally(settings):
+    from django.contrib.staticfiles import finders
+
+    assert finders.find("drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js")
+    assert finders.find("drf_spectacular_sidecar/redoc/bundles/redoc.standalone.js")
+
+
+def _has_example(content: dict[str, Any]) -> bool:
+    media = content.get("application/json", {})
+    return bool(media.get("example") or media.get("examples"))
+
+
+def test_every_request_and_response_body_has_an_example(document):
+    missing = []
+    for (method, path), operation in operations(document).items():
+        body = operation.get("requestBody")
+        if body is not None and not _has_example(body["content"]):
+            missing.append((method, path, "request"))
+        for status, response in operation["responses"].items():
+            content = response.get("content")
+            if content is not None and "application/json" in content and not _has_example(content):
+                missing.append((method, path, status))
+    assert missing == []
+
+
+def test_every_error_code_of_a_response_has_its_example(document):
+    import re
+
+    for (method, path), operation in operations(document).items():
+        for status, response in operation["responses"].items():
+            if not status.startswith("4"):
+                continue
+            codes = set(re.findall(r"`(\w+)`", response["description"])) - {"error"}
+            examples = response["content"]["application/json"]["examples"]
+            shown = {e["value"]["error"] for e in examples.values()}
+            assert set(codes) <= shown, (method, path, status)
+
+
+def test_the_202_and_the_409_guard_examples(document):
+    ops = operations(document)
+    market_create = ops[("post", f"{B}/serenity/markets")]
+    accepted = market_create["responses"]["202"]["content"]["application/json"]["examples"]
+    assert next(iter(accepted.values()))["value"] == {
+        "jobId": "c41d7e28-6a3f-4b19-8e05-2f9a6b3d71c0",
+        "jobType": "provisionWorkspace",
+        "status": "IN_PROGRESS",
+    }
+    conflicts = market_create["responses"]["409"]["content"]["application/json"]["examples"]
+    guard = [
+        e["value"]
+        for e in conflicts.values()
+        if e["value"]["error"] == "semrush_provisioning_in_progress"
+    ]
+    assert guard[0]["details"] == {"jobId": "c41d7e28-6a3f-4b19-8e05-2f9a6b3d71c0"}
+
+
+def test_every_post_and_patch_documents_the_idempotency_key(document):
+    for (method, path), operation in operations(document).items():
+        if method not in ("post", "patch") or not path.startswith("/v2/"):
+            continue
+        headers = {p["name"]: p for p in operation["parameters"] if p["in"] == "header"}
+        assert headers["Idempotency-Key"]["schema"] == {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 255,
+            "pattern": "^[\\x20-\\x7E]+$",
+        }, (method, path)
+        assert "409" in operation["responses"] and "422" in operation["responses"], path
+
+
+def test_the_lists_document_limit_cursor_and_next_cursor(document):
+    ops = operations(document)
+    for path in ["/v2/orgs/{orgId}/brands", f"{B}/serenity/markets", f"{B}/serenity/jobs"]:
+        params = {p["name"]: p for p in ops[("get", path)]["parameters"] if p["in"] == "query"}
+        assert params["limit"]["schema"] == {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 500,
+            "default": 100,
+        }
+        assert params["cursor"]["schema"] == {"type": "string", "maxLength": 1000}
+    job_status = {
+        p["name"]: p for p in ops[("get", f"{B}/serenity/jobs")]["parameters"] if p["in"] == "query"
+    }["status"]
+    assert sorted(job_status["schema"]["enum"]) == [
+        "CANCELLED",
+        "COMPLETED",
+        "FAILED",
+        "IN_PROGRESS",
+    ]
+
+
+def test_request_constraints_equal_the_validation(document):
+    schemas = document["components"]["schemas"]
+    market = schemas["MarketCreateRequest"]["properties"]
+    assert market["market"]["pattern"] == "^[A-Za-z]{2}$"
+    assert market["languageCode"]["pattern"] == "^[A-Za-z]{2,3}(-[A-Za-z]{2,4})?$"
+    assert market["brandNames"]["minItems"] == 1
+    assert market["brandNames"]["maxItems"] == 50
+    assert market["brandNames"]["items"]["pattern"] == "\\S"
+    prompts = schemas["PromptsRequest"]["properties"]["prompts"]
+    assert (prompts["minItems"], prompts["maxItems"]) == (1, 500)
+    markets = schemas["ActivateRequest"]["properties"]["markets"]
+    assert (markets["minItems"], markets["maxItems"]) == (1, 50)
+    assert schemas["BrandCreateRequest"]["properties"]["name"]["pattern"] == "\\S"

@@ -118,8 +118,15 @@ def test_in_progress_poll_sends_retry_after_and_pending_steps(sw_writer, sim, pu
     assert int(response["Retry-After"]) >= 1
     assert body["status"] == "IN_PROGRESS"
     assert body["result"] is None and body["error"] is None
+    root = AsyncJob.objects.get(pk=accepted["jobId"])
     assert body["steps"] == [
-        {"step": "provisionWorkspace", "status": "PENDING", "startedAt": None, "finishedAt": None}
+        {
+            "step": "provisionWorkspace",
+            "status": "PENDING",
+            "startedAt": None,
+            "finishedAt": None,
+            "runAfter": root.run_after.isoformat().replace("+00:00", "Z"),
+        }
     ]
     assert body["jobType"] == "provisionWorkspace"
     assert set(body) == {

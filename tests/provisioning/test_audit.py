@@ -144,7 +144,27 @@ def test_clean_audit_prints_a_human_summary(serenity_org, upstream):
 def test_non_empty_child_that_is_no_brands_workspace_is_an_orphan(serenity_org, sim, upstream):
     # given
     stray = upstream.child(sim.parent_id, "Stray")
-    upstream.project(stray)
+    project = upstream.project(stray)
+    # when
+    code, report = run_audit_json()
+    # then: the workspace and the project inside it (SPEC §10.2)
+    assert code == 1
+    assert report == {
+        **EMPTY,
+        "orphanWorkspaces": [{"id": stray, "orgId": str(serenity_org.id), "title": "Stray"}],
+        "orphanProjects": [{"id": project, "workspaceId": stray, "orgId": str(serenity_org.id)}],
+    }
+
+
+def test_every_project_inside_an_orphan_workspace_is_listed(serenity_org, sim, upstream):
+    # given: an orphan workspace with two projects no market accounts for, and one that a
+    # market row (left pointing there) still accounts for
+    brand = BrandFactory(organization=serenity_org, name="Acme")
+    stray = upstream.child(sim.parent_id, "Stray")
+    first = upstream.project(stray)
+    second = upstream.project(stray, location_id=2276, language="German")
+    accounted = upstream.project(stray, location_id=2250, language="French")
+    live_market(brand, accounted, stray, geo_target_id=2250, language_code="fr")
     # when
     code, report = run_audit_json()
     # then
@@ -152,6 +172,10 @@ def test_non_empty_child_that_is_no_brands_workspace_is_an_orphan(serenity_org, 
     assert report == {
         **EMPTY,
         "orphanWorkspaces": [{"id": stray, "orgId": str(serenity_org.id), "title": "Stray"}],
+        "orphanProjects": [
+            {"id": pid, "workspaceId": stray, "orgId": str(serenity_org.id)}
+            for pid in sorted([first, second])
+        ],
     }
 
 
@@ -203,13 +227,22 @@ def test_project_in_the_parent_of_a_flat_org_without_a_market_is_an_orphan(db, s
     }
 
 
-def test_projects_in_the_parent_of_a_subworkspace_org_are_not_audited(serenity_org, sim, upstream):
-    # given: nothing of ours is ever created in the parent of a sub-workspace org
-    upstream.project(sim.parent_id)
+def test_stray_project_in_the_parent_of_a_subworkspace_org_is_an_orphan(
+    serenity_org, sim, upstream
+):
+    # given: nothing of ours is ever created in the parent of a sub-workspace org, so a project
+    # there is a stray (SPEC §10.2: "in the parent itself")
+    stray = upstream.project(sim.parent_id)
     # when
     code, report = run_audit_json()
     # then
-    assert (code, report) == (0, EMPTY)
+    assert code == 1
+    assert report == {
+        **EMPTY,
+        "orphanProjects": [
+            {"id": stray, "workspaceId": sim.parent_id, "orgId": str(serenity_org.id)}
+        ],
+    }
 
 
 def test_human_output_lists_each_finding(serenity_org, sim, upstream):
@@ -218,7 +251,7 @@ def test_human_output_lists_each_finding(serenity_org, sim, upstream):
     code, out = run_audit()
     assert code == 1
     assert (
-        "1 orphan workspace(s), 0 orphan project(s), 0 stuck attempt(s), 0 org(s) not checked"
+        "1 orphan workspace(s), 1 orphan project(s), 0 stuck attempt(s), 0 org(s) not checked"
         in out
     )
     assert f"  {stray}  org {serenity_org.id}  title 'Stray'" in out
@@ -251,7 +284,7 @@ def test_stale_pending_attempt_is_stuck_and_its_candidate_an_orphan(
     settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS = 900
     brand = BrandFactory(organization=serenity_org, name="Acme")
     candidate = upstream.child(sim.parent_id, "Acme")
-    upstream.project(candidate)
+    left_behind = upstream.project(candidate)
     attempt = ProvisioningAttemptFactory(
         brand=brand,
         started_by=AttemptStartedBy.CREATE_BRAND,
@@ -268,7 +301,9 @@ def test_stale_pending_attempt_is_stuck_and_its_candidate_an_orphan(
     assert 1000 <= stuck[0]["ageSeconds"] < 1100
     assert report == {
         "orphanWorkspaces": [{"id": candidate, "orgId": str(serenity_org.id), "title": "Acme"}],
-        "orphanProjects": [],
+        "orphanProjects": [
+            {"id": left_behind, "workspaceId": candidate, "orgId": str(serenity_org.id)}
+        ],
         "errors": [],
     }
 
@@ -395,7 +430,7 @@ def test_parent_shared_by_two_orgs_is_audited_once(serenity_org, sim, upstream):
     brand = brand_with_workspace(sibling, theirs, name="Theirs")
     live_market(brand, upstream.project(theirs), theirs)
     stray = upstream.child(sim.parent_id, "Sibling Stray")
-    upstream.project(stray)
+    stray_project = upstream.project(stray)
     BrandFactory(organization=sibling, name="Sibling Stray")
     sim_requests_before = len(sim.requests_log())
     # when
@@ -405,6 +440,7 @@ def test_parent_shared_by_two_orgs_is_audited_once(serenity_org, sim, upstream):
     assert report == {
         **EMPTY,
         "orphanWorkspaces": [{"id": stray, "orgId": str(sibling.id), "title": "Sibling Stray"}],
+        "orphanProjects": [{"id": stray_project, "workspaceId": stray, "orgId": str(sibling.id)}],
     }
     family_reads = [
         r for r in sim.requests_log()[sim_requests_before:] if r["path"].endswith("/family")

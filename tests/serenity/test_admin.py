@@ -195,7 +195,7 @@ def test_attempt_age_filter_and_cancel_action(admin_client, monkeypatch):
     )
     cancelled: list[uuid.UUID] = []
     monkeypatch.setattr(
-        "provisioning.services.attempt_cancel",
+        "provisioning.admin.attempt_cancel",
         lambda *, attempt_id: cancelled.append(attempt_id) or True,
     )
     # when
@@ -225,9 +225,7 @@ def test_job_page_shows_the_chain_and_republish_calls_the_service(admin_client, 
         then=StepSpec(step=JobStep.CREATE_MARKET),
     )
     calls: list[uuid.UUID] = []
-    monkeypatch.setattr(
-        "jobs.services.job_republish", lambda *, job_id: calls.append(job_id) or True
-    )
+    monkeypatch.setattr("jobs.admin.job_republish", lambda *, job_id: calls.append(job_id) or True)
     # when
     page = admin_client.get(f"/admin/jobs/asyncjob/{root.id}/change/").content.decode()
     response = admin_client.post(
@@ -255,7 +253,7 @@ def test_job_page_shows_the_chain_and_republish_calls_the_service(admin_client, 
         "/admin/provisioning/provisioningattempt/",
         "/admin/provisioning/provisioningattempt/?age=fresh&status__exact=pending",
         "/admin/jobs/asyncjob/",
-        "/admin/jobs/asyncjob/?status__exact=IN_PROGRESS&job_type__exact=provisionWorkspace",
+        "/admin/jobs/asyncjob/?chain_status=IN_PROGRESS&job_type__exact=provisionWorkspace",
     ],
 )
 def test_admin_pages_render(admin_client, path):

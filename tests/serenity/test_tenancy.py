@@ -247,7 +247,7 @@ def test_reader_may_read(reader):
     read = reader.get(f"/v2/orgs/{reader.org.id}/brands/{brand.id}")
     # then
     assert listed.status_code == 200
-    assert listed.json() == {"brands": [_brand_body(brand)]}
+    assert listed.json() == {"brands": [_brand_body(brand)], "nextCursor": None}
     assert read.status_code == 200
     assert read.json() == _brand_body(brand)
 
@@ -355,7 +355,7 @@ def test_staff_token_acts_on_every_org(db):
     ]
     # then
     assert [r.status_code for r in responses] == [200, 200]
-    assert responses[0].json() == {"brands": [_brand_body(first)]}
+    assert responses[0].json() == {"brands": [_brand_body(first)], "nextCursor": None}
     assert responses[1].json() == _brand_body(second)
     # and staff write on any org
     scope = caller_scope_resolve(user=staff, org_id=str(first.organization_id), write=True)
@@ -423,7 +423,7 @@ def test_serenity_route_answers_serenity_not_active_over_http(writer):
         "message": "Serenity is not active for this brand.",
     }
     assert allowed.status_code == 200
-    assert allowed.json() == {"items": []}
+    assert allowed.json() == {"items": [], "nextCursor": None}
     assert deleted.status_code == 404
     assert deleted.json() == BRAND_NOT_FOUND
 
@@ -561,8 +561,8 @@ def test_status_deleted_lists_only_deleted_brands(writer):
     pending = writer.get(f"/v2/orgs/{writer.org.id}/brands?status=pending")
     # then
     assert deleted.status_code == 200
-    assert deleted.json() == {"brands": [_brand_body(gone)]}
-    assert pending.json() == {"brands": [_brand_body(draft)]}
+    assert deleted.json() == {"brands": [_brand_body(gone)], "nextCursor": None}
+    assert pending.json() == {"brands": [_brand_body(draft)], "nextCursor": None}
 
 
 def test_list_shows_only_the_orgs_own_brands(writer):
@@ -573,7 +573,7 @@ def test_list_shows_only_the_orgs_own_brands(writer):
     response = writer.get(f"/v2/orgs/{writer.org.id}/brands")
     # then
     assert response.status_code == 200
-    assert response.json() == {"brands": [_brand_body(mine)]}
+    assert response.json() == {"brands": [_brand_body(mine)], "nextCursor": None}
 
 
 @pytest.mark.parametrize("path", ["/healthz", "/api/schema/"])

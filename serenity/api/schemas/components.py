@@ -90,8 +90,12 @@ class BrandSerializer(serializers.Serializer):
     updatedAt = serializers.DateTimeField()  # noqa: N815
 
 
+NEXT_CURSOR_HELP = "Pass as `?cursor=` for the next page; null on the last page."
+
+
 class BrandListSerializer(serializers.Serializer):
     brands = BrandSerializer(many=True)
+    nextCursor = serializers.CharField(allow_null=True, help_text=NEXT_CURSOR_HELP)  # noqa: N815
 
 
 class MarketSerializer(serializers.Serializer):
@@ -109,6 +113,7 @@ class MarketSerializer(serializers.Serializer):
 
 class MarketListSerializer(serializers.Serializer):
     items = MarketSerializer(many=True)
+    nextCursor = serializers.CharField(allow_null=True, help_text=NEXT_CURSOR_HELP)  # noqa: N815
 
 
 class BrandCreatedSerializer(BrandSerializer):
@@ -194,6 +199,30 @@ class JobStepSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["PENDING", *JobStatus.values])
     startedAt = serializers.DateTimeField(allow_null=True)  # noqa: N815
     finishedAt = serializers.DateTimeField(allow_null=True)  # noqa: N815
+    runAfter = serializers.DateTimeField(  # noqa: N815
+        required=False, help_text="`PENDING` steps only: when the step is due."
+    )
+
+
+class JobListItemSerializer(serializers.Serializer):
+    """A chain's document without its steps (the job list)."""
+
+    jobId = serializers.UUIDField(help_text="The root job's id: the one clients hold.")  # noqa: N815
+    jobType = serializers.ChoiceField(choices=JobType.choices)  # noqa: N815
+    status = serializers.ChoiceField(
+        choices=JobStatus.choices, help_text="The effective status of the whole chain."
+    )
+    result = JobResultSerializer(allow_null=True, help_text="Non-null only when `COMPLETED`.")
+    error = JobErrorSerializer(
+        allow_null=True, help_text="Non-null only when `FAILED` or `CANCELLED`."
+    )
+    createdAt = serializers.DateTimeField()  # noqa: N815
+    updatedAt = serializers.DateTimeField()  # noqa: N815
+
+
+class JobListSerializer(serializers.Serializer):
+    items = JobListItemSerializer(many=True)
+    nextCursor = serializers.CharField(allow_null=True, help_text=NEXT_CURSOR_HELP)  # noqa: N815
 
 
 class JobSerializer(serializers.Serializer):

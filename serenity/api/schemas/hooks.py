@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.plumbing import get_lib_doc_excludes
 
 from serenity.api.base import OrgScopedView
@@ -57,8 +58,13 @@ def _health_operation(
     }
 
 
-def _json_response(description: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
+def _json_response(
+    description: str, schema: dict[str, Any], example: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": schema, "example": example}},
+    }
 
 
 _REACHABILITY = {"type": "string", "enum": ["ok", "unreachable"]}
@@ -81,14 +87,24 @@ _LIVENESS = {
 
 HEALTH_PATHS: dict[str, dict[str, Any]] = {
     "/healthz": _health_operation(
-        "healthz", "Liveness", {"200": _json_response("The process answers.", _LIVENESS)}
+        "healthz",
+        "Liveness",
+        {"200": _json_response("The process answers.", _LIVENESS, {"status": "ok"})},
     ),
     "/readyz": _health_operation(
         "readyz",
         "Readiness: database and broker reachable",
         {
-            "200": _json_response("Ready.", _READINESS),
-            "503": _json_response("The database or the broker is unreachable.", _READINESS),
+            "200": _json_response(
+                "Ready.",
+                _READINESS,
+                {"status": "ok", "checks": {"database": "ok", "broker": "ok"}},
+            ),
+            "503": _json_response(
+                "The database or the broker is unreachable.",
+                _READINESS,
+                {"status": "unavailable", "checks": {"database": "ok", "broker": "unreachable"}},
+            ),
         },
     ),
     "/metrics": _health_operation(
@@ -122,8 +138,42 @@ def _rename_parameters(operation: dict[str, Any], path: str) -> None:
     )
 
 
+# Constraints the views check outside the serializers' declared fields (serenity.slices, the
+# validate_* methods): declared here so that the schema states what validation refuses
+# (SPEC §10.3). Keep in step with serenity/slices.py and serenity/api/serializers.py.
+MARKET_PATTERN = "^[A-Za-z]{2}$"
+LANGUAGE_PATTERN = "^[A-Za-z]{2,3}(-[A-Za-z]{2,4})?$"
+NOT_BLANK_PATTERN = "\\S"
+
+
+def _property_constraints() -> dict[str, dict[str, Any]]:
+    return {
+        "market": {"pattern": MARKET_PATTERN},
+        "languageCode": {"pattern": LANGUAGE_PATTERN},
+        "prompts": {"minItems": 1, "maxItems": settings.SERENITY_MAX_PROMPTS},
+        "markets": {"minItems": 1, "maxItems": settings.SERENITY_MAX_ACTIVATE_MARKETS},
+        "brandNames": {"minItems": 1},
+    }
+
+
+def _apply_constraints(components: dict[str, Any]) -> None:
+    constraints = _property_constraints()
+    for name, schema in components.items():
+        if not name.endswith("Request"):
+            continue
+        for prop_name, prop in schema.get("properties", {}).items():
+            if prop_name in constraints and prop.get("type") in ("string", "array"):
+                prop.update(constraints[prop_name])
+            if prop_name == "brandNames":
+                prop["items"]["pattern"] = NOT_BLANK_PATTERN
+            if prop_name in ("name", "text") and prop.get("type") == "string":
+                prop["pattern"] = NOT_BLANK_PATTERN
+
+
 def postprocess_schema(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    """SPEC §4's path parameter names, unique operationIds, and the health views."""
+    """SPEC §4's path parameter names, unique operationIds, the health views, and the
+    constraints validation applies beyond the serializers' fields."""
+    _apply_constraints(result.get("components", {}).get("schemas", {}))
     paths: dict[str, Any] = {}
     for path, item in result.get("paths", {}).items():
         renamed = _rename_path(path)

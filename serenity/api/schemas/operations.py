@@ -4,10 +4,14 @@ body, the response headers and the error envelopes it can answer with."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
+from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 
+from jobs.models import JobStatus
+from serenity.api.schemas import examples as ex
 from serenity.api.schemas.components import (
     ActivateAnswerSerializer,
     ActivationIncompleteSerializer,
@@ -18,6 +22,7 @@ from serenity.api.schemas.components import (
     DeactivateAnswerSerializer,
     ErrorEnvelopeSerializer,
     JobAcceptedSerializer,
+    JobListSerializer,
     JobSerializer,
     LanguageListSerializer,
     MarketCreatedSerializer,
@@ -57,6 +62,9 @@ UPSTREAM: ErrorCodes = {
 }
 SETTLE: ErrorCodes = {502: ["subworkspaceCreationFailed"], 504: ["subworkspaceCreationTimeout"]}
 GUARD: ErrorCodes = {409: ["semrush_provisioning_in_progress"]}
+# Every POST and PATCH under /v2 (SPEC §10.3).
+IDEMPOTENT: ErrorCodes = {409: ["idempotencyKeyInUse"], 422: ["idempotencyKeyReused"]}
+PAGED: ErrorCodes = {400: ["invalidRequest"]}
 
 
 def error_responses(*code_sets: ErrorCodes) -> dict[int, OpenApiResponse]:
@@ -72,9 +80,17 @@ def error_responses(*code_sets: ErrorCodes) -> dict[int, OpenApiResponse]:
             description="Error envelope; `error` is one of "
             + ", ".join(f"`{name}`" for name in names)
             + ".",
+            examples=[ex.error_example(status, name) for name in names],
         )
         for status, names in sorted(merged.items())
     }
+
+
+def ok(
+    serializer: type[serializers.Serializer] | None, description: str, *examples: ex.OpenApiExample
+) -> OpenApiResponse:
+    """A success response with its examples."""
+    return OpenApiResponse(serializer, description=description, examples=list(examples))
 
 
 # --- Response headers ---------------------------------------------------------------------------
@@ -86,6 +102,47 @@ WWW_AUTHENTICATE = OpenApiParameter(
     response=[401],
     description="`Bearer` on `authenticationRequired`.",
 )
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7E]+$"},
+    OpenApiParameter.HEADER,
+    description="Optional; 1 to 255 printable ASCII characters, scoped to (caller, org, method, "
+    "path). The first answer is stored for a day: a repeat with the same body replays it "
+    "(`Idempotent-Replayed: true`; an async create replays the same `jobId`), another body → "
+    "422 `idempotencyKeyReused`, a repeat while the first is running → 409 "
+    "`idempotencyKeyInUse` (retry later). A 5xx is not stored.",
+)
+IDEMPOTENT_REPLAYED = OpenApiParameter(
+    "Idempotent-Replayed",
+    {"type": "string", "enum": ["true"]},
+    OpenApiParameter.HEADER,
+    response=True,
+    description="`true` when this answer is the stored answer to an earlier request with the "
+    "same `Idempotency-Key`.",
+)
+WRITE_PARAMETERS = [IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED]
+
+PAGE_PARAMETERS = [
+    OpenApiParameter(
+        "limit",
+        {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": settings.SERENITY_PAGE_SIZE_MAX,
+            "default": settings.SERENITY_PAGE_SIZE_DEFAULT,
+        },
+        OpenApiParameter.QUERY,
+        description="Page size; out of range → 400 `invalidRequest`.",
+    ),
+    OpenApiParameter(
+        "cursor",
+        {"type": "string", "maxLength": 1000},
+        OpenApiParameter.QUERY,
+        description="The `nextCursor` of the previous page (opaque); a cursor of another list "
+        "or a forged one → 400 `invalidRequest`.",
+    ),
+]
+
 ACCEPTED_HEADERS = [
     OpenApiParameter(
         "Location",
@@ -101,7 +158,7 @@ ACCEPTED_HEADERS = [
         OpenApiParameter.HEADER,
         response=[202],
         required=True,
-        description="Whole seconds (at least 1) to wait before polling.",
+        description="Whole seconds (1 to 60) until the chain's next scheduled step.",
     ),
 ]
 POLLING_HEADERS = [
@@ -110,7 +167,8 @@ POLLING_HEADERS = [
         int,
         OpenApiParameter.HEADER,
         response=[200],
-        description="Sent while the job is `IN_PROGRESS`: whole seconds before polling again.",
+        description="Sent while the job is `IN_PROGRESS`: whole seconds (1 to 60) until the "
+        "chain's next scheduled step (a `PENDING` step's `runAfter`).",
     ),
 ]
 
@@ -124,9 +182,13 @@ BRAND_STATUS_QUERY = OpenApiParameter(
 )
 
 
-def accepted(serializer: type[serializers.Serializer]) -> OpenApiResponse:
+def accepted(
+    serializer: type[serializers.Serializer], value: Mapping[str, Any] = ex.JOB_ACCEPTED
+) -> OpenApiResponse:
     return OpenApiResponse(
-        serializer, description="`async: true`: the job was started; poll `Location`."
+        serializer,
+        description="`async: true`: the job was started; poll `Location`.",
+        examples=[ex.example("Accepted", value)],
     )
 
 
@@ -137,8 +199,15 @@ brand_list_schema = extend_schema(
     tags=["brands"],
     summary="List brands",
     description="By name; excludes `deleted` brands unless `status=deleted` is asked for.",
-    parameters=[BRAND_STATUS_QUERY, WWW_AUTHENTICATE],
-    responses={200: BrandListSerializer, **error_responses(ORG_CHECKS)},
+    parameters=[BRAND_STATUS_QUERY, *PAGE_PARAMETERS, WWW_AUTHENTICATE],
+    responses={
+        200: ok(
+            BrandListSerializer,
+            "A page of brands by name, then id.",
+            ex.example("A page", {"brands": [ex.BRAND], "nextCursor": ex.CURSOR}),
+        ),
+        **error_responses(ORG_CHECKS, PAGED),
+    },
 )
 
 brand_create_schema = extend_schema(
@@ -152,12 +221,35 @@ brand_create_schema = extend_schema(
     "is created (`semrushMarket` → 403 `serenityNotEnabled`). `async: true` → 202 with the "
     "brand payload plus `jobId` and `jobStatus`.",
     request=BrandCreateSerializer,
-    parameters=[*ACCEPTED_HEADERS, WWW_AUTHENTICATE],
-    responses={
-        201: OpenApiResponse(
-            BrandCreatedSerializer, description="Created (and provisioned, sync)."
+    examples=[
+        ex.request(
+            "Async create with a market",
+            {
+                "name": "Acme",
+                "baseUrl": "https://acme.example",
+                "aliases": ["ACME Corp"],
+                "semrushMarket": {"market": "US", "languageCode": "en"},
+                "async": True,
+            },
         ),
-        202: accepted(BrandAcceptedSerializer),
+    ],
+    parameters=[*ACCEPTED_HEADERS, *WRITE_PARAMETERS, WWW_AUTHENTICATE],
+    responses={
+        201: ok(
+            BrandCreatedSerializer,
+            "Created (and provisioned, sync).",
+            ex.example("Created with a market", {**ex.BRAND, "market": ex.MARKET}),
+        ),
+        202: accepted(
+            BrandAcceptedSerializer,
+            {
+                **ex.BRAND,
+                "semrushSubWorkspaceId": None,
+                "semrushProvisioningStatus": "pending",
+                "jobId": ex.JOB_ID,
+                "jobStatus": "IN_PROGRESS",
+            },
+        ),
         **error_responses(
             ORG_CHECKS,
             {
@@ -170,6 +262,7 @@ brand_create_schema = extend_schema(
             JSON_BODY,
             UPSTREAM,
             SETTLE,
+            IDEMPOTENT,
         ),
     },
 )
@@ -181,7 +274,10 @@ brand_get_schema = extend_schema(
     description="The brand payload, with `semrushProvisioningStatus` and "
     "`semrushProvisioningError` so a client can tell when a workspace is being provisioned.",
     parameters=[WWW_AUTHENTICATE],
-    responses={200: BrandSerializer, **error_responses(ORG_CHECKS, BRAND_CHECKS)},
+    responses={
+        200: ok(BrandSerializer, "The brand.", ex.example("A brand", ex.BRAND)),
+        **error_responses(ORG_CHECKS, BRAND_CHECKS),
+    },
 )
 
 brand_update_schema = extend_schema(
@@ -191,19 +287,31 @@ brand_update_schema = extend_schema(
     description="Changes only the fields given; `serenityEnabled: null` inherits the "
     "organization's flag. Never calls Semrush.",
     request=BrandUpdateSerializer,
-    parameters=[WWW_AUTHENTICATE],
-    responses={200: BrandSerializer, **error_responses(ORG_CHECKS, BRAND_CHECKS, JSON_BODY)},
+    examples=[ex.request("New aliases", {"aliases": ["ACME Corp", "Acme Inc"]})],
+    parameters=[*WRITE_PARAMETERS, WWW_AUTHENTICATE],
+    responses={
+        200: ok(
+            BrandSerializer,
+            "The updated brand.",
+            ex.example("Updated", {**ex.BRAND, "aliases": ["ACME Corp", "Acme Inc"]}),
+        ),
+        **error_responses(ORG_CHECKS, BRAND_CHECKS, JSON_BODY, IDEMPOTENT),
+    },
 )
 
 market_list_schema = extend_schema(
     operation_id="marketList",
     tags=["markets"],
     summary="List the brand's markets",
-    description="The brand's markets that are not deleted.",
-    parameters=[WWW_AUTHENTICATE],
+    description="The brand's markets that are not deleted, by geoTargetId then languageCode.",
+    parameters=[*PAGE_PARAMETERS, WWW_AUTHENTICATE],
     responses={
-        200: MarketListSerializer,
-        **error_responses(ORG_CHECKS, BRAND_CHECKS, SERENITY_CHECKS),
+        200: ok(
+            MarketListSerializer,
+            "A page of markets.",
+            ex.example("The last page", {"items": [ex.MARKET], "nextCursor": None}),
+        ),
+        **error_responses(ORG_CHECKS, BRAND_CHECKS, SERENITY_CHECKS, PAGED),
     },
 )
 
@@ -216,9 +324,16 @@ market_create_schema = extend_schema(
     "flat brand. `brandNames` defaults to the brand's name and aliases, `brandDomain` to the "
     "host of `baseUrl`. `async: true` → 202 `{jobId, jobType, status}`.",
     request=MarketCreateSerializer,
-    parameters=[*ACCEPTED_HEADERS, WWW_AUTHENTICATE],
+    examples=[
+        ex.request("Async create", {"market": "US", "languageCode": "en", "async": True}),
+    ],
+    parameters=[*ACCEPTED_HEADERS, *WRITE_PARAMETERS, WWW_AUTHENTICATE],
     responses={
-        201: OpenApiResponse(MarketCreatedSerializer, description="Created and published."),
+        201: ok(
+            MarketCreatedSerializer,
+            "Created and published.",
+            ex.example("Created", ex.MARKET_CREATED),
+        ),
         202: accepted(JobAcceptedSerializer),
         **error_responses(
             ORG_CHECKS,
@@ -238,6 +353,7 @@ market_create_schema = extend_schema(
             JSON_BODY,
             UPSTREAM,
             SETTLE,
+            IDEMPOTENT,
         ),
     },
 )
@@ -249,7 +365,7 @@ market_get_schema = extend_schema(
     description="One market by slice; none → 404 `marketNotFound`.",
     parameters=[WWW_AUTHENTICATE],
     responses={
-        200: MarketSerializer,
+        200: ok(MarketSerializer, "The market.", ex.example("A market", ex.MARKET)),
         **error_responses(ORG_CHECKS, BRAND_CHECKS, SERENITY_CHECKS, {404: ["marketNotFound"]}),
     },
 )
@@ -278,13 +394,61 @@ activate_schema = extend_schema(
     "re-activation (`active`, no `brandDomain`); C project activation (`active` with "
     "`brandDomain`). An empty or absent body is valid.",
     request=ActivateSerializer,
-    parameters=[*ACCEPTED_HEADERS, WWW_AUTHENTICATE],
+    examples=[
+        ex.request(
+            "Project activation",
+            {
+                "brandDomain": "acme.example",
+                "markets": [{"market": "US", "languageCode": "en"}],
+                "async": True,
+            },
+        ),
+    ],
+    parameters=[*ACCEPTED_HEADERS, *WRITE_PARAMETERS, WWW_AUTHENTICATE],
     responses={
-        200: OpenApiResponse(ActivateAnswerSerializer, description="Active (every market live)."),
-        202: accepted(JobAcceptedSerializer),
-        207: OpenApiResponse(
+        200: ok(
             ActivateAnswerSerializer,
-            description="B: the status write failed; C: some markets are not live.",
+            "Active (every market live).",
+            ex.example(
+                "Project activation",
+                {
+                    "brandId": ex.BRAND_ID,
+                    "status": "active",
+                    "baseUrl": "https://acme.example",
+                    "markets": [
+                        {
+                            "market": "US",
+                            "languageCode": "en",
+                            "status": 201,
+                            "body": ex.MARKET_CREATED,
+                        }
+                    ],
+                },
+            ),
+        ),
+        202: accepted(JobAcceptedSerializer),
+        207: ok(
+            ActivateAnswerSerializer,
+            "B: the status write failed; C: some markets are not live.",
+            ex.example(
+                "A market failed",
+                {
+                    "brandId": ex.BRAND_ID,
+                    "status": "active",
+                    "baseUrl": "https://acme.example",
+                    "markets": [
+                        {
+                            "market": "US",
+                            "languageCode": "en",
+                            "status": 502,
+                            "body": {
+                                "error": "serenityUpstreamError",
+                                "message": "Semrush could not complete the request.",
+                            },
+                        }
+                    ],
+                },
+            ),
         ),
         **error_responses(
             ORG_CHECKS,
@@ -296,12 +460,27 @@ activate_schema = extend_schema(
             JSON_BODY,
             UPSTREAM,
             {504: ["subworkspaceCreationTimeout"]},
+            IDEMPOTENT,
         ),
         502: OpenApiResponse(
             ActivationIncompleteSerializer,
             description="Error envelope; `error` is one of `serenityActivationIncomplete` "
             "(with `brandId`, `status`, `markets`), `serenityUpstreamError`, "
             "`subworkspaceCreationFailed`, `workspaceNotEmpty`.",
+            examples=[
+                ex.example(
+                    "502 serenityActivationIncomplete",
+                    {
+                        "brandId": ex.BRAND_ID,
+                        "status": "pending",
+                        "error": "serenityActivationIncomplete",
+                        "message": "The workspace is ready but the brand could not be "
+                        "activated; retry.",
+                        "markets": [],
+                    },
+                ),
+                ex.error_example(502, "serenityUpstreamError"),
+            ],
         ),
     },
 )
@@ -314,10 +493,14 @@ deactivate_schema = extend_schema(
     "sub-workspace (never the workspace itself), clears the pointer, tombstones the markets "
     "and sets the brand `pending`. A failure → 502 with the pointer and status untouched.",
     request=None,
-    parameters=[WWW_AUTHENTICATE],
+    parameters=[*WRITE_PARAMETERS, WWW_AUTHENTICATE],
     responses={
-        200: DeactivateAnswerSerializer,
-        **error_responses(ORG_CHECKS, BRAND_CHECKS, GUARD, UPSTREAM),
+        200: ok(
+            DeactivateAnswerSerializer,
+            "Decommissioned.",
+            ex.example("Deactivated", {"brandId": ex.BRAND_ID, "status": "pending"}),
+        ),
+        **error_responses(ORG_CHECKS, BRAND_CHECKS, GUARD, UPSTREAM, IDEMPOTENT),
     },
 )
 
@@ -329,13 +512,38 @@ prompts_create_schema = extend_schema(
     "duplicates (same market, same text trimmed and case-folded) are skipped. Sync → 200 "
     "counts; `async: true` → 202, a `classifyPrompts` job whose result is the same counts.",
     request=PromptsSerializer,
-    parameters=[*ACCEPTED_HEADERS, WWW_AUTHENTICATE],
+    examples=[
+        ex.request(
+            "Two prompts",
+            {
+                "prompts": [
+                    {
+                        "text": "best running shoes",
+                        "geoTargetId": 2840,
+                        "languageCode": "en",
+                        "tags": ["shoes"],
+                    },
+                    {"text": "acme store near me", "geoTargetId": 2840, "languageCode": "en"},
+                ]
+            },
+        ),
+    ],
+    parameters=[*ACCEPTED_HEADERS, *WRITE_PARAMETERS, WWW_AUTHENTICATE],
     responses={
-        200: OpenApiResponse(PromptsAnswerSerializer, description="Prompt counts."),
-        202: accepted(JobAcceptedSerializer),
+        200: ok(
+            PromptsAnswerSerializer,
+            "Prompt counts.",
+            ex.example("Counts", {"created": 2, "skipped": 0, "failed": 0}),
+        ),
+        202: accepted(JobAcceptedSerializer, {**ex.JOB_ACCEPTED, "jobType": "classifyPrompts"}),
         # Upstream failures are not errors here: their prompts count as `failed`.
         **error_responses(
-            ORG_CHECKS, BRAND_CHECKS, SERENITY_CHECKS, JSON_BODY, {503: ["configurationError"]}
+            ORG_CHECKS,
+            BRAND_CHECKS,
+            SERENITY_CHECKS,
+            JSON_BODY,
+            {503: ["configurationError"]},
+            IDEMPOTENT,
         ),
     },
 )
@@ -350,7 +558,40 @@ job_get_schema = extend_schema(
     "`status`, `result` and `error`. An unknown job, or a job of another brand → 404 "
     "`jobNotFound`.",
     parameters=[*POLLING_HEADERS, WWW_AUTHENTICATE],
-    responses={200: JobSerializer, **error_responses(ORG_CHECKS, BRAND_CHECKS, JOB_NOT_FOUND)},
+    responses={
+        200: ok(
+            JobSerializer,
+            "The chain's effective state.",
+            ex.example("In progress (a settle read scheduled)", ex.JOB_IN_PROGRESS),
+            ex.example("Completed", ex.JOB_COMPLETED),
+        ),
+        **error_responses(ORG_CHECKS, BRAND_CHECKS, JOB_NOT_FOUND),
+    },
+)
+
+JOB_STATUS_QUERY = OpenApiParameter(
+    "status",
+    str,
+    OpenApiParameter.QUERY,
+    enum=JobStatus.values,
+    description="Only chains in this effective status; an unknown status → 400 `invalidRequest`.",
+)
+
+job_list_schema = extend_schema(
+    operation_id="jobList",
+    tags=["jobs"],
+    summary="List the brand's jobs (newest first)",
+    description="The ids clients hold (one per chain: the job a 202 answered with), each with "
+    "the chain's effective state as polling reports it, without `steps`.",
+    parameters=[JOB_STATUS_QUERY, *PAGE_PARAMETERS, WWW_AUTHENTICATE],
+    responses={
+        200: ok(
+            JobListSerializer,
+            "A page of jobs, newest first.",
+            ex.example("A page", {"items": [ex.JOB_COMPLETED_ITEM], "nextCursor": None}),
+        ),
+        **error_responses(ORG_CHECKS, BRAND_CHECKS, PAGED),
+    },
 )
 
 job_cancel_schema = extend_schema(
@@ -361,11 +602,15 @@ job_cancel_schema = extend_schema(
     "state. A finished job → 409 `jobFinished`; a running chained step or a `classifyPrompts` "
     "job → 409 `jobNotCancellable`.",
     request=None,
-    parameters=[*POLLING_HEADERS, WWW_AUTHENTICATE],
+    parameters=[*POLLING_HEADERS, *WRITE_PARAMETERS, WWW_AUTHENTICATE],
     responses={
-        200: OpenApiResponse(JobSerializer, description="The job's new state."),
+        200: ok(JobSerializer, "The job's new state.", ex.example("Cancelled", ex.JOB_CANCELLED)),
         **error_responses(
-            ORG_CHECKS, BRAND_CHECKS, JOB_NOT_FOUND, {409: ["jobFinished", "jobNotCancellable"]}
+            ORG_CHECKS,
+            BRAND_CHECKS,
+            JOB_NOT_FOUND,
+            {409: ["jobFinished", "jobNotCancellable"]},
+            IDEMPOTENT,
         ),
     },
 )
@@ -376,5 +621,14 @@ language_list_schema = extend_schema(
     summary="The upstream language catalogue (cached)",
     description="The languages Semrush accepts for markets, from a cached catalogue.",
     parameters=[WWW_AUTHENTICATE],
-    responses={200: LanguageListSerializer, **error_responses(ORG_CHECKS, UPSTREAM)},
+    responses={
+        200: ok(
+            LanguageListSerializer,
+            "The catalogue.",
+            ex.example(
+                "Languages", {"items": [{"id": "1", "code": "en"}, {"id": "7", "code": "de"}]}
+            ),
+        ),
+        **error_responses(ORG_CHECKS, UPSTREAM),
+    },
 )

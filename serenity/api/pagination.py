@@ -1,0 +1,26 @@
+"""`?limit=` and `?cursor=` of the brand, market and job lists (SPEC §10.3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from rest_framework import serializers
+from rest_framework.request import Request
+
+
+class PageQuerySerializer(serializers.Serializer):
+    limit = serializers.IntegerField(
+        min_value=1, max_value=settings.SERENITY_PAGE_SIZE_MAX, required=False
+    )
+    cursor = serializers.CharField(required=False, max_length=1000)
+
+
+def query_parse(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    """The validated query string, with `limit` defaulted (400 `invalidRequest` otherwise)."""
+    query = serializer_class(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    data = dict(query.validated_data)
+    data.setdefault("limit", settings.SERENITY_PAGE_SIZE_DEFAULT)
+    data.setdefault("cursor", None)
+    return data

@@ -1,0 +1,54 @@
+"""The one JSON parser of every route (SPEC §10.2: bad input never answers 500)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import IO, Any
+
+from rest_framework.parsers import JSONParser
+
+from kernel.errors import InvalidRequestError
+
+MAX_JSON_DEPTH = 64
+
+
+def json_depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether `value` nests arrays/objects deeper than `limit` levels (iterative: a deep value
+    must not exhaust the interpreter's stack here either)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+class BoundedJSONParser(JSONParser):
+    """DRF's JSON parser with a bound on nesting: deeper than `MAX_JSON_DEPTH` levels is a 400
+    `invalidRequest` (a deeply nested body would otherwise exhaust the decoder's or a
+    validator's recursion and answer 500)."""
+
+    def parse(
+        self,
+        stream: IO[Any],
+        media_type: str | None = None,
+        parser_context: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise _too_deep() from None
+        if json_depth_exceeds(data, MAX_JSON_DEPTH):
+            raise _too_deep()
+        return data
+
+
+def _too_deep() -> InvalidRequestError:
+    return InvalidRequestError(f"The body nests JSON deeper than {MAX_JSON_DEPTH} levels.")

@@ -1,0 +1,29 @@
+"""Brand names (SPEC §10.2): what a name may contain, and the key two names collide on.
+
+A brand's name becomes the title of its upstream workspace, so it must be one clean line:
+trimmed, with no control characters (Unicode Cc) and no bidirectional overrides or isolates
+(U+202A to U+202E, U+2066 to U+2069), which would make a title read differently from what it is.
+Uniqueness compares the NFKC-normalised, case-folded name, so a full-width or otherwise
+compatibility-equivalent look-alike of an existing name is the same name.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+BIDI_OVERRIDES = frozenset(chr(c) for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)])
+
+
+def brand_name_refusal(name: str) -> str | None:
+    """Why `name` cannot be a brand name, or None when it can."""
+    for char in name:
+        if unicodedata.category(char) == "Cc" or char in BIDI_OVERRIDES:
+            return "must not contain control or bidirectional-override characters."
+    return None
+
+
+def brand_name_key(name: str) -> str:
+    """The key two brand names collide on: trimmed, NFKC-normalised and case-folded
+    (normalised again after folding, as case folding can leave a non-normalised string)."""
+    folded = unicodedata.normalize("NFKC", name.strip()).casefold()
+    return unicodedata.normalize("NFKC", folded).strip()
