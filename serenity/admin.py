@@ -14,7 +14,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.db import models
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 
 from kernel import context
 from kernel.errors import DomainError
@@ -125,8 +126,14 @@ class ApiTokenAddForm(forms.ModelForm):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    """Tokens are minted by `api_token_create`; the raw value is shown once in a message and
-    only its digest is stored. Tokens are revoked, never edited."""
+    """Tokens are minted by `api_token_create`; only its digest is stored. The raw value is
+    shown once, in the body of the answer to the add form itself: never in a message (the
+    messages framework keeps it in a signed, not encrypted, cookie), a redirect or a log.
+    Tokens are revoked, never edited."""
+
+    # The request attribute that carries the raw token from save_model to response_add
+    # (same request, same thread; nothing else reads it).
+    new_token_attribute = "serenity_new_api_token"
 
     list_display = ["prefix", "user", "name", "created_at", "last_used_at", "revoked_at"]
     list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
@@ -162,10 +169,23 @@ class ApiTokenAdmin(admin.ModelAdmin):
         # The admin logs and redirects using `obj`: make it the row the service created.
         for field in ApiToken._meta.concrete_fields:
             setattr(obj, field.attname, getattr(token, field.attname))
-        messages.warning(
-            request,
-            f"New API token for {token.user}: {raw} — copy it now, it will not be shown again.",
-        )
+        setattr(request, self.new_token_attribute, raw)
+
+    def response_add(
+        self, request: HttpRequest, obj: ApiToken, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        raw = getattr(request, self.new_token_attribute, None)
+        if raw is None:
+            return super().response_add(request, obj, post_url_continue)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "New API token",
+            "opts": self.opts,
+            "token": obj,
+            "raw_token": raw,
+        }
+        # The admin's views are never_cache: this page is not kept by any cache either.
+        return TemplateResponse(request, "admin/serenity/apitoken/created.html", context)
 
     @admin.action(description="Revoke selected tokens")
     def revoke_tokens(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:

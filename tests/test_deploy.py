@@ -4,7 +4,6 @@ with it."""
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 import subprocess
@@ -13,15 +12,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
-
-# A warning of `check --deploy` and the setting it is about, with the value it asks for.
-_DEPLOY_WARNINGS = {
-    "security.W004": "SECURE_HSTS_SECONDS",
-    "security.W005": "SECURE_HSTS_INCLUDE_SUBDOMAINS",
-    "security.W008": "SECURE_SSL_REDIRECT",
-    "security.W012": "SESSION_COOKIE_SECURE",
-    "security.W016": "CSRF_COOKIE_SECURE",
-}
 
 
 def _production_env(tmp_path: Path) -> dict[str, str]:
@@ -75,31 +65,10 @@ def test_every_production_variable_is_documented_in_the_readme():
 
 
 def test_check_deploy_is_clean_with_the_production_variables(tmp_path):
-    # given
+    # given deploy/production.env, filled in
     env = _production_env(tmp_path)
     # when
     checked = _manage(env, "check", "--deploy", "--fail-level", "WARNING")
-    # then: nothing, except a warning about a setting that this code does not read from the
-    # environment yet (issue 18 reads them: then nothing at all)
-    reported = set(re.findall(r"\(([a-z_]+\.[WE]\d+)\)", checked.stdout + checked.stderr))
-    assert reported <= set(_DEPLOY_WARNINGS), checked.stdout + checked.stderr
-    if reported:
-        values = json.loads(
-            _manage(
-                env,
-                "shell",
-                "-c",
-                "import json; from django.conf import settings; print(json.dumps({n: "
-                f"getattr(settings, n) for n in {sorted(_DEPLOY_WARNINGS.values())!r}}}))",
-            )
-            .stdout.strip()
-            .splitlines()[-1]
-        )
-        for warning in reported:
-            setting = _DEPLOY_WARNINGS[warning]
-            assert str(values[setting]).lower() != env[setting].lower(), (
-                f"{warning}: {setting} is {values[setting]!r} although production.env sets "
-                f"{env[setting]!r}"
-            )
-    else:
-        assert checked.returncode == 0, checked.stdout + checked.stderr
+    # then nothing at all
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout == "System check identified no issues (0 silenced).\n"
