@@ -12,6 +12,9 @@ from __future__ import annotations
 import unicodedata
 
 BIDI_OVERRIDES = frozenset(chr(c) for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)])
+# What `brand_name_refusal` refuses, as a regular expression class (Unicode Cc is U+0000 to
+# U+001F and U+007F to U+009F); the OpenAPI document states it as the name's pattern.
+REFUSED_NAME_CHARACTERS = "\\x00-\\x1f\\x7f-\\x9f\\u202a-\\u202e\\u2066-\\u2069"
 
 
 def brand_name_refusal(name: str) -> str | None:

@@ -19,7 +19,9 @@ from serenity.exceptions import (
 )
 from serenity.models import Brand, BrandStatus, Market, Membership, Organization, Role
 
-_DIGITS = re.compile(r"^[0-9]{1,10}$")
+# The `{geoTargetId}` of a path; the OpenAPI document states this pattern.
+GEO_TARGET_ID_PATTERN = "^[0-9]{1,10}$"
+_DIGITS = re.compile(GEO_TARGET_ID_PATTERN)
 
 
 def _organization_with_caller_role(org_id: uuid.UUID, *, user_id: Any) -> Organization | None:

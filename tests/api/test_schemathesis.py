@@ -27,12 +27,17 @@ pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parents[2]
 ST = str(Path(sys.executable).parent / "st")
 
-# Every check schemathesis has, except the two that compare the document's constraints with
-# the validation (schema-valid data rejected / schema-violating data accepted): those still
-# differ in places (reported on issue 18; SPEC §10.3 "constraints equal the validation" is
-# issue 16's). Server errors and conformance of status, content type, headers, body, Allow
-# and unsupported methods are all checked.
+# Every check schemathesis has. `positive_data_acceptance` (a schema-valid request must not be
+# refused) runs as `positive_data_acceptance_with_state` of tests/api/schemathesis_hooks.py: the
+# same check, minus the refusals that depend on state (a signed cursor, the brand's markets, the
+# upstream catalogue, a reused Idempotency-Key), each matched by operation, status and error
+# code there, with its SPEC line. Everything else the document allows must be accepted (SPEC
+# §10.3 "constraints equal the validation").
+# `negative_data_rejection` (schema-violating data must be refused) stays off: not yet run to
+# green on issue 16 (e.g. every string field is trimmed before its length and pattern are
+# checked, so `"US "` is accepted where the document's pattern refuses it).
 EXCLUDED_CHECKS = "negative_data_rejection,positive_data_acceptance"
+HOOKS = "tests.api.schemathesis_hooks"
 # Bounds: the run stops at whichever comes first.
 MAX_TIME_SECONDS = int(os.environ.get("SERENITY_SCHEMATHESIS_MAX_TIME", "40"))
 MAX_EXAMPLES = int(os.environ.get("SERENITY_SCHEMATHESIS_MAX_EXAMPLES", "25"))
@@ -93,12 +98,19 @@ def test_generated_requests_get_no_server_error_and_conform_to_the_schema(stack,
             "false",
         ],
         cwd=str(tmp_path),
-        env={**os.environ, "ST_ORG_ID": org_id, "ST_BRAND_ID": created.body["id"]},
+        env={
+            **os.environ,
+            "ST_ORG_ID": org_id,
+            "ST_BRAND_ID": created.body["id"],
+            "SCHEMATHESIS_HOOKS": HOOKS,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        },
         capture_output=True,
         text=True,
         timeout=MAX_TIME_SECONDS + 240,
         check=False,
     )
+    (tmp_path / "st-report.txt").write_text(completed.stdout + completed.stderr)
     print(completed.stdout[-6000:])
     # then no failure of any check
     report = completed.stdout[-20000:] + completed.stderr[-5000:]
