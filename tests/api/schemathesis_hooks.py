@@ -70,19 +70,6 @@ STATE_DEPENDENT_REFUSALS = (
     StateDependentRefusal(
         operations=frozenset({"brandActivate"}), status=400, error="baseUrlRequired"
     ),
-    # NOT state-dependent, and not stated by the document yet (issue 16, remaining): SPEC §4.1
-    # "an explicit `"status": "active"` without `baseUrl` → 400 `baseUrlRequired`", "With
-    # `semrushMarket`: `baseUrl` required", and a `pending` brand with a market → 400. These
-    # cross-field rules need an `anyOf` on BrandCreateRequest.
-    StateDependentRefusal(
-        operations=frozenset({"brandCreate"}), status=400, error="baseUrlRequired"
-    ),
-    StateDependentRefusal(
-        operations=frozenset({"brandCreate"}),
-        status=400,
-        error="invalidRequest",
-        message=r"^semrushMarket: a draft brand cannot have a market\.$",
-    ),
     # SPEC §10.3 "a different body → 422 `idempotencyKeyReused`": schemathesis generates the
     # `Idempotency-Key` header too, and a key it generates twice (often `0`) for two different
     # bodies is a reuse the service must refuse.

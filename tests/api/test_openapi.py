@@ -425,3 +425,38 @@ def test_a_cursor_outside_the_pattern_is_refused_and_every_issued_cursor_matches
     assert cursor_decode(issued, kind="brands", width=2)[1].startswith("c41d")
     with pytest.raises(DomainError):
         cursor_decode("not a cursor", kind="brands", width=2)
+
+
+@pytest.mark.parametrize("status", [None, "active", "pending"])
+@pytest.mark.parametrize("base_url", [None, "absent", "https://acme.example"])
+@pytest.mark.parametrize("market", [None, "absent", {"market": "US", "languageCode": "en"}])
+def test_the_brand_create_rules_equal_the_flows_checks(document, status, base_url, market):
+    import jsonschema
+
+    from kernel.errors import DomainError
+    from provisioning.flows.brand_create import brand_input_check
+    from serenity.api.brands import _brand_input
+    from serenity.api.serializers import BrandCreateSerializer
+    from serenity.models import Organization
+
+    # given a body with every combination of status, baseUrl and semrushMarket
+    body: dict[str, Any] = {"name": "Acme"}
+    for key, value in (("status", status), ("baseUrl", base_url), ("semrushMarket", market)):
+        if value != "absent" and not (key == "status" and value is None):
+            body[key] = value
+    rules = document["components"]["schemas"]["BrandCreateRequest"]["allOf"]
+    schema_valid = jsonschema.Draft4Validator({"allOf": rules}).is_valid(body)
+    serializer = BrandCreateSerializer(data=body)
+    assert serializer.is_valid(), serializer.errors
+    # when the flow checks it for a Serenity org
+    try:
+        brand_input_check(
+            organization=Organization(serenity_enabled=True, semrush_parent_workspace_id="p"),
+            data=_brand_input(serializer.validated_data),
+        )
+        refusal = None
+    except DomainError as error:
+        refusal = error.code
+    # then the document's rules refuse exactly what the flow refuses
+    assert (refusal is None) == schema_valid, (body, refusal)
+    assert refusal in (None, "baseUrlRequired", "invalidRequest")

@@ -197,6 +197,36 @@ def _apply_constraints(components: dict[str, Any]) -> None:
                 prop["pattern"] = BRAND_NAME_PATTERN
             _not_blank(prop)
             _not_blank(prop.get("items", {}))
+    if "BrandCreateRequest" in components:
+        components["BrandCreateRequest"]["allOf"] = BRAND_CREATE_RULES
+
+
+# SPEC §4.1's cross-field rules of a brand create (provisioning.flows.brand_create), stated with
+# `allOf` beside the properties: an explicit `"status": "active"` or a `semrushMarket` needs a
+# `baseUrl` (else 400 `baseUrlRequired`), and a `pending` brand cannot have a market (else 400
+# `invalidRequest`). A null `semrushMarket` or `baseUrl` counts as absent.
+_GIVEN_MARKET = {"required": ["semrushMarket"], "properties": {"semrushMarket": {"type": "object"}}}
+BRAND_CREATE_RULES: list[dict[str, Any]] = [
+    {
+        "anyOf": [
+            {"required": ["baseUrl"], "properties": {"baseUrl": {"type": "string"}}},
+            {
+                "not": {
+                    "anyOf": [
+                        {"required": ["status"], "properties": {"status": {"enum": ["active"]}}},
+                        _GIVEN_MARKET,
+                    ]
+                }
+            },
+        ]
+    },
+    {
+        "not": {
+            "required": ["status", *_GIVEN_MARKET["required"]],
+            "properties": {"status": {"enum": ["pending"]}, **_GIVEN_MARKET["properties"]},
+        }
+    },
+]
 
 
 def _not_blank(schema: dict[str, Any]) -> None:
