@@ -205,7 +205,10 @@ def _apply_constraints(components: dict[str, Any]) -> None:
 # `allOf` beside the properties: an explicit `"status": "active"` or a `semrushMarket` needs a
 # `baseUrl` (else 400 `baseUrlRequired`), and a `pending` brand cannot have a market (else 400
 # `invalidRequest`). A null `semrushMarket` or `baseUrl` counts as absent.
-_GIVEN_MARKET = {"required": ["semrushMarket"], "properties": {"semrushMarket": {"type": "object"}}}
+_GIVEN_MARKET: dict[str, Any] = {
+    "required": ["semrushMarket"],
+    "properties": {"semrushMarket": {"type": "object"}},
+}
 BRAND_CREATE_RULES: list[dict[str, Any]] = [
     {
         "anyOf": [
