@@ -24,11 +24,13 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         raw = raw.strip()
         if scheme.lower() != "bearer" or not raw or " " in raw:
             raise exceptions.AuthenticationFailed("Invalid authorization header.")
-        token = (
-            ApiToken.objects.select_related("user")
-            .filter(token_hash=token_digest(raw), revoked_at=None)
-            .first()
-        )
+        # `get()` on the unique digest: no ORDER BY, unlike `first()` (SQL built per request).
+        try:
+            token = ApiToken.objects.select_related("user").get(
+                token_hash=token_digest(raw), revoked_at=None
+            )
+        except ApiToken.DoesNotExist:
+            token = None
         if token is None or not token.user.is_active:
             raise exceptions.AuthenticationFailed("Invalid token.")
         # At most one write a minute per token: last_used_at is for operators, not a hot path.
