@@ -238,19 +238,25 @@ def job_complete_and_release_next(
     publishing it after commit, or, with `publish=False`, leaving it to the caller's worker to
     claim and run next (`StepRun.hand_over`; the dispatcher publishes it if that worker dies
     first). Returns the successor's id, or None when the claim was lost."""
-    if not states.transition(
-        job_id=job.id, to=JobStatus.COMPLETED, claim_token=claim_token, result=result
-    ):
-        return None
     successor_id = job.next_id
     assert successor_id is not None
+    # The chain's current step moves to the successor: a root records it in its own final
+    # UPDATE (as `job_complete_and_repeat` does), a later step in an UPDATE of its root.
+    chain: dict[str, Any] = {"current_id": successor_id, "step_count": F("step_count") + 1}
+    if not states.transition(
+        job_id=job.id,
+        to=JobStatus.COMPLETED,
+        claim_token=claim_token,
+        result=result,
+        **(chain if job.root_id is None else {}),
+    ):
+        return None
     now = timezone.now()
     AsyncJob.objects.filter(pk=successor_id, status=JobStatus.IN_PROGRESS).update(
         run_after=now, published_at=now, updated_at=now
     )
-    AsyncJob.objects.filter(pk=job.root_id or job.id).update(
-        current_id=successor_id, step_count=F("step_count") + 1, updated_at=now
-    )
+    if job.root_id is not None:
+        AsyncJob.objects.filter(pk=job.root_id).update(**chain, updated_at=now)
     if publish:
         step = AsyncJob.objects.values_list("step", flat=True).get(pk=successor_id)
         publish_on_commit(job_id=successor_id, step=step, premarked=True)

@@ -36,7 +36,9 @@ def transition(
 ) -> bool:
     """Finish a pending attempt. Returns whether this call changed the row."""
     now = timezone.now()
-    changed = ProvisioningAttempt.objects.filter(pk=attempt_id, status__in=ALLOWED[to]).update(
+    sources = ALLOWED[to]
+    source = {"status": sources[0]} if len(sources) == 1 else {"status__in": sources}
+    changed = ProvisioningAttempt.objects.filter(pk=attempt_id, **source).update(
         status=to,
         reason=reason,
         error=clean_message(error) if error else None,

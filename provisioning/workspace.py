@@ -295,14 +295,11 @@ def workspace_promote(
             attempt_id=attempt_id, workspace_promoted=True, promoted_at=timezone.now()
         ):
             return Promotion.ATTEMPT_ENDED
-        pointed = (
-            Brand.objects.filter(pk=brand_id)
-            .exclude(status=BrandStatus.DELETED)
-            .filter(
-                Q(semrush_sub_workspace_id__isnull=True) | Q(semrush_sub_workspace_id=workspace_id)
-            )
-            .update(semrush_sub_workspace_id=workspace_id)
-        )
+        pointed = Brand.objects.filter(
+            Q(semrush_sub_workspace_id__isnull=True) | Q(semrush_sub_workspace_id=workspace_id),
+            ~Q(status=BrandStatus.DELETED),
+            pk=brand_id,
+        ).update(semrush_sub_workspace_id=workspace_id)
         if pointed != 1:
             transaction.set_rollback(True)
             return Promotion.SUPERSEDED

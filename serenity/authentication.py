@@ -34,11 +34,13 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if scheme.lower() != "bearer" or not raw or " " in raw:
             failures.record_failure()
             raise exceptions.AuthenticationFailed("Invalid authorization header.")
-        token = (
-            ApiToken.objects.select_related("user")
-            .filter(token_hash=token_digest(raw), revoked_at=None)
-            .first()
-        )
+        # `get()` on the unique digest: no ORDER BY, unlike `first()` (SQL built per request).
+        try:
+            token = ApiToken.objects.select_related("user").get(
+                token_hash=token_digest(raw), revoked_at=None
+            )
+        except ApiToken.DoesNotExist:
+            token = None
         if token is None or not token.user.is_active:
             failures.record_failure()
             raise exceptions.AuthenticationFailed("Invalid token.")
