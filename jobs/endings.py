@@ -9,7 +9,9 @@ and the caller learns it lost.
     Finish     the chain ends with this step: COMPLETED / FAILED / CANCELLED, result or error
     Continue   this row is COMPLETED and the chained successor becomes runnable (hand-over)
     Repeat     this row is COMPLETED and the same step runs again after a delay (a settle read)
-    Defer      the claim is given back; this row runs again after a delay (upstream Retry-After)
+    Defer      the claim is given back; this row runs again after a delay (upstream Retry-After;
+               with `by_dispatcher`, no countdown message: the dispatcher publishes it when
+               due, round-robin across orgs — a step re-scheduled for the upstream quota)
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class Repeat:
 @dataclass(frozen=True)
 class Defer:
     delay_seconds: float
+    by_dispatcher: bool = False
 
 
 JobEnding = Finish | Continue | Repeat | Defer
@@ -106,5 +109,8 @@ def _write(run: StepRun, ending: JobEnding, *, publish_successor: bool) -> bool 
         )
         return repeat is not None
     return services.job_release(
-        job_id=run.job.id, claim_token=run.claim_token, delay_seconds=ending.delay_seconds
+        job_id=run.job.id,
+        claim_token=run.claim_token,
+        delay_seconds=ending.delay_seconds,
+        publish=not ending.by_dispatcher,
     )

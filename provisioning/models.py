@@ -80,3 +80,18 @@ class ProvisioningAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.started_by} {self.id} [{self.status}]"
+
+
+class UpstreamBucket(models.Model):
+    """One credential's shared token bucket when PostgreSQL holds it (`provisioning.quota`).
+
+    `key` is a keyed hash of the credential, never the credential. `tat` (epoch seconds) is
+    when the next permit is due plus the burst tolerance; `queue` the place handed to the next
+    caller refused a permit. Written only under `select_for_update`."""
+
+    key = models.CharField(primary_key=True, max_length=64)
+    tat = models.FloatField(null=True, blank=True)
+    queue = models.FloatField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.key
