@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -51,7 +52,7 @@ def clocked(request, db):  # type: ignore[no-untyped-def]
 
 
 def test_a_burst_is_granted_at_once_then_one_permit_per_interval(clocked):
-    store, clock = clocked
+    store, _clock = clocked
     key = _key()
     # given rate 2/s (interval 0.5 s) and burst 3
     # when 4 permits are asked for at the same instant, each ready to wait up to 1 s
@@ -61,7 +62,7 @@ def test_a_burst_is_granted_at_once_then_one_permit_per_interval(clocked):
 
 
 def test_a_refusal_reserves_nothing_and_hands_out_spaced_places(clocked):
-    store, clock = clocked
+    store, _clock = clocked
     key = _key()
     # given a bucket drained by its burst of 1 at rate 1/s
     assert store.reserve(key, rate=1.0, burst=1, max_wait=0.0) == Reservation(True, 0.0)
@@ -90,7 +91,7 @@ def test_the_bucket_refills_with_time(clocked):
 
 
 def test_a_pause_holds_every_permit_until_it_ends(clocked):
-    store, clock = clocked
+    store, _clock = clocked
     key = _key()
     # given an idle bucket with a burst of 5
     # when upstream answered 429 with Retry-After 30
@@ -146,7 +147,7 @@ def test_redis_bucket_burst_interval_refusal_and_pause(redis_store):
     assert after.granted is True and after.wait == pytest.approx(1000.0, abs=1.0)
     # the key expires once idle, and holds no credential
     client = redis.Redis.from_url(TEST_BROKER_URL)
-    assert 0 < client.pttl(key) and key.startswith("serenity:quota:")
+    assert client.pttl(key) > 0 and key.startswith("serenity:quota:")
 
 
 def test_redis_unreachable_lets_calls_through():
@@ -206,7 +207,7 @@ def test_two_processes_share_one_bucket_per_credential(backend, transactional_db
     # then the eight permits are due one interval (0.5 s) apart, whichever process took them:
     # with a bucket per process, pairs would be due together
     due = sorted(outputs)
-    gaps = [b - a for a, b in zip(due, due[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(due)]
     assert len(due) == 8
     assert min(gaps) > 0.4, gaps
     if backend == "redis":
