@@ -649,7 +649,7 @@ def quota(
             return int(rows[0]["n"])
 
         def second_org() -> None:
-            wait_for(lambda: completed_a() >= count // 2, timeout=900, interval=0.2)
+            wait_for(lambda: completed_a() >= count // 2, timeout=900, what="half", interval=0.2)
             client = org_b.client_factory(stack)()
             try:
                 posted = time.monotonic()
