@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -613,6 +614,10 @@ def _chain_effective(stack: BenchStack, root_id: str) -> dict[str, Any]:
     return rows[-1] if rows else {}
 
 
+def _since(value: Any, origin: float) -> float | None:
+    return None if value is None else round(_wall_of(value) - origin, 3)
+
+
 def quota(
     *,
     workers: WorkerSetup,
@@ -667,6 +672,21 @@ def quota(
                 second["status"] = polled.body.get("status")
                 second["result_status"] = (polled.body.get("result") or {}).get("status")
                 second["a_completed_at_start"] = count // 2
+                second["steps"] = [
+                    {
+                        "step": r["step"],
+                        "status": r["status"],
+                        "run_count": r["run_count"],
+                        "due_s": _since(r["run_after"], second["posted_wall"]),
+                        "started_s": _since(r["started_at"], second["posted_wall"]),
+                        "finished_s": _since(r["finished_at"], second["posted_wall"]),
+                    }
+                    for r in stack.query(
+                        "SELECT step, status, run_count, run_after, started_at, finished_at"
+                        " FROM jobs_asyncjob WHERE id = %s OR root_id = %s ORDER BY position",
+                        (job_id, job_id),
+                    )
+                ]
             finally:
                 client.close()
 
@@ -707,7 +727,7 @@ def quota(
     created_201 = sum(1 for r in a_rows if (r["result"] or {}).get("status") == 201)
     per_second: dict[int, int] = {}
     for entry in log:
-        when = _wall_of(entry["at"]) - began_wall
+        when = datetime.fromisoformat(entry["at"].replace("Z", "+00:00")).timestamp() - began_wall
         per_second[int(when)] = per_second.get(int(when), 0) + 1
     horizon = max(per_second) + 1 if per_second else 0
     bound = 1.15 * (calls_total / rate) + SETTLE_SECONDS
