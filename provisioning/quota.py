@@ -22,6 +22,12 @@ rate instead of all at once (a thundering herd of re-claims would cost the datab
 the quota saves). A 429 with ``Retry-After`` pauses the credential: ``tat`` moves to the end of
 the pause (no burst right after it), for every process, since the state is shared.
 
+The bucket paces ``SEMRUSH_RATE_LIMIT_MARGIN`` (5 %) below the configured rate: an upstream
+that enforces R requests per second over a sliding second answers 429 to a client pacing at
+exactly R as soon as network or scheduling jitter makes one request arrive later than the one
+R permits after it (measured: a 429 every two seconds at exactly 50/s, each pausing the
+credential for its ``Retry-After``).
+
 Where the bucket lives (:func:`buckets`): Redis when the broker is Redis (an atomic Lua script
 through redis-py's ``register_script``, the clock is Redis' ``TIME`` so every host agrees),
 PostgreSQL otherwise (one :class:`~provisioning.models.UpstreamBucket` row per credential,
@@ -37,10 +43,16 @@ metrics are labelled with the org id.
 Patience: who waits, and how long
 ---------------------------------
 - A chained step (:func:`step_permits`): its first permit within
-  ``SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS`` (1 s), else :class:`PermitDeferredError`: the step
-  is re-scheduled at its place in the queue (a later ``runAfter``, see
-  :func:`provisioning.chain.quota_deferring`) and leaves the worker in milliseconds, without
-  consuming its retry budget or failing the chain. Once a step has made an upstream call, its
+  ``SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS`` (1 s) and behind at most
+  ``SEMRUSH_RATE_LIMIT_STEP_QUEUE`` (10) permits already reserved, else
+  :class:`PermitDeferredError`: the step is re-scheduled at its place in the queue (a later
+  ``runAfter``, see :func:`provisioning.chain.quota_deferring`) and leaves the worker in
+  milliseconds, without consuming its retry budget or failing the chain. The second bound
+  matters at high rates: at 50/s a whole second of reservations is 50 steps asleep in worker
+  slots, more than a deployment's slots, and a full pool takes the broker queue no faster than
+  the permits come; with it, at most about ten slots per credential wait for a permit, the
+  others take messages and re-schedule the credential's backlog in milliseconds, and another
+  org's message is reached at once. Once a step has made an upstream call, its
   later permits may wait up to ``SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS``: half-done work is
   better finished than interrupted (an interrupted step resumes, as after a crash, but its
   re-run lists what it made, which costs more quota). A refusal even then defers it the same
@@ -375,9 +387,12 @@ class Limits:
 
 
 def limits_for(*, rate: float | None, burst: int | None) -> Limits:
-    """The org's override where it has one, else `SEMRUSH_RATE_LIMIT_PER_SECOND` / `_BURST`."""
+    """The org's override where it has one, else `SEMRUSH_RATE_LIMIT_PER_SECOND` / `_BURST`;
+    the bucket paces `SEMRUSH_RATE_LIMIT_MARGIN` below that rate (module docstring)."""
+    configured = float(rate if rate else settings.SEMRUSH_RATE_LIMIT_PER_SECOND)
+    margin = min(max(float(settings.SEMRUSH_RATE_LIMIT_MARGIN), 0.0), 0.5)
     return Limits(
-        rate=float(rate if rate else settings.SEMRUSH_RATE_LIMIT_PER_SECOND),
+        rate=configured * (1.0 - margin),
         burst=max(int(burst if burst else settings.SEMRUSH_RATE_LIMIT_BURST), 1),
     )
 
@@ -420,7 +435,9 @@ class CredentialPermits:
         sync_wait = float(settings.SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS)
         if self._in_step:
             if self._granted == 0:
-                return float(settings.SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS)
+                # Behind at most STEP_QUEUE reserved permits: see "Patience".
+                depth = float(settings.SEMRUSH_RATE_LIMIT_STEP_QUEUE) / self._limits.rate
+                return min(float(settings.SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS), depth)
             return sync_wait
         if self._refused:
             return COMPENSATION_WAIT_SECONDS

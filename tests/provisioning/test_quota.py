@@ -25,6 +25,7 @@ from provisioning.quota import (
     Reservation,
     credential_key,
 )
+from provisioning.quota import limits_for as quota_limits
 from provisioning.semrush import SemrushBusyError
 from tests.conftest import ROOT, TEST_BROKER_URL
 
@@ -296,3 +297,26 @@ def test_a_rate_of_zero_turns_the_limiter_off():
     )
     permits.acquire("list_family")
     assert store.asked == []
+
+
+def test_at_a_high_rate_a_step_waits_behind_at_most_ten_reserved_permits(settings):
+    # given rate 50/s: ten permits are 0.2 s
+    settings.SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS = 1.0
+    settings.SEMRUSH_RATE_LIMIT_STEP_QUEUE = 10
+    store = ScriptedStore(Reservation(False, 0.5))
+    permits = CredentialPermits(
+        key="k", limits=Limits(rate=50.0, burst=1), org_id="o", in_step=True, store=store
+    )
+    # when its first permit is half a second away
+    with pytest.raises(PermitDeferredError):
+        permits.acquire("list_family")
+    # then it was offered 0.2 s, not 1 s: it leaves the slot to another message
+    assert store.asked == [pytest.approx(0.2)]
+
+
+def test_the_org_override_and_the_margin(settings):
+    settings.SEMRUSH_RATE_LIMIT_PER_SECOND = 10
+    settings.SEMRUSH_RATE_LIMIT_BURST = 20
+    settings.SEMRUSH_RATE_LIMIT_MARGIN = 0.05
+    assert quota_limits(rate=None, burst=None) == Limits(rate=9.5, burst=20)
+    assert quota_limits(rate=50.0, burst=1) == Limits(rate=47.5, burst=1)
