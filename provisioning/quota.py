@@ -57,7 +57,9 @@ Patience: who waits, and how long
   better finished than interrupted (an interrupted step resumes, as after a crash, but its
   re-run lists what it made, which costs more quota). A refusal even then defers it the same
   way.
-- Anything else (a sync request, the sweep, the audit): at most
+- An operator's command that makes many calls (the audit, :func:`patient_permits`): up to
+  ``COMPENSATION_WAIT_SECONDS`` for each permit, no budget for the whole.
+- Anything else (a sync request, the sweep): at most
   ``SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS`` (5 s) of waiting in all, then
   :class:`~provisioning.semrush.errors.SemrushBusyError`, which flows handle like any upstream
   failure (they compensate: release the reservation, empty a workspace they created) and the
@@ -368,6 +370,7 @@ class PermitDeferredError(Exception):
 
 
 _in_step: contextvars.ContextVar[bool] = contextvars.ContextVar("quota_in_step", default=False)
+_patient: contextvars.ContextVar[bool] = contextvars.ContextVar("quota_patient", default=False)
 
 
 @contextlib.contextmanager
@@ -378,6 +381,19 @@ def step_permits() -> Iterator[None]:
         yield
     finally:
         _in_step.reset(token)
+
+
+@contextlib.contextmanager
+def patient_permits() -> Iterator[None]:
+    """Clients built inside this block wait up to ``COMPENSATION_WAIT_SECONDS`` for each permit,
+    with no budget for the whole: an operator's command that makes many calls in a row (the
+    audit lists every workspace's projects) goes at the credential's pace instead of failing
+    once five seconds of waits have added up."""
+    token = _patient.set(True)
+    try:
+        yield
+    finally:
+        _patient.reset(token)
 
 
 @dataclass(frozen=True)
@@ -419,6 +435,7 @@ class CredentialPermits:
         self._limits = limits
         self._org = org_id
         self._in_step = _in_step.get() if in_step is None else in_step
+        self._patient = _patient.get() and not self._in_step
         self._store = store
         self._sleep = sleep
         self._granted = 0
@@ -439,7 +456,7 @@ class CredentialPermits:
                 depth = float(settings.SEMRUSH_RATE_LIMIT_STEP_QUEUE) / self._limits.rate
                 return min(float(settings.SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS), depth)
             return sync_wait
-        if self._refused:
+        if self._refused or self._patient:
             return COMPENSATION_WAIT_SECONDS
         return max(sync_wait - self._waited, 0.0)
 

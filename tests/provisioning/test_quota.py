@@ -320,3 +320,19 @@ def test_the_org_override_and_the_margin(settings):
     settings.SEMRUSH_RATE_LIMIT_MARGIN = 0.05
     assert quota_limits(rate=None, burst=None) == Limits(rate=9.5, burst=20)
     assert quota_limits(rate=50.0, burst=1) == Limits(rate=47.5, burst=1)
+
+
+def test_an_operator_command_waits_for_each_permit_without_a_total_budget(settings):
+    from provisioning.quota import patient_permits
+
+    settings.SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS = 5.0
+    store = ScriptedStore(*[Reservation(False, 4.0)] * 3)
+    sleeps: list[float] = []
+    with patient_permits():
+        permits = CredentialPermits(
+            key="k", limits=Limits(10.0, 20), org_id="o", store=store, sleep=sleeps.append
+        )
+    for _ in range(3):
+        permits.acquire("list_projects")
+    assert sleeps == [4.0, 4.0, 4.0]
+    assert store.asked == [20.0, 20.0, 20.0]
