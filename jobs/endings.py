@@ -9,9 +9,8 @@ and the caller learns it lost.
     Finish     the chain ends with this step: COMPLETED / FAILED / CANCELLED, result or error
     Continue   this row is COMPLETED and the chained successor becomes runnable (hand-over)
     Repeat     this row is COMPLETED and the same step runs again after a delay (a settle read)
-    Defer      the claim is given back; this row runs again after a delay (upstream Retry-After;
-               with `by_dispatcher`, no countdown message: the dispatcher publishes it when
-               due, round-robin across orgs — a step re-scheduled for the upstream quota)
+    Defer      the claim is given back; this row runs again after a delay (upstream Retry-After,
+               or no upstream permit soon enough)
 """
 
 from __future__ import annotations
@@ -50,7 +49,6 @@ class Repeat:
 @dataclass(frozen=True)
 class Defer:
     delay_seconds: float
-    by_dispatcher: bool = False
 
 
 JobEnding = Finish | Continue | Repeat | Defer
@@ -112,5 +110,4 @@ def _write(run: StepRun, ending: JobEnding, *, publish_successor: bool) -> bool 
         job_id=run.job.id,
         claim_token=run.claim_token,
         delay_seconds=ending.delay_seconds,
-        publish=not ending.by_dispatcher,
     )

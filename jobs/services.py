@@ -172,18 +172,16 @@ def job_renew(*, job_id: uuid.UUID, claim_token: uuid.UUID) -> bool:
     return renewed == 1
 
 
-def job_release(
-    *, job_id: uuid.UUID, claim_token: uuid.UUID, delay_seconds: float, publish: bool = True
-) -> bool:
+def job_release(*, job_id: uuid.UUID, claim_token: uuid.UUID, delay_seconds: float) -> bool:
     """Give the claim back and run the same step again after `delay_seconds` (e.g. an upstream
-    Retry-After too long to wait in the worker). With `publish=False` no message is sent: the
-    dispatcher publishes the row once due, in its round-robin order across orgs. The row's
-    chain and result are untouched: a release is not a failure and ends nothing."""
+    Retry-After too long to wait in the worker), by a countdown message (the dispatcher as
+    backstop). The row's chain and result are untouched: a release is not a failure and ends
+    nothing."""
     run_after = timezone.now() + timedelta(seconds=delay_seconds)
     changed = AsyncJob.objects.filter(
         pk=job_id, status=JobStatus.IN_PROGRESS, claim_token=claim_token
     ).update(claim_token=None, lease_expires_at=None, run_after=run_after, published_at=None)
-    if changed and publish:
+    if changed:
         step = AsyncJob.objects.values_list("step", flat=True).get(pk=job_id)
         publish_on_commit(job_id=job_id, step=step, countdown=delay_seconds)
     return changed == 1
@@ -351,8 +349,8 @@ def job_republish(*, job_id: uuid.UUID) -> bool:
 
 
 def jobs_dispatch_due(*, limit: int = 500) -> int:
-    """The backstop of delivery, and the path of steps re-scheduled for the upstream quota:
-    publish every due job that has no live message, round-robin across orgs.
+    """The backstop of delivery: publish every due job that has no live message, round-robin
+    across orgs.
 
     Due and unclaimed, and either never published or published (due) longer than a lease ago
     without being claimed (the message was lost); or claimed with an expired lease (the worker

@@ -18,7 +18,7 @@ the release of the chain's market reservation, the hand-over to the chained job.
 
 A step refused an upstream permit (`quota.PermitDeferredError`, SPEC §10.6) is released by
 `quota_deferring`, whatever it was doing: the same row runs again at its place in the
-credential's queue (a later `runAfter`, published by the dispatcher round-robin across orgs).
+credential's queue (a later `runAfter`, and a countdown message for then).
     Crashed       anything unexpected: FAILED `jobFailed`; before promotion the attempt fails
 """
 
@@ -115,9 +115,9 @@ def quota_deferring(handler: StepHandler) -> StepHandler:
     due within it re-schedules the step instead of holding the worker slot.
 
     The release is one conditional write on the claim (`Defer`): the row stays IN_PROGRESS with
-    a later `runAfter`, no message is sent (the dispatcher publishes it when due, round-robin
-    across orgs), the attempt and the chain are untouched, and no retry is consumed (the refused
-    call was never sent). The refusal can come in the middle of the step: it then leaves
+    a later `runAfter` (its place in the credential's queue) and a countdown message for then,
+    the attempt and the chain are untouched, and no retry is consumed (the refused call was
+    never sent). The refusal can come in the middle of the step: it then leaves
     exactly what an interrupted worker leaves (every write so far committed, none half-made),
     and the re-run resumes from there as after a crash (SPEC §4.6)."""
 
@@ -130,7 +130,7 @@ def quota_deferring(handler: StepHandler) -> StepHandler:
                     "step re-scheduled for the upstream quota",
                     extra={"retry_in_s": round(deferred.retry_in, 3)},
                 )
-                step_commit(run, JobDefer(delay_seconds=deferred.retry_in, by_dispatcher=True))
+                step_commit(run, JobDefer(delay_seconds=deferred.retry_in))
 
     return run_with_permits
 

@@ -85,13 +85,14 @@ class ProvisioningAttempt(models.Model):
 class UpstreamBucket(models.Model):
     """One credential's shared token bucket when PostgreSQL holds it (`provisioning.quota`).
 
-    `key` is a keyed hash of the credential, never the credential. `tat` (epoch seconds) is
-    when the next permit is due plus the burst tolerance; `queue` the place handed to the next
-    caller refused a permit. Written only under `select_for_update`."""
+    `key` is a keyed hash of the credential, never the credential; the other columns are
+    `quota.BucketState`. Written only under `select_for_update`."""
 
     key = models.CharField(primary_key=True, max_length=64)
     tat = models.FloatField(null=True, blank=True)
     queue = models.FloatField(null=True, blank=True)
+    grants = models.FloatField(default=0.0)
+    starts = models.FloatField(default=0.0)
 
     def __str__(self) -> str:
         return self.key

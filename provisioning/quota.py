@@ -16,10 +16,15 @@ So the bucket answers "wait ``x`` seconds" instead of "no", and callers with lit
 never push the horizon beyond what they accepted: the reserved horizon stays within about a
 second of now even with a thousand chains contending.
 
-A refused caller gets a place in a virtual queue (``queue``, a second horizon advancing by ``T``
-per refusal): its "retry in" is its place, so refused steps come back spaced at the bucket's
-rate instead of all at once (a thundering herd of re-claims would cost the database more than
-the quota saves). A 429 with ``Retry-After`` pauses the credential: ``tat`` moves to the end of
+A refused caller gets a place in a virtual queue (``queue``, a second horizon): its "retry in"
+is its place, so refused steps come back spaced at the bucket's pace instead of all at once (a
+thundering herd of re-claims would cost the database more than the quota saves). Places are
+spaced by ``T`` times the permits an average caller takes (measured by the bucket: permits
+granted ÷ first permits, a moving average): spaced by ``T`` alone, steps that each make two or
+three calls would come back faster than they can be served, be refused again and again, and
+push the queue far beyond the work (measured: a one-minute idle gap in the 1000-chain run).
+
+A 429 with ``Retry-After`` pauses the credential: ``tat`` moves to the end of
 the pause (no burst right after it), for every process, since the state is shared.
 
 The bucket paces ``SEMRUSH_RATE_LIMIT_MARGIN`` (5 %) below the configured rate: an upstream
@@ -69,13 +74,19 @@ Patience: who waits, and how long
 
 Fairness
 --------
-Buckets are per credential, so one org's onboarding never takes another org's permits. A step
-refused for quota does not sleep in the worker slot: it is released with ``runAfter`` at its
-place in the queue and no message (``published_at`` NULL); the dispatcher
-(:func:`jobs.services.jobs_dispatch_due`) publishes due jobs round-robin across orgs (ORM window
-function: each org's n-th due job before anyone's (n+1)-th). The broker queue therefore holds
-at most about one dispatcher round of any org's backlog, and a second org's new chain, published
-on commit, runs after at most those few milliseconds-long refusals.
+Buckets are per credential, so one org's onboarding never takes another org's permits. The
+queueing that could hold a second org back is the broker's FIFO queue: a thousand-brand
+onboarding publishes a thousand messages on commit. They drain fast because a step refused for
+quota leaves its worker slot in milliseconds (a claim, one bucket call, a release) and at most
+``SEMRUSH_RATE_LIMIT_STEP_QUEUE`` steps per credential sleep in slots waiting for a permit: the
+other slots keep taking messages, so the first org's backlog moves out of the queue into
+released rows within seconds, and the second org's message, published on commit, is taken at
+once. A released step comes back by a countdown message at its place (precise: places are
+spaced at the bucket's pace; the dispatcher's two-second rounds would release them in bursts
+that the admission bound refuses again). The dispatcher (:func:`jobs.services.jobs_dispatch_due`,
+the backstop for lost messages) publishes due jobs round-robin across orgs (an ORM window
+function: each org's n-th due job before anyone's (n+1)-th), so a backlog of lost or unpublished
+messages of one org never queues another org's jobs behind it either.
 """
 
 from __future__ import annotations
@@ -128,38 +139,69 @@ class Reservation:
 
 
 class Buckets(Protocol):
-    """Where buckets live. `reserve` and `pause` are atomic across every process sharing it."""
+    """Where buckets live. `reserve` and `pause` are atomic across every process sharing it.
+    `first`: the caller's first permit (a step starting), which the queue's spacing counts."""
 
-    def reserve(self, key: str, *, rate: float, burst: int, max_wait: float) -> Reservation: ...
+    def reserve(
+        self, key: str, *, rate: float, burst: int, max_wait: float, first: bool = False
+    ) -> Reservation: ...
 
     def pause(self, key: str, *, rate: float, burst: int, seconds: float) -> None: ...
 
 
+@dataclass(frozen=True)
+class BucketState:
+    """`tat`: when the next permit is due plus the burst tolerance (epoch seconds; None: never
+    used); `queue`: the next place for a refused caller; `grants` / `starts`: permits granted and
+    how many of them were a caller's first, decayed, so `grants / starts` is the permits an
+    average caller (a step) takes: the spacing of the queue's places."""
+
+    tat: float | None = None
+    queue: float = 0.0
+    grants: float = 0.0
+    starts: float = 0.0
+
+
+# The counts behind the permits-per-caller estimate are halved past this many starts (a moving
+# average over the last few hundred steps), and trusted from this many on.
+_DECAY_AT = 400.0
+_TRUSTED_FROM = 20.0
+
+
 def _gcra(
-    *, tat: float | None, queue: float | None, now: float, rate: float, burst: int, max_wait: float
-) -> tuple[Reservation, float | None, float | None]:
-    """The bucket's arithmetic (module docstring): the answer and the new (tat, queue); None
-    leaves a value as it was. The Lua script of :class:`RedisBuckets` is this, line for line."""
+    state: BucketState, *, now: float, rate: float, burst: int, max_wait: float, first: bool
+) -> tuple[Reservation, BucketState]:
+    """The bucket's arithmetic (module docstring): the answer and the new state. The Lua script
+    of :class:`RedisBuckets` is this, line for line."""
     interval = 1.0 / rate
     tolerance = burst * interval
-    start = max(tat if tat is not None else now, now)
+    start = max(state.tat if state.tat is not None else now, now)
     permit_at = start + interval - tolerance
     wait = max(permit_at - now, 0.0)
     if wait <= max_wait:
-        return Reservation(True, wait), start + interval, None
-    place = max(queue if queue is not None else 0.0, permit_at)
-    return Reservation(False, place - now), None, place + interval
+        grants, starts = state.grants + 1, state.starts + (1 if first else 0)
+        if starts > _DECAY_AT:
+            grants, starts = grants / 2, starts / 2
+        return Reservation(True, wait), BucketState(start + interval, state.queue, grants, starts)
+    per_caller = max(state.grants / state.starts, 1.0) if state.starts >= _TRUSTED_FROM else 1.0
+    place = max(state.queue, permit_at)
+    return (
+        Reservation(False, place - now),
+        BucketState(state.tat, place + interval * per_caller, state.grants, state.starts),
+    )
 
 
 def _paused(
-    *, tat: float | None, queue: float | None, now: float, rate: float, burst: int, seconds: float
-) -> tuple[float, float]:
-    """The (tat, queue) after a pause of `seconds`: the next permit is due when it ends."""
+    state: BucketState, *, now: float, rate: float, burst: int, seconds: float
+) -> BucketState:
+    """The state after a pause of `seconds`: the next permit is due when it ends."""
     interval = 1.0 / rate
-    until = now + seconds
-    return (
-        max(tat if tat is not None else now, until + burst * interval - interval),
-        max(queue if queue is not None else 0.0, until),
+    pause_end = now + seconds
+    return BucketState(
+        max(state.tat if state.tat is not None else now, pause_end + burst * interval - interval),
+        max(state.queue, pause_end),
+        state.grants,
+        state.starts,
     )
 
 
@@ -169,25 +211,30 @@ class MemoryBuckets:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self._lock = threading.Lock()
-        self._state: dict[str, tuple[float | None, float | None]] = {}
+        self._state: dict[str, BucketState] = {}
 
-    def reserve(self, key: str, *, rate: float, burst: int, max_wait: float) -> Reservation:
+    def reserve(
+        self, key: str, *, rate: float, burst: int, max_wait: float, first: bool = False
+    ) -> Reservation:
         with self._lock:
-            tat, queue = self._state.get(key, (None, None))
-            answer, new_tat, new_queue = _gcra(
-                tat=tat, queue=queue, now=self._clock(), rate=rate, burst=burst, max_wait=max_wait
-            )
-            self._state[key] = (
-                new_tat if new_tat is not None else tat,
-                new_queue if new_queue is not None else queue,
+            answer, self._state[key] = _gcra(
+                self._state.get(key, BucketState()),
+                now=self._clock(),
+                rate=rate,
+                burst=burst,
+                max_wait=max_wait,
+                first=first,
             )
             return answer
 
     def pause(self, key: str, *, rate: float, burst: int, seconds: float) -> None:
         with self._lock:
-            tat, queue = self._state.get(key, (None, None))
             self._state[key] = _paused(
-                tat=tat, queue=queue, now=self._clock(), rate=rate, burst=burst, seconds=seconds
+                self._state.get(key, BucketState()),
+                now=self._clock(),
+                rate=rate,
+                burst=burst,
+                seconds=seconds,
             )
 
 
@@ -201,42 +248,42 @@ class DatabaseBuckets:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
 
-    def _locked(self, key: str) -> UpstreamBucket:
-        bucket, _ = UpstreamBucket.objects.select_for_update().get_or_create(key=key)
-        return bucket
+    def _locked(self, key: str) -> BucketState:
+        row, _ = UpstreamBucket.objects.select_for_update().get_or_create(key=key)
+        return BucketState(row.tat, row.queue or 0.0, row.grants, row.starts)
 
-    def reserve(self, key: str, *, rate: float, burst: int, max_wait: float) -> Reservation:
+    def _write(self, key: str, state: BucketState) -> None:
+        UpstreamBucket.objects.filter(pk=key).update(
+            tat=state.tat, queue=state.queue, grants=state.grants, starts=state.starts
+        )
+
+    def reserve(
+        self, key: str, *, rate: float, burst: int, max_wait: float, first: bool = False
+    ) -> Reservation:
         with transaction.atomic():
-            bucket = self._locked(key)
-            answer, tat, queue = _gcra(
-                tat=bucket.tat,
-                queue=bucket.queue,
+            answer, state = _gcra(
+                self._locked(key),
                 now=self._clock(),
                 rate=rate,
                 burst=burst,
                 max_wait=max_wait,
+                first=first,
             )
-            changes = {"tat": tat} if tat is not None else {"queue": queue}
-            UpstreamBucket.objects.filter(pk=key).update(**changes)
+            self._write(key, state)
         return answer
 
     def pause(self, key: str, *, rate: float, burst: int, seconds: float) -> None:
         with transaction.atomic():
-            bucket = self._locked(key)
-            tat, queue = _paused(
-                tat=bucket.tat,
-                queue=bucket.queue,
-                now=self._clock(),
-                rate=rate,
-                burst=burst,
-                seconds=seconds,
+            state = _paused(
+                self._locked(key), now=self._clock(), rate=rate, burst=burst, seconds=seconds
             )
-            UpstreamBucket.objects.filter(pk=key).update(tat=tat, queue=queue)
+            self._write(key, state)
 
 
-# KEYS[1]: the bucket (a hash {tat, queue}). ARGV: interval, tolerance, max_wait (reserve) or
-# seconds (pause), mode ("reserve" | "pause"), idle TTL. Floats travel as strings: a Lua number
-# returned to Redis would be truncated to an integer.
+# KEYS[1]: the bucket (a hash {tat, queue, grants, starts}). ARGV: interval, tolerance,
+# max_wait (reserve) or seconds (pause), mode ("reserve" | "pause"), idle TTL, first ("1"),
+# decay threshold, trusted-from. Floats travel as strings: a Lua number returned to Redis
+# would be truncated to an integer.
 _BUCKET_SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -244,30 +291,42 @@ local interval = tonumber(ARGV[1])
 local tolerance = tonumber(ARGV[2])
 local amount = tonumber(ARGV[3])
 local ttl = tonumber(ARGV[5])
-local tat = tonumber(redis.call('HGET', KEYS[1], 'tat') or '')
-local queue = tonumber(redis.call('HGET', KEYS[1], 'queue') or '')
+local decay_at = tonumber(ARGV[7])
+local trusted_from = tonumber(ARGV[8])
+local state = redis.call('HMGET', KEYS[1], 'tat', 'queue', 'grants', 'starts')
+local tat = tonumber(state[1] or '')
+local queue = tonumber(state[2] or '') or 0
+local grants = tonumber(state[3] or '') or 0
+local starts = tonumber(state[4] or '') or 0
 if tat == nil or tat < now then tat = now end
-if queue == nil then queue = 0 end
 local granted = 0
-local wait
+local wait = 0
 if ARGV[4] == 'pause' then
   local pause_end = now + amount
   tat = math.max(tat, pause_end + tolerance - interval)
   queue = math.max(queue, pause_end)
-  wait = 0
 else
   local permit_at = tat + interval - tolerance
   wait = math.max(permit_at - now, 0)
   if wait <= amount then
     granted = 1
     tat = tat + interval
+    grants = grants + 1
+    if ARGV[6] == '1' then starts = starts + 1 end
+    if starts > decay_at then
+      grants = grants / 2
+      starts = starts / 2
+    end
   else
+    local per_caller = 1
+    if starts >= trusted_from then per_caller = math.max(grants / starts, 1) end
     local place = math.max(queue, permit_at)
     wait = place - now
-    queue = place + interval
+    queue = place + interval * per_caller
   end
 end
-redis.call('HSET', KEYS[1], 'tat', tostring(tat), 'queue', tostring(queue))
+redis.call('HSET', KEYS[1], 'tat', tostring(tat), 'queue', tostring(queue),
+  'grants', tostring(grants), 'starts', tostring(starts))
 local horizon = math.max(tat, queue) - now + ttl
 redis.call('PEXPIRE', KEYS[1], math.ceil(horizon * 1000))
 return {granted, tostring(wait)}
@@ -285,11 +344,24 @@ class RedisBuckets:
         self._script = self._client.register_script(_BUCKET_SCRIPT)
         self._down_until = 0.0
 
-    def _call(self, key: str, *args: str) -> Reservation:
+    def _call(
+        self, key: str, *, rate: float, burst: int, amount: float, mode: str, first: bool
+    ) -> Reservation:
         if time.monotonic() < self._down_until:
             return Reservation(True, 0.0)
+        interval = 1.0 / rate
+        args = [
+            repr(interval),
+            repr(burst * interval),
+            repr(amount),
+            mode,
+            repr(IDLE_TTL_SECONDS),
+            "1" if first else "0",
+            repr(_DECAY_AT),
+            repr(_TRUSTED_FROM),
+        ]
         try:
-            granted, wait = self._script(keys=[key], args=[*args, repr(IDLE_TTL_SECONDS)])
+            granted, wait = self._script(keys=[key], args=args)
         except redis.RedisError:
             # Fail open: without its bucket the service still works, and upstream's 429 (with
             # the client's retries) is the backstop.
@@ -298,13 +370,13 @@ class RedisBuckets:
             return Reservation(True, 0.0)
         return Reservation(bool(int(granted)), float(wait))
 
-    def reserve(self, key: str, *, rate: float, burst: int, max_wait: float) -> Reservation:
-        interval = 1.0 / rate
-        return self._call(key, repr(interval), repr(burst * interval), repr(max_wait), "reserve")
+    def reserve(
+        self, key: str, *, rate: float, burst: int, max_wait: float, first: bool = False
+    ) -> Reservation:
+        return self._call(key, rate=rate, burst=burst, amount=max_wait, mode="reserve", first=first)
 
     def pause(self, key: str, *, rate: float, burst: int, seconds: float) -> None:
-        interval = 1.0 / rate
-        self._call(key, repr(interval), repr(burst * interval), repr(seconds), "pause")
+        self._call(key, rate=rate, burst=burst, amount=seconds, mode="pause", first=False)
 
 
 _buckets: dict[tuple[int, str], Buckets] = {}
@@ -468,6 +540,7 @@ class CredentialPermits:
             rate=self._limits.rate,
             burst=self._limits.burst,
             max_wait=self._patience(),
+            first=self._granted == 0,
         )
         if not answer.granted:
             retry_in = max(answer.wait, 0.001)

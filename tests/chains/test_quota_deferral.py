@@ -1,6 +1,6 @@
 """A chained step that cannot get an upstream permit soon enough is re-scheduled, not failed
-(SPEC §10.6): a later `runAfter`, no worker slot held, nothing sent, the retry budget and the
-chain untouched; the dispatcher publishes it when due and it resumes.
+(SPEC §10.6): a later `runAfter` and a countdown message for then, no worker slot held,
+nothing sent upstream, the retry budget and the chain untouched; when it runs again it resumes.
 
 The steps run in-process (the Celery tasks called as functions), publishing recorded; the
 buckets are the test run's Redis, as in a worker."""
@@ -14,7 +14,6 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
-from jobs import services as job_services
 from jobs.models import AsyncJob, JobStatus
 from provisioning import quota, tasks
 from provisioning.models import AttemptStatus, ProvisioningAttempt
@@ -70,15 +69,16 @@ def test_a_step_without_a_permit_within_a_second_is_rescheduled_not_failed(
     # when its first step is delivered
     tasks.provision_workspace(root_id)
     # then it left the worker at once: released, due again at its place (about 30 s later),
-    # unpublished (the dispatcher sends it when due), neither failed nor finished
+    # with a countdown message for then, neither failed nor finished
     assert job_state(root_id) == {
         "status": JobStatus.IN_PROGRESS,
         "claimed": False,
-        "published": False,
+        "published": False,  # the recorder stands in for the broker: nothing marks the row
         "run_count": 1,
         "error": None,
         "result": None,
     }
+    assert published == [root_id, root_id]
     run_after = AsyncJob.objects.get(pk=root_id).run_after
     assert run_after is not None and run_after >= before + timedelta(seconds=29)
     # and nothing was sent upstream (no retry spent), the attempt is still pending
@@ -89,11 +89,9 @@ def test_a_step_without_a_permit_within_a_second_is_rescheduled_not_failed(
     polled = sw_writer.get(serenity_path(sw_writer, accepted["id"]) + f"/jobs/{root_id}").json()
     assert polled["status"] == "IN_PROGRESS" and polled["error"] is None
 
-    # when the pause is over and the dispatcher finds the step due
+    # when the pause is over and its message is delivered
     end_pause(sim.org_token)
     make_due(root_id)
-    assert job_services.jobs_dispatch_due() == 1
-    assert published == [root_id, root_id]
     tasks.provision_workspace(root_id)
     # then the chain completes as if nothing had happened
     polled = sw_writer.get(serenity_path(sw_writer, accepted["id"]) + f"/jobs/{root_id}").json()
@@ -126,7 +124,6 @@ def test_a_permit_refused_between_the_workspace_and_the_project_resumes_later(
     # when it runs again once due
     end_pause(sim.org_token)
     make_due(str(chained.id))
-    job_services.jobs_dispatch_due()
     tasks.create_market(str(chained.id))
     # then the market is created once, and the chain answers as the sync path would
     polled = sw_writer.get(serenity_path(sw_writer, accepted["id"]) + f"/jobs/{root_id}").json()
@@ -174,7 +171,6 @@ def test_a_429_pauses_the_credential_for_everyone_and_the_step_resumes(
     # when the pause is over and the step runs again
     end_pause(sim.org_token)
     make_due(str(chained.id))
-    job_services.jobs_dispatch_due()
     tasks.create_market(str(chained.id))
     # then it resumes and completes with one project
     polled = sw_writer.get(serenity_path(sw_writer, accepted["id"]) + f"/jobs/{root_id}").json()

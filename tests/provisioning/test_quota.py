@@ -75,6 +75,23 @@ def test_a_refusal_reserves_nothing_and_hands_out_spaced_places(clocked):
     assert store.reserve(key, rate=1.0, burst=1, max_wait=5.0) == Reservation(True, 1.0)
 
 
+def test_places_are_spaced_by_the_permits_an_average_caller_takes(clocked):
+    store, _clock = clocked
+    key = _key()
+    # given 20 callers that each took three permits (their first and two more), at 100/s
+    for _ in range(20):
+        store.reserve(key, rate=100.0, burst=1, max_wait=60.0, first=True)
+        store.reserve(key, rate=100.0, burst=1, max_wait=60.0)
+        store.reserve(key, rate=100.0, burst=1, max_wait=60.0)
+    # the 60 permits run 0.6 s ahead; when two impatient callers are refused
+    first = store.reserve(key, rate=100.0, burst=1, max_wait=0.0, first=True)
+    second = store.reserve(key, rate=100.0, burst=1, max_wait=0.0, first=True)
+    # then their places are three intervals apart: each will need about three permits
+    assert first.granted is False and second.granted is False
+    assert first.wait == pytest.approx(0.6)
+    assert second.wait - first.wait == pytest.approx(0.03)
+
+
 def test_the_bucket_refills_with_time(clocked):
     store, clock = clocked
     key = _key()
@@ -226,7 +243,9 @@ class ScriptedStore:
         self.asked: list[float] = []
         self.paused: list[float] = []
 
-    def reserve(self, key: str, *, rate: float, burst: int, max_wait: float) -> Reservation:
+    def reserve(
+        self, key: str, *, rate: float, burst: int, max_wait: float, first: bool = False
+    ) -> Reservation:
         self.asked.append(max_wait)
         answer = self.answers.pop(0)
         if answer.granted or answer.wait <= max_wait:
