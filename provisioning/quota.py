@@ -38,9 +38,9 @@ through redis-py's ``register_script``, the clock is Redis' ``TIME`` so every ho
 PostgreSQL otherwise (one :class:`~provisioning.models.UpstreamBucket` row per credential,
 locked with ``select_for_update`` for the few microseconds of the computation), in-process for
 the embedded default (SQLite and a filesystem broker, a development setup: there each process,
-the dev server and each worker pool process, paces on its own). ``SEMRUSH_RATE_LIMIT_BACKEND`` forces one. A bucket that cannot be
-reached (Redis down) lets the call through and says so in the log: upstream's own 429 is the
-backstop, and the limiter must not take the service down with it.
+the dev server and each worker pool process, paces on its own). ``SEMRUSH_RATE_LIMIT_BACKEND``
+forces one. A bucket that cannot be reached (Redis down) lets the call through and says so in
+the log: upstream's own 429 is the backstop, and the limiter must not take the service down.
 
 The key is an HMAC-SHA256 of the credential (keyed by ``SECRET_KEY``), never the credential;
 metrics are labelled with the org id.
