@@ -93,6 +93,7 @@ class UpstreamBucket(models.Model):
     queue = models.FloatField(null=True, blank=True)
     grants = models.FloatField(default=0.0)
     starts = models.FloatField(default=0.0)
+    pause_end = models.FloatField(default=0.0)
 
     def __str__(self) -> str:
         return self.key

@@ -148,18 +148,24 @@ class Buckets(Protocol):
 
     def pause(self, key: str, *, rate: float, burst: int, seconds: float) -> None: ...
 
+    def pause_remaining(self, key: str) -> float:
+        """Seconds until the credential's current pause ends (0 or less: none)."""
+        ...
+
 
 @dataclass(frozen=True)
 class BucketState:
     """`tat`: when the next permit is due plus the burst tolerance (epoch seconds; None: never
     used); `queue`: the next place for a refused caller; `grants` / `starts`: permits granted and
     how many of them were a caller's first, decayed, so `grants / starts` is the permits an
-    average caller (a step) takes: the spacing of the queue's places."""
+    average caller (a step) takes: the spacing of the queue's places; `pause_end`: when the
+    last 429's pause ends."""
 
     tat: float | None = None
     queue: float = 0.0
     grants: float = 0.0
     starts: float = 0.0
+    pause_end: float = 0.0
 
 
 # The counts behind the permits-per-caller estimate are halved past this many starts (a moving
@@ -182,12 +188,16 @@ def _gcra(
         grants, starts = state.grants + 1, state.starts + (1 if first else 0)
         if starts > _DECAY_AT:
             grants, starts = grants / 2, starts / 2
-        return Reservation(True, wait), BucketState(start + interval, state.queue, grants, starts)
+        return Reservation(True, wait), BucketState(
+            start + interval, state.queue, grants, starts, state.pause_end
+        )
     per_caller = max(state.grants / state.starts, 1.0) if state.starts >= _TRUSTED_FROM else 1.0
     place = max(state.queue, permit_at)
     return (
         Reservation(False, place - now),
-        BucketState(state.tat, place + interval * per_caller, state.grants, state.starts),
+        BucketState(
+            state.tat, place + interval * per_caller, state.grants, state.starts, state.pause_end
+        ),
     )
 
 
@@ -202,6 +212,7 @@ def _paused(
         max(state.queue, pause_end),
         state.grants,
         state.starts,
+        max(state.pause_end, pause_end),
     )
 
 
@@ -237,6 +248,10 @@ class MemoryBuckets:
                 seconds=seconds,
             )
 
+    def pause_remaining(self, key: str) -> float:
+        with self._lock:
+            return self._state.get(key, BucketState()).pause_end - self._clock()
+
 
 class DatabaseBuckets:
     """Buckets as rows of :class:`UpstreamBucket` (PostgreSQL without a Redis broker).
@@ -250,12 +265,22 @@ class DatabaseBuckets:
 
     def _locked(self, key: str) -> BucketState:
         row, _ = UpstreamBucket.objects.select_for_update().get_or_create(key=key)
-        return BucketState(row.tat, row.queue or 0.0, row.grants, row.starts)
+        return BucketState(row.tat, row.queue or 0.0, row.grants, row.starts, row.pause_end)
 
     def _write(self, key: str, state: BucketState) -> None:
         UpstreamBucket.objects.filter(pk=key).update(
-            tat=state.tat, queue=state.queue, grants=state.grants, starts=state.starts
+            tat=state.tat,
+            queue=state.queue,
+            grants=state.grants,
+            starts=state.starts,
+            pause_end=state.pause_end,
         )
+
+    def pause_remaining(self, key: str) -> float:
+        pause_end = (
+            UpstreamBucket.objects.filter(pk=key).values_list("pause_end", flat=True).first()
+        )
+        return (pause_end or 0.0) - self._clock()
 
     def reserve(
         self, key: str, *, rate: float, burst: int, max_wait: float, first: bool = False
@@ -305,6 +330,8 @@ if ARGV[4] == 'pause' then
   local pause_end = now + amount
   tat = math.max(tat, pause_end + tolerance - interval)
   queue = math.max(queue, pause_end)
+  redis.call('HSET', KEYS[1], 'pause', tostring(math.max(
+    tonumber(redis.call('HGET', KEYS[1], 'pause') or '') or 0, pause_end)))
 else
   local permit_at = tat + interval - tolerance
   wait = math.max(permit_at - now, 0)
@@ -332,6 +359,14 @@ redis.call('PEXPIRE', KEYS[1], math.ceil(horizon * 1000))
 return {granted, tostring(wait)}
 """
 
+# Seconds until the pause of KEYS[1] ends, on Redis' clock.
+_PAUSE_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local pause_end = tonumber(redis.call('HGET', KEYS[1], 'pause') or '') or 0
+return tostring(pause_end - now)
+"""
+
 
 class RedisBuckets:
     """Buckets in Redis (the broker's server by default): one atomic script call per permit."""
@@ -342,6 +377,7 @@ class RedisBuckets:
             url, socket_timeout=timeout, socket_connect_timeout=timeout
         )
         self._script = self._client.register_script(_BUCKET_SCRIPT)
+        self._pause_script = self._client.register_script(_PAUSE_SCRIPT)
         self._down_until = 0.0
 
     def _call(
@@ -377,6 +413,14 @@ class RedisBuckets:
 
     def pause(self, key: str, *, rate: float, burst: int, seconds: float) -> None:
         self._call(key, rate=rate, burst=burst, amount=seconds, mode="pause", first=False)
+
+    def pause_remaining(self, key: str) -> float:
+        if time.monotonic() < self._down_until:
+            return 0.0
+        try:
+            return float(self._pause_script(keys=[key]))
+        except redis.RedisError:
+            return 0.0
 
 
 _buckets: dict[tuple[int, str], Buckets] = {}
@@ -535,6 +579,12 @@ class CredentialPermits:
     def acquire(self, operation: str) -> None:
         if self._limits.rate <= 0:
             return
+        while not self._acquired(operation):
+            # A 429 paused the credential while this permit was waiting to be due: it was
+            # granted before the pause and must not be sent into it; ask again.
+            pass
+
+    def _acquired(self, operation: str) -> bool:
         answer = self.store.reserve(
             self._key,
             rate=self._limits.rate,
@@ -556,6 +606,10 @@ class CredentialPermits:
         if answer.wait > 0:
             self._waited += answer.wait
             self._sleep(answer.wait)
+            if self.store.pause_remaining(self._key) > 0:
+                self._granted -= 1
+                return False
+        return True
 
     def pause(self, seconds: float | None) -> None:
         UPSTREAM_RATE_LIMITED.labels(self._org).inc()

@@ -161,6 +161,7 @@ def test_redis_bucket_burst_interval_refusal_and_pause(redis_store):
     assert refused.granted is False and refused.wait == pytest.approx(200.0, abs=1.0)
     # a pause of 1000 s moves every permit behind it
     store.pause(key, rate=0.01, burst=2, seconds=1000.0)
+    assert store.pause_remaining(key) == pytest.approx(1000.0, abs=1.0)
     after = store.reserve(key, rate=0.01, burst=2, max_wait=2000.0)
     assert after.granted is True and after.wait == pytest.approx(1000.0, abs=1.0)
     # the key expires once idle, and holds no credential
@@ -254,6 +255,9 @@ class ScriptedStore:
 
     def pause(self, key: str, *, rate: float, burst: int, seconds: float) -> None:
         self.paused.append(seconds)
+
+    def pause_remaining(self, key: str) -> float:
+        return 0.0
 
 
 def _permits(store: ScriptedStore, *, in_step: bool, sleeps: list[float]) -> CredentialPermits:
@@ -355,3 +359,30 @@ def test_an_operator_command_waits_for_each_permit_without_a_total_budget(settin
         permits.acquire("list_projects")
     assert sleeps == [4.0, 4.0, 4.0]
     assert store.asked == [20.0, 20.0, 20.0]
+
+
+def test_a_permit_granted_before_a_pause_is_not_sent_into_it(settings):
+    # given a permit due in 0.5 s, and while its holder sleeps, another process meets a 429
+    # (Retry-After 3 s)
+    settings.SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS = 10.0
+    clock = FakeClock()
+    store = MemoryBuckets(clock)
+    key = _key()
+    store.reserve(key, rate=2.0, burst=1, max_wait=0.0)
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 1:
+            store.pause(key, rate=2.0, burst=1, seconds=3.0)
+        clock.now += seconds
+
+    permits = CredentialPermits(
+        key=key, limits=Limits(2.0, 1), org_id="o", in_step=False, store=store, sleep=sleep
+    )
+    # when it wakes
+    permits.acquire("list_family")
+    # then it asked again and went when the pause was over, not before
+    assert sleeps == [0.5, pytest.approx(2.5)]
+    assert clock.now == pytest.approx(1_000_003.0)
+    assert store.pause_remaining(key) <= 0
