@@ -94,6 +94,8 @@ class UpstreamBucket(models.Model):
     grants = models.FloatField(default=0.0)
     starts = models.FloatField(default=0.0)
     pause_end = models.FloatField(default=0.0)
+    slow = models.FloatField(default=0.0)
+    slow_at = models.FloatField(default=0.0)
 
     def __str__(self) -> str:
         return self.key

@@ -115,9 +115,11 @@ def test_a_pause_holds_every_permit_until_it_ends(clocked):
     # when upstream answered 429 with Retry-After 30
     store.pause(key, rate=10.0, burst=5, seconds=30.0)
     # then the next permit is due when the pause ends, and no burst follows it
-    assert store.reserve(key, rate=10.0, burst=5, max_wait=60.0) == Reservation(True, 30.0)
+    # (a 429 also slows the pace by a step: the intervals are a few percent longer)
+    first = store.reserve(key, rate=10.0, burst=5, max_wait=60.0)
+    assert first.granted is True and first.wait == pytest.approx(30.0, abs=0.01)
     second = store.reserve(key, rate=10.0, burst=5, max_wait=60.0)
-    assert second.granted is True and second.wait == pytest.approx(30.1)
+    assert second.granted is True and second.wait == pytest.approx(30.1, abs=0.02)
     # and an impatient caller is told to come back then
     refused = store.reserve(key, rate=10.0, burst=5, max_wait=1.0)
     assert refused.granted is False and refused.wait >= 30.0
@@ -163,7 +165,8 @@ def test_redis_bucket_burst_interval_refusal_and_pause(redis_store):
     store.pause(key, rate=0.01, burst=2, seconds=1000.0)
     assert store.pause_remaining(key) == pytest.approx(1000.0, abs=1.0)
     after = store.reserve(key, rate=0.01, burst=2, max_wait=2000.0)
-    assert after.granted is True and after.wait == pytest.approx(1000.0, abs=1.0)
+    # (the 429 slowed the pace by 5 %: one interval is 105 s now)
+    assert after.granted is True and after.wait == pytest.approx(1005.0, abs=1.0)
     # the key expires once idle, and holds no credential
     client = redis.Redis.from_url(TEST_BROKER_URL)
     assert client.pttl(key) > 0 and key.startswith("serenity:quota:")
@@ -383,6 +386,40 @@ def test_a_permit_granted_before_a_pause_is_not_sent_into_it(settings):
     # when it wakes
     permits.acquire("list_family")
     # then it asked again and went when the pause was over, not before
-    assert sleeps == [0.5, pytest.approx(2.5)]
-    assert clock.now == pytest.approx(1_000_003.0)
+    # (a few hundredths later: the 429 also slowed the pace a step)
+    assert sleeps == [0.5, pytest.approx(2.5, abs=0.05)]
+    assert clock.now == pytest.approx(1_000_003.0, abs=0.05)
     assert store.pause_remaining(key) <= 0
+
+
+def test_after_a_429_the_bucket_paces_slower_for_a_while(clocked):
+    from provisioning.quota import SLOW_DECAY, SLOW_STEP
+
+    store, clock = clocked
+    key = _key()
+    # given an idle bucket at 10/s, burst 1
+    # when upstream answers 429 three times at once (Retry-After 1 s)
+    for _ in range(3):
+        store.pause(key, rate=10.0, burst=1, seconds=1.0)
+    # then after the pause, permits come one slowed interval apart (one step, not three)
+    first = store.reserve(key, rate=10.0, burst=1, max_wait=5.0)
+    second = store.reserve(key, rate=10.0, burst=1, max_wait=5.0)
+    assert first.wait == pytest.approx(1.0, abs=0.01)
+    assert second.wait - first.wait == pytest.approx(0.1 * (1 + SLOW_STEP))
+    # and the slowdown fades with time
+    clock.now += SLOW_STEP / SLOW_DECAY + 10
+    a = store.reserve(key, rate=10.0, burst=1, max_wait=5.0)
+    b = store.reserve(key, rate=10.0, burst=1, max_wait=5.0)
+    assert b.wait - a.wait == pytest.approx(0.1)
+
+
+def test_redis_bucket_slows_after_a_429(redis_store):
+    store, keys = redis_store
+    key = _key()
+    keys.append(key)
+    store.pause(key, rate=0.01, burst=1, seconds=10.0)
+    store.pause(key, rate=0.01, burst=1, seconds=10.0)
+    first = store.reserve(key, rate=0.01, burst=1, max_wait=1000.0)
+    second = store.reserve(key, rate=0.01, burst=1, max_wait=1000.0)
+    assert first.wait == pytest.approx(15.0, abs=1.0)
+    assert second.wait - first.wait == pytest.approx(105.0, abs=1.0)
