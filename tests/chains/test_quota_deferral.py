@@ -176,3 +176,48 @@ def test_a_429_pauses_the_credential_for_everyone_and_the_step_resumes(
     polled = sw_writer.get(serenity_path(sw_writer, accepted["id"]) + f"/jobs/{root_id}").json()
     assert polled["status"] == "COMPLETED" and polled["result"]["status"] == 201, polled
     assert len(sim.state()["projects"]) == 1
+
+
+def test_an_activate_step_deferred_after_reserving_its_markets_resumes_them(
+    sw_writer, sim, published, chained_job_delivered_separately
+):
+    # given a brand with its workspace, and an async activate of two markets, promoted
+    sim.configure({"settleSeconds": 0})
+    created = sw_writer.post(
+        f"/v2/orgs/{sw_writer.org.id}/brands", {"name": "Acme", "baseUrl": "https://a.example"}
+    )
+    assert created.status_code == 201, created.json()
+    brand_id = created.json()["id"]
+    accepted = sw_writer.post(
+        serenity_path(sw_writer, brand_id) + "/activate",
+        {
+            "async": True,
+            "brandDomain": "a.example",
+            "markets": [
+                {"market": "US", "languageCode": "en"},
+                {"market": "DE", "languageCode": "de"},
+            ],
+        },
+    )
+    assert accepted.status_code == 202, accepted.json()
+    root_id = accepted.json()["jobId"]
+    tasks.provision_workspace(root_id)
+    chained = AsyncJob.objects.get(root_id=root_id, step="activateMarkets")
+    # when the first market's project is made, then upstream pauses the credential (a 429
+    # on the tracked URL with Retry-After 10 s) and the step is re-scheduled mid-way
+    sim.configure({"retryAfterSeconds": 10})
+    sim.add_fault({"method": "PATCH", "pathRegex": r"/projects/[^/]+$", "status": 429})
+    tasks.activate_markets(str(chained.id))
+    assert job_state(str(chained.id))["status"] == JobStatus.IN_PROGRESS
+    assert [m.status for m in Market.objects.order_by("geo_target_id")] == [MarketStatus.CREATING]
+    # and when it runs again after the pause
+    end_pause(sim.org_token)
+    make_due(str(chained.id))
+    tasks.activate_markets(str(chained.id))
+    # then both markets are live, each with one project, and the chain answers 200
+    polled = sw_writer.get(serenity_path(sw_writer, brand_id) + f"/jobs/{root_id}").json()
+    assert polled["status"] == "COMPLETED", polled
+    assert polled["result"]["status"] == 200, polled["result"]
+    assert [m["status"] for m in polled["result"]["body"]["markets"]] == [201, 201]
+    assert sorted(m.status for m in Market.objects.all()) == [MarketStatus.LIVE] * 2
+    assert len(sim.state()["projects"]) == 2
