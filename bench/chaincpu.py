@@ -87,6 +87,7 @@ def child(args: dict[str, Any]) -> None:
         return execute(sql, params, many, ctx)
 
     def phase(name: str, items: list[Any], run: Any, out: dict[str, Any]) -> None:
+        phase_name = name
         if out["round"] == 0:  # the warm-up: imports, caches and lazy loads, not measured
             for item in items:
                 run(item)
@@ -104,7 +105,19 @@ def child(args: dict[str, Any]) -> None:
         def count_call(frame: Any, event: str, arg: Any) -> None:
             if event in ("call", "c_call"):
                 calls[0] += 1
-                if args["calls_by"]:
+                if args["calls_inclusive"]:
+                    seen = set()
+                    caller = frame
+                    while caller is not None:
+                        name = caller.f_code.co_filename
+                        if "/site-packages/" not in name and name.startswith(str(ROOT)):
+                            key = f"{name[len(str(ROOT)) + 1 :]}:{caller.f_code.co_name}"
+                            if key not in seen:
+                                seen.add(key)
+                                key = f"{phase_name[:6]} {key}"
+                                by_origin[key] = by_origin.get(key, 0) + 1
+                        caller = caller.f_back
+                elif args["calls_by"]:
                     caller = frame
                     while caller is not None:
                         name = caller.f_code.co_filename
@@ -199,9 +212,9 @@ def child(args: dict[str, Any]) -> None:
         print(json.dumps(out), flush=True)
     if args["cprofile"]:
         profiler.dump_stats(args["cprofile"])
-    if args["calls_by"]:
+    if args["calls_by"] or args["calls_inclusive"]:
         chains = args["chains"] * args["rounds"]
-        top = sorted(by_origin.items(), key=lambda kv: -kv[1])[:60]
+        top = sorted(by_origin.items(), key=lambda kv: -kv[1])[: 60 if args["calls_by"] else 400]
         print(json.dumps({"calls_by_origin": [(k, round(v / chains)) for k, v in top]}))
 
 
@@ -223,6 +236,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--setup-sql", action="append", default=[], help="run on the database before (to try)"
+    )
+    parser.add_argument(
+        "--calls-inclusive",
+        action="store_true",
+        help="with --calls: inclusive calls per chain by phase and by function of ours (every"
+        " function of ours on the stack counts the call once)",
     )
     parser.add_argument("--cprofile", help="profile the phases with cProfile into this file")
     parser.add_argument("--profile", help="record the run with py-spy into this folded file")

@@ -7,6 +7,7 @@ so that a typo in a variable name fails in one place and settings.py stays decla
 from __future__ import annotations
 
 import os
+import re
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -62,3 +63,37 @@ def env_float_list(name: str, default: tuple[float, ...]) -> tuple[float, ...]:
     if not values or any(v < 0 for v in values):
         raise ImproperlyConfigured(f"{name} must list non-negative numbers, got {raw!r}")
     return values
+
+
+# --- Issue 18 / SPEC §10.5 -----------------------------------------------------------------------
+
+
+def env_list(name: str) -> list[str]:
+    """A comma-separated list, items stripped, empty items dropped."""
+    return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
+
+
+def env_secret(name: str) -> str:
+    """A secret as given; one made only of whitespace counts as unset (it would be a guessable
+    key, and a value like " " is a configuration mistake, not a choice)."""
+    raw = os.environ.get(name, "")
+    return raw if raw.strip() else ""
+
+
+def env_secret_list(name: str) -> tuple[str, ...]:
+    """Comma-separated secrets in order; whitespace-only items are dropped (see env_secret)."""
+    return tuple(item for item in os.environ.get(name, "").split(",") if item.strip())
+
+
+_RATE = re.compile(r"^[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)$")
+
+
+def env_rate(name: str, default: str) -> str:
+    """A DRF throttle rate, `N/s`, `N/min`, `N/hour` or `N/day`, checked at start (DRF itself
+    would only fail on the first request it throttles)."""
+    raw = os.environ.get(name, "").strip() or default
+    if not _RATE.match(raw):
+        raise ImproperlyConfigured(
+            f"{name} must be a rate such as 30/s, 30/min, 100/hour or 1000/day, got {raw!r}"
+        )
+    return raw

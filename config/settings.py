@@ -7,12 +7,24 @@ With DEBUG off the process refuses to start without SECRET_KEY and FIELD_ENCRYPT
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import env_bool, env_float, env_float_list, env_int, env_str
+from config.env import (
+    env_bool,
+    env_float,
+    env_float_list,
+    env_int,
+    env_list,
+    env_rate,
+    env_secret,
+    env_secret_list,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SERENITY_VAR_DIR", str(BASE_DIR / "var"))).resolve()
@@ -22,10 +34,18 @@ DEBUG = env_bool("DEBUG", False)
 _DEV_SECRET_KEY = "dev-only-insecure-secret-key-never-use-in-production"
 _DEV_FIELD_ENCRYPTION_KEY = "dev-only-field-encryption-key"
 
-SECRET_KEY = env_str("SECRET_KEY") or (_DEV_SECRET_KEY if DEBUG else "")
-FIELD_ENCRYPTION_KEY = env_str("FIELD_ENCRYPTION_KEY") or (
-    _DEV_FIELD_ENCRYPTION_KEY if DEBUG else ""
+# --- Issue 18 / SPEC §10.5: secrets, hosts, key rotation -------------------------------------
+# A secret made only of whitespace is as good as none: it is refused like a missing one.
+SECRET_KEY = env_secret("SECRET_KEY") or (_DEV_SECRET_KEY if DEBUG else "")
+# FIELD_ENCRYPTION_KEYS: comma-separated; the first encrypts, every one decrypts (rotation, see
+# kernel/crypto.py and `manage.py rotate_credentials`). FIELD_ENCRYPTION_KEY, the older single
+# key, is read when FIELD_ENCRYPTION_KEYS is not set.
+FIELD_ENCRYPTION_KEYS = env_secret_list("FIELD_ENCRYPTION_KEYS") or tuple(
+    filter(None, [env_secret("FIELD_ENCRYPTION_KEY")])
 )
+if not FIELD_ENCRYPTION_KEYS and DEBUG:
+    FIELD_ENCRYPTION_KEYS = (_DEV_FIELD_ENCRYPTION_KEY,)
+FIELD_ENCRYPTION_KEY = FIELD_ENCRYPTION_KEYS[0] if FIELD_ENCRYPTION_KEYS else ""
 if not SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off; refusing to start.")
 if not FIELD_ENCRYPTION_KEY:
@@ -33,7 +53,14 @@ if not FIELD_ENCRYPTION_KEY:
         "FIELD_ENCRYPTION_KEY must be set when DEBUG is off; refusing to start."
     )
 
-ALLOWED_HOSTS = [h.strip() for h in env_str("ALLOWED_HOSTS", "*").split(",") if h.strip()]
+# No `*` default: with DEBUG off the hosts this service answers for must be named, or a forged
+# Host header would be accepted (and end up in absolute URLs such as the async Location).
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS") or (["*"] if DEBUG else [])
+if not ALLOWED_HOSTS:
+    raise ImproperlyConfigured(
+        "ALLOWED_HOSTS must be set when DEBUG is off (comma-separated host names); "
+        "refusing to start."
+    )
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -108,7 +135,9 @@ else:
 ATOMIC_REQUESTS = False
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+CACHES: dict[str, dict[str, Any]] = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
 
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
 LANGUAGE_CODE = "en-us"
@@ -119,7 +148,7 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
 # --- API ------------------------------------------------------------------------------------
-REST_FRAMEWORK = {
+REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["serenity.authentication.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
@@ -324,3 +353,114 @@ MIDDLEWARE.insert(
 )
 # JSON nested deeper than 64 levels → 400 `invalidRequest`, for every route.
 REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = ["serenity.api.parsers.BoundedJSONParser"]
+
+# Issue 17 / SPEC §10.4 ------------------------------------------------------------------------
+# Static files (the admin's CSS and JS) are served by the app itself through whitenoise, with
+# DEBUG off under gunicorn as well: from STATIC_ROOT after `manage.py collectstatic` (the
+# documented deploy), and from the apps' own folders when it has not run (scripts/run, tests).
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Compressed copies (gzip) made by collectstatic; no manifest, so that a process whose
+    # collectstatic has not run still renders every page.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = env_bool("WHITENOISE_USE_FINDERS", True)
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+
+# Prometheus multiprocess mode in every run mode, with nothing to set: counters and histograms
+# of every process (gunicorn workers, Celery pool processes) are files in this folder, which
+# every process of one deployment must share (and which should be emptied when the whole
+# deployment restarts: scripts/run does). prometheus_client reads the variable when it is
+# first imported, which is after the settings in every process of ours.
+PROMETHEUS_MULTIPROC_DIR = Path(
+    env_str("PROMETHEUS_MULTIPROC_DIR") or str(VAR_DIR / "prometheus")
+).resolve()
+PROMETHEUS_MULTIPROC_DIR.mkdir(parents=True, exist_ok=True)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(PROMETHEUS_MULTIPROC_DIR)
+
+# Beat's "Sending due task" line of every tick is a DEBUG line.
+LOGGING["filters"]["beat_ticks"] = {"()": "kernel.logging.BeatTickFilter"}  # type: ignore[index]
+LOGGING["loggers"]["celery.beat"] = {"filters": ["beat_ticks"]}  # type: ignore[index]
+
+# The filesystem broker (the embedded default): a worker's warm shutdown begins within 0.25 s
+# of the signal instead of up to 2 s (config/filesystem_broker.py), and the folder is polled
+# every 0.2 s instead of every second, so Ctrl-C on ./scripts/run stops everything well under
+# 5 s.
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    CELERY_BROKER_TRANSPORT = "config.filesystem_broker:Transport"
+    CELERY_BROKER_TRANSPORT_OPTIONS.setdefault("polling_interval", 0.2)
+
+# --- Issue 18 / SPEC §10.5: security hardening ----------------------------------------------
+# Deploy settings (`manage.py check --deploy` is clean with the README's production values).
+# Behind a TLS-terminating proxy, SECURE_PROXY_SSL_HEADER=X-Forwarded-Proto tells Django that
+# a request came in over https; set it only when that proxy always sets (or strips) the header.
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+# /healthz, /readyz and /metrics are probed and scraped over plain http from inside the network.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+_PROXY_SSL_HEADER = env_str("SECURE_PROXY_SSL_HEADER").strip()
+if _PROXY_SSL_HEADER:
+    SECURE_PROXY_SSL_HEADER = (
+        "HTTP_" + _PROXY_SSL_HEADER.upper().replace("-", "_"),
+        "https",
+    )
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+# Authenticated JSON answers must not be kept by any cache (kernel/security.py).
+MIDDLEWARE.append("kernel.security.NoStoreMiddleware")
+
+# Throttles (serenity/throttling.py) count in a cache every process shares: Redis when the
+# broker is Redis, this process' memory for the embedded default (one process serves there).
+# The throttle cache is its own alias so that nothing ever clears it along with other caches;
+# its socket timeouts are short because a throttle that cannot reach Redis lets the request
+# through rather than failing it (the broker outage is handled by the dispatcher, SPEC §6.4).
+SERENITY_THROTTLE_CACHE_URL = env_str(
+    "SERENITY_THROTTLE_CACHE_URL",
+    CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "",
+)
+if SERENITY_THROTTLE_CACHE_URL:
+    CACHES["throttle"] = {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": SERENITY_THROTTLE_CACHE_URL,
+        "KEY_PREFIX": "serenity-throttle",
+        "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2},
+    }
+else:
+    CACHES["throttle"] = {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "serenity-throttle",
+    }
+SERENITY_THROTTLE_WRITES = env_rate("SERENITY_THROTTLE_WRITES", "30/s")
+SERENITY_THROTTLE_AUTH_FAILURES = env_rate("SERENITY_THROTTLE_AUTH_FAILURES", "30/min")
+REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["serenity.throttling.WriteRateThrottle"]
+# How many proxies in front of gunicorn append to X-Forwarded-For: 0 means the client address
+# is the socket's peer (REMOTE_ADDR), so a forged X-Forwarded-For cannot dodge the throttle.
+REST_FRAMEWORK["NUM_PROXIES"] = env_int("SERENITY_NUM_PROXIES", 0)
+
+# Admin login lockout (django-axes): AXES_FAILURE_LIMIT failed logins for one user name from
+# one address lock that pair out for AXES_COOLOFF_HOURS; `manage.py axes_reset` lifts it.
+INSTALLED_APPS.append("axes")
+# AxesMiddleware answers a locked-out login; it must come last.
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")
+AUTHENTICATION_BACKENDS = [
+    # First, so a locked-out login is refused before the password is even checked.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_HOURS", 1.0)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# The client address as the API's throttles see it: the peer, unless proxies are declared.
+AXES_CLIENT_IP_CALLABLE = "serenity.throttling.client_address"
+AXES_VERBOSE = False

@@ -1,7 +1,10 @@
-"""Admin for async jobs: read-only rows, the chain shown as its steps, and an action that
-re-publishes a stuck job through `jobs.services.job_republish` (SPEC §8).
+"""Admin for async jobs: one row per chain (the id clients hold) with the chain's effective
+status, the chain's steps on its page, and an action that re-publishes a stuck chain's current
+step through `jobs.services.job_republish` (SPEC §8, §10.4).
 
-Job metadata holds ids and parameters, never secrets; it is shown read-only.
+Job metadata holds ids and parameters, never secrets; it is shown read-only. `jobs` knows no
+brand: the admin registered for the site (`provisioning.admin`) extends this one with the
+brand's name (a column and a search).
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from jobs.models import AsyncJob
+from jobs.models import AsyncJob, JobStatus
+from jobs.services import REQUEST_ID_KEY, job_republish
 
 
 def _pretty_json(value: Any) -> SafeString:
@@ -25,24 +29,47 @@ def _pretty_json(value: Any) -> SafeString:
     return format_html("<pre>{}</pre>", json.dumps(value, indent=2, sort_keys=True, default=str))
 
 
-@admin.register(AsyncJob)
+class ChainStatusFilter(admin.SimpleListFilter):
+    """The chain's effective status: its current step's (a chain that FAILED is FAILED, even
+    though its first step COMPLETED)."""
+
+    title = "chain status"
+    parameter_name = "chain_status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(status.value, status.label) for status in JobStatus]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AsyncJob]) -> QuerySet[AsyncJob]:
+        if self.value():
+            return queryset.filter(
+                Q(current__status=self.value()) | Q(current__isnull=True, status=self.value())
+            )
+        return queryset
+
+
+def effective_step(job: AsyncJob) -> AsyncJob:
+    """The step whose status is the chain's (`jobs.selectors.job_chain_get`)."""
+    root = job.root or job
+    return root.current or root
+
+
 class AsyncJobAdmin(admin.ModelAdmin):
+    """The list shows chains (root rows); a step row's page is reachable from its chain's."""
+
     list_display = [
         "id",
         "job_type",
-        "step",
-        "status",
-        "position",
+        "chain_status",
+        "current_step",
+        "step_count",
         "brand_id",
         "organization_id",
-        "run_after",
-        "lease_expires_at",
-        "run_count",
         "created_at",
-        "finished_at",
+        "chain_finished_at",
     ]
-    list_filter = ["job_type", "step", "status"]
-    search_fields = ["=id", "=brand_id", "=organization_id", "=root__id"]
+    list_filter = [ChainStatusFilter, "job_type"]
+    search_fields = ["=id", "=brand_id", "=organization_id"]
+    list_select_related = ["current"]
     date_hierarchy = "created_at"
     actions = ["republish_jobs"]
     fieldsets = [
@@ -52,15 +79,22 @@ class AsyncJobAdmin(admin.ModelAdmin):
                 "fields": [
                     "id",
                     "job_type",
-                    "step",
-                    "status",
+                    "chain_status",
                     "organization_id",
                     "brand_id",
+                    "request_id",
                     "chain",
                 ]
             },
         ),
-        ("Outcome", {"fields": ["result_json", "error_json", "metadata_json"]}),
+        (
+            "Outcome of the chain",
+            {"fields": ["chain_result_json", "chain_error_json"]},
+        ),
+        (
+            "This row",
+            {"fields": ["step", "status", "result_json", "error_json", "metadata_json"]},
+        ),
         (
             "Delivery",
             {
@@ -85,9 +119,45 @@ class AsyncJobAdmin(admin.ModelAdmin):
         ),
     ]
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AsyncJob]:
+        queryset = super().get_queryset(request).select_related("current", "root__current")
+        match = request.resolver_match
+        if match is not None and match.url_name == "jobs_asyncjob_changelist":
+            # One row per chain: the root, whose id is the one clients hold.
+            queryset = queryset.filter(root__isnull=True)
+        return queryset
+
+    @admin.display(description="chain status")
+    def chain_status(self, obj: AsyncJob) -> str:
+        return str(effective_step(obj).status)
+
+    @admin.display(description="current step")
+    def current_step(self, obj: AsyncJob) -> str:
+        return str(effective_step(obj).step)
+
+    @admin.display(description="finished")
+    def chain_finished_at(self, obj: AsyncJob) -> Any:
+        return effective_step(obj).finished_at
+
+    @admin.display(description="request id")
+    def request_id(self, obj: AsyncJob) -> str:
+        return str((obj.metadata or {}).get(REQUEST_ID_KEY) or "—")
+
+    @admin.display(description="result")
+    def chain_result_json(self, obj: AsyncJob) -> SafeString:
+        return _pretty_json(effective_step(obj).result)
+
+    @admin.display(description="error")
+    def chain_error_json(self, obj: AsyncJob) -> SafeString:
+        return _pretty_json(effective_step(obj).error)
+
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in AsyncJob._meta.fields] + [
             "chain",
+            "chain_status",
+            "request_id",
+            "chain_result_json",
+            "chain_error_json",
             "result_json",
             "error_json",
             "metadata_json",
@@ -148,13 +218,15 @@ class AsyncJobAdmin(admin.ModelAdmin):
 
     @admin.action(description="Re-publish", permissions=["republish"])
     def republish_jobs(self, request: HttpRequest, queryset: QuerySet[AsyncJob]) -> None:
-        from jobs.services import job_republish
-
+        """Re-publish each selected chain's current step (or the selected step row itself)."""
         published = 0
-        for job_id in queryset.values_list("id", flat=True):
-            if job_republish(job_id=job_id):
+        selected = list(queryset.select_related("root__current", "current"))
+        for job in selected:
+            step = effective_step(job) if job.root_id is None else job
+            if job_republish(job_id=step.id):
                 published += 1
-        skipped = queryset.count() - published
+                self.log_change(request, job, f"Re-published step {step.step} ({step.id}).")
+        skipped = len(selected) - published
         self.message_user(request, f"Re-published {published} job(s).", messages.SUCCESS)
         if skipped:
             self.message_user(

@@ -14,7 +14,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError
 from jobs import services
 from jobs.models import AsyncJob, JobStatus
 from kernel import context
-from kernel.metrics import STEP_DURATION
+from kernel.metrics import record_step
 
 logger = logging.getLogger("serenity.jobs")
 
@@ -94,7 +94,7 @@ def run_step(*, job_id: str) -> None:
                 "delivery ignored: job finished, not due, or claimed"
                 if first
                 else "hand-over ignored: the chained job was cancelled or claimed",
-                extra={"job_id": str(next_id)},
+                extra={"step_job_id": str(next_id)},
             )
             return
         first = False
@@ -112,8 +112,14 @@ def _run_claimed(run: StepRun, handlers: StepHandlers) -> None:
     job = run.job
     started = time.monotonic()
     outcome = "error"
+    # `job_id` is the id the client holds (the chain's root); `step_job_id` is this row.
     with context.scope(
-        job_id=job.id, org_id=job.organization_id, brand_id=job.brand_id, step=job.step
+        request_id=(job.metadata or {}).get(services.REQUEST_ID_KEY),
+        job_id=job.root_id or job.id,
+        step_job_id=job.id,
+        org_id=job.organization_id,
+        brand_id=job.brand_id,
+        step=job.step,
     ):
         # DEBUG: the row's `started_at` says as much; "step ended" (INFO) carries the outcome.
         logger.debug("step started", extra={"run_count": job.run_count})
@@ -121,6 +127,7 @@ def _run_claimed(run: StepRun, handlers: StepHandlers) -> None:
             handlers.run(run)
             outcome = "failed" if run.finished_status == JobStatus.FAILED else "ok"
         except (OperationalError, InterfaceError):
+            outcome = "interrupted"
             logger.warning(
                 "step interrupted by a database error; the lease will expire and "
                 "the dispatcher re-publishes it",
@@ -135,7 +142,7 @@ def _run_claimed(run: StepRun, handlers: StepHandlers) -> None:
             handlers.on_unexpected(run, exc)
         finally:
             elapsed = time.monotonic() - started
-            STEP_DURATION.labels(job.step, outcome).observe(elapsed)
+            record_step(job.step, outcome, elapsed)
             logger.info(
                 "step ended",
                 extra={

@@ -41,13 +41,13 @@ class ChainView:
 
 def job_chain_get(*, job_id: uuid.UUID, brand_id: uuid.UUID) -> ChainView:
     """Raises `JobNotFoundError` for an unknown job or a job of another brand (the same answer)."""
-    job = (
-        AsyncJob.objects.select_related("root", "root__current", "current")
-        .filter(pk=job_id, brand_id=brand_id)
-        .first()
-    )
-    if job is None:
-        raise JobNotFoundError()
+    try:
+        # `get()`, not `first()`: a primary key needs no ORDER BY (the model orders by age).
+        job = AsyncJob.objects.select_related("root", "root__current", "current").get(
+            pk=job_id, brand_id=brand_id
+        )
+    except AsyncJob.DoesNotExist:
+        raise JobNotFoundError() from None
     root = job.root or job
     effective = root.current or root
     steps = list(

@@ -24,10 +24,13 @@ from django.utils import timezone
 from jobs import states
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.publishing import publish_job
+from kernel import context
 
 logger = logging.getLogger("serenity.jobs")
 
 CHAINED_POSITION = 1000
+# The key, in every row's `metadata`, of the id of the request that started the chain.
+REQUEST_ID_KEY = "requestId"
 
 
 def task_name_for(step: str) -> str:
@@ -70,8 +73,12 @@ def job_chain_create(
     """Create a chain's root (runnable now) and its optional chained job (not runnable until the
     root hands over). Must run inside the caller's transaction; publishes the root on commit.
     `root_id` lets the caller reference the job (e.g. from its attempt) before the rows exist
-    (foreign keys are checked at commit)."""
+    (foreign keys are checked at commit).
+
+    Every row of the chain records the request that started it (`metadata.requestId`, from
+    the log context): the worker puts it on every line it writes for the chain."""
     now = timezone.now()
+    origin = chain_origin()
     root_id = root_id or uuid.uuid4()
     chained_id = uuid.uuid4() if then is not None else None
     # `published_at` is set now: the on-commit publish then needs no UPDATE, and clears it
@@ -82,7 +89,7 @@ def job_chain_create(
         brand_id=brand_id,
         job_type=job_type,
         step=first.step,
-        metadata=first.metadata,
+        metadata={**first.metadata, **origin},
         next_id=chained_id,
         current_id=root_id,
         position=0,
@@ -98,7 +105,7 @@ def job_chain_create(
                 brand_id=brand_id,
                 job_type=job_type,
                 step=then.step,
-                metadata=then.metadata,
+                metadata={**then.metadata, **origin},
                 root_id=root_id,
                 position=CHAINED_POSITION,
                 run_after=None,
@@ -107,6 +114,12 @@ def job_chain_create(
     AsyncJob.objects.bulk_create(rows)
     publish_on_commit(job_id=root.id, step=root.step, premarked=True)
     return root
+
+
+def chain_origin() -> dict[str, str]:
+    """What a new chain records of the request that starts it (its rows' `metadata`)."""
+    request_id = context.current().get("request_id")
+    return {REQUEST_ID_KEY: request_id} if request_id else {}
 
 
 def job_claim(*, job_id: uuid.UUID) -> AsyncJob | None:
@@ -228,19 +241,25 @@ def job_complete_and_release_next(
     publishing it after commit, or, with `publish=False`, leaving it to the caller's worker to
     claim and run next (`StepRun.hand_over`; the dispatcher publishes it if that worker dies
     first). Returns the successor's id, or None when the claim was lost."""
-    if not states.transition(
-        job_id=job.id, to=JobStatus.COMPLETED, claim_token=claim_token, result=result
-    ):
-        return None
     successor_id = job.next_id
     assert successor_id is not None
+    # The chain's current step moves to the successor: a root records it in its own final
+    # UPDATE (as `job_complete_and_repeat` does), a later step in an UPDATE of its root.
+    chain: dict[str, Any] = {"current_id": successor_id, "step_count": F("step_count") + 1}
+    if not states.transition(
+        job_id=job.id,
+        to=JobStatus.COMPLETED,
+        claim_token=claim_token,
+        result=result,
+        **(chain if job.root_id is None else {}),
+    ):
+        return None
     now = timezone.now()
     AsyncJob.objects.filter(pk=successor_id, status=JobStatus.IN_PROGRESS).update(
         run_after=now, published_at=now, updated_at=now
     )
-    AsyncJob.objects.filter(pk=job.root_id or job.id).update(
-        current_id=successor_id, step_count=F("step_count") + 1, updated_at=now
-    )
+    if job.root_id is not None:
+        AsyncJob.objects.filter(pk=job.root_id).update(**chain, updated_at=now)
     if publish:
         step = AsyncJob.objects.values_list("step", flat=True).get(pk=successor_id)
         publish_on_commit(job_id=successor_id, step=step, premarked=True)

@@ -44,9 +44,15 @@ def transition(
     same UPDATE (e.g. unlinking the job's successor).
     """
     now = timezone.now()
-    rows = AsyncJob.objects.filter(pk=job_id, status__in=ALLOWED[to])
+    # One `filter()` call: each further one clones the query again (this runs at every step's
+    # end). One allowed source state is an equality rather than an IN.
+    sources = ALLOWED[to]
+    conditions: dict[str, Any] = (
+        {"status": sources[0]} if len(sources) == 1 else {"status__in": sources}
+    )
     if claim_token is not None:
-        rows = rows.filter(claim_token=claim_token)
+        conditions["claim_token"] = claim_token
+    rows = AsyncJob.objects.filter(pk=job_id, **conditions)
     values = {
         "status": to,
         "result": result,

@@ -41,3 +41,15 @@ class JsonFormatter(logging.Formatter):
             return orjson.dumps(payload, default=str).decode()
         except TypeError:  # what orjson refuses (e.g. an int beyond 64 bits, non-str keys)
             return json.dumps(payload, default=str)
+
+
+class BeatTickFilter(logging.Filter):
+    """Celery beat writes "Scheduler: Sending due task …" at INFO on every tick (the dispatcher
+    runs every couple of seconds): such lines are DEBUG lines, kept only when the logger is
+    enabled for DEBUG (LOG_LEVEL=DEBUG). For the `celery.beat` logger's filters."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if str(record.msg).startswith("Scheduler: Sending due task"):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True

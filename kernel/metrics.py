@@ -1,7 +1,8 @@
 """Prometheus metrics.
 
-Counters and histograms use prometheus_client's multiprocess mode when
-PROMETHEUS_MULTIPROC_DIR is set (gunicorn workers and Celery children write to shared files);
+Counters and histograms use prometheus_client's multiprocess mode (gunicorn workers and Celery
+children write to files in PROMETHEUS_MULTIPROC_DIR, which the settings always set: by default
+`var/prometheus`);
 gauges the caller passes (jobs and attempts, read from the database at scrape time:
 `serenity.metrics`) are correct whichever process serves `/metrics`.
 """
@@ -24,9 +25,19 @@ HTTP_REQUESTS = Counter(
     "serenity_http_requests_total", "HTTP requests served", ["method", "status"]
 )
 UPSTREAM_CALLS = Counter("serenity_upstream_calls_total", "Semrush calls", ["operation", "status"])
+UPSTREAM_LATENCY = Histogram(
+    "serenity_upstream_call_duration_seconds",
+    "Latency of one Semrush call (each attempt), by operation and status",
+    ["operation", "status"],
+    buckets=(0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0),
+)
 STEP_DURATION = Histogram(
     "serenity_job_step_duration_seconds", "Duration of one job step", ["step", "status"]
 )
+STEPS = Counter(
+    "serenity_job_steps_total", "Job steps run, by step and outcome", ["step", "outcome"]
+)
+_LOCAL = (HTTP_REQUESTS, UPSTREAM_CALLS, UPSTREAM_LATENCY, STEP_DURATION, STEPS)
 
 # The upstream quota (SPEC §10.6), by org id: never by credential.
 UPSTREAM_PERMITS = Counter(
@@ -51,10 +62,7 @@ UPSTREAM_PERMIT_REFUSALS = Counter(
 UPSTREAM_RATE_LIMITED = Counter(
     "serenity_upstream_rate_limited_total", "Upstream answers 429 (rate limited)", ["org_id"]
 )
-_PROCESS_METRICS = (
-    HTTP_REQUESTS,
-    UPSTREAM_CALLS,
-    STEP_DURATION,
+_QUOTA = (
     UPSTREAM_PERMITS,
     UPSTREAM_PERMIT_WAIT,
     UPSTREAM_PERMIT_DEFERRALS,
@@ -63,8 +71,15 @@ _PROCESS_METRICS = (
 )
 
 
-def record_upstream_call(operation: str, status: int | None) -> None:
-    UPSTREAM_CALLS.labels(operation, str(status) if status is not None else "none").inc()
+def record_upstream_call(operation: str, status: int | None, duration_seconds: float) -> None:
+    label = str(status) if status is not None else "none"
+    UPSTREAM_CALLS.labels(operation, label).inc()
+    UPSTREAM_LATENCY.labels(operation, label).observe(duration_seconds)
+
+
+def record_step(step: str, outcome: str, duration_seconds: float) -> None:
+    STEP_DURATION.labels(step, outcome).observe(duration_seconds)
+    STEPS.labels(step, outcome).inc()
 
 
 def render_metrics(*, collectors: Iterable[Collector] = ()) -> tuple[bytes, str]:
@@ -76,7 +91,7 @@ def render_metrics(*, collectors: Iterable[Collector] = ()) -> tuple[bytes, str]
 
         multiprocess.MultiProcessCollector(registry)
     else:
-        for metric in _PROCESS_METRICS:
+        for metric in (*_LOCAL, *_QUOTA):
             registry.register(metric)
     for collector in collectors:
         registry.register(collector)

@@ -9,6 +9,7 @@ deleted between two pages never make a page repeat or skip a row that stayed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -20,6 +21,10 @@ from kernel.errors import InvalidRequestError
 
 T = TypeVar("T", bound=Model)
 SALT = "serenity.pagination.cursor"
+# Every cursor `cursor_encode` makes (Django's `signing`: URL-safe base64, `:` and a leading `.`
+# when compressed) matches this; the OpenAPI document states it for `?cursor=`.
+CURSOR_PATTERN = "^[A-Za-z0-9_.:-]+$"
+_CURSOR = re.compile(CURSOR_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -30,7 +35,7 @@ class Page(Generic[T]):
 
 def cursor_decode(cursor: str, *, kind: str, width: int) -> list[Any]:
     try:
-        payload = signing.loads(cursor, salt=SALT)
+        payload = signing.loads(cursor, salt=SALT) if _CURSOR.fullmatch(cursor) else None
     except signing.BadSignature:
         payload = None
     if (

@@ -1,5 +1,9 @@
-"""Admin for provisioning attempts: read-only history, filters by status/reason/age, and an
-action that cancels an attempt through `provisioning.services.attempt_cancel` (SPEC §8)."""
+"""Admin for provisioning attempts: read-only history with its timeline and who started and
+cancelled each one, filters by status/reason/age, and an action that cancels an attempt through
+`provisioning.services.attempt_cancel`, recorded in the admin log (SPEC §8, §10.4).
+
+The jobs admin is registered here too: `jobs.admin.AsyncJobAdmin` plus the brand's name, which
+`jobs` (it imports nothing of ours) cannot look up."""
 
 from __future__ import annotations
 
@@ -8,11 +12,34 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
 from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
+from jobs.admin import AsyncJobAdmin
+from jobs.models import AsyncJob
+from kernel import context
 from provisioning.models import AttemptStatus, ProvisioningAttempt
+from provisioning.services import attempt_cancel
+from serenity.models import Brand
+
+
+@admin.register(AsyncJob)
+class ChainAdmin(AsyncJobAdmin):
+    """Chains with their brand's name (a column, and searchable)."""
+
+    list_display = [*AsyncJobAdmin.list_display[:5], "brand_name", *AsyncJobAdmin.list_display[5:]]
+    search_fields = [*AsyncJobAdmin.search_fields, "brand_name"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AsyncJob]:
+        names = Brand.objects.filter(pk=OuterRef("brand_id")).values("name")[:1]
+        return super().get_queryset(request).annotate(brand_name=Subquery(names))
+
+    @admin.display(description="brand", ordering="brand_name")
+    def brand_name(self, obj: AsyncJob) -> str:
+        return getattr(obj, "brand_name", None) or "—"
 
 
 def _stale_cutoff() -> Any:
@@ -53,6 +80,7 @@ class ProvisioningAttemptAdmin(admin.ModelAdmin):
         "status",
         "reason",
         "started_by",
+        "started_by_actor",
         "candidate_workspace_id",
         "freshly_created",
         "workspace_promoted",
@@ -67,8 +95,65 @@ class ProvisioningAttemptAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
     actions = ["cancel_attempts"]
 
+    fieldsets = [
+        (None, {"fields": ["id", "brand", "status", "reason", "error", "job", "age"]}),
+        ("Timeline", {"fields": ["timeline"]}),
+        (
+            "Who",
+            {
+                "fields": [
+                    "started_by",
+                    "started_by_actor",
+                    "started_request_id",
+                    "cancelled_by_actor",
+                    "cancelled_request_id",
+                ]
+            },
+        ),
+        (
+            "Workspace",
+            {
+                "fields": [
+                    "candidate_workspace_id",
+                    "freshly_created",
+                    "workspace_promoted",
+                    "cleanup_done",
+                    "created_at",
+                    "candidate_at",
+                    "promoted_at",
+                    "finished_at",
+                    "updated_at",
+                ]
+            },
+        ),
+    ]
+
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [f.name for f in ProvisioningAttempt._meta.fields] + ["age"]
+        return [f.name for f in ProvisioningAttempt._meta.fields] + ["age", "timeline"]
+
+    @admin.display(description="timeline")
+    def timeline(self, obj: ProvisioningAttempt) -> SafeString:
+        finished = f"finished ({obj.status}{f', {obj.reason}' if obj.reason else ''})"
+        events = [
+            ("began", obj.created_at, f"{obj.started_by} by {obj.started_by_actor or '—'}"),
+            ("candidate", obj.candidate_at, obj.candidate_workspace_id or ""),
+            ("promoted", obj.promoted_at, ""),
+            (finished, obj.finished_at, obj.error or ""),
+        ]
+        if obj.cancelled_by_actor or obj.cancelled_request_id:
+            events.append(
+                (
+                    "cancelled by",
+                    obj.finished_at,
+                    f"{obj.cancelled_by_actor or '—'} (request {obj.cancelled_request_id or '—'})",
+                )
+            )
+        rows = format_html_join(
+            "",
+            "<tr><th>{}</th><td>{}</td><td>{}</td></tr>",
+            ((label, at.isoformat() if at else "—", note) for label, at, note in events),
+        )
+        return format_html("<table class='attempt-timeline'><tbody>{}</tbody></table>", rows)
 
     @admin.display(description="age")
     def age(self, obj: ProvisioningAttempt) -> str:
@@ -91,12 +176,13 @@ class ProvisioningAttemptAdmin(admin.ModelAdmin):
     def cancel_attempts(
         self, request: HttpRequest, queryset: QuerySet[ProvisioningAttempt]
     ) -> None:
-        from provisioning.services import attempt_cancel
-
-        pending_ids = list(
-            queryset.filter(status=AttemptStatus.PENDING).values_list("id", flat=True)
-        )
-        cancelled = sum(bool(attempt_cancel(attempt_id=attempt_id)) for attempt_id in pending_ids)
+        pending = list(queryset.filter(status=AttemptStatus.PENDING))
+        cancelled = 0
+        with context.scope(actor=context.admin_actor(request.user.get_username())):
+            for attempt in pending:
+                if attempt_cancel(attempt_id=attempt.id):
+                    cancelled += 1
+                    self.log_change(request, attempt, "Cancelled the attempt.")
         skipped = queryset.count() - cancelled
         self.message_user(request, f"Cancelled {cancelled} attempt(s).", messages.SUCCESS)
         if skipped:

@@ -298,7 +298,10 @@ def _provision_hop(run: StepRun, attempt: ProvisioningAttempt) -> StepEnd:
     brand = attempt.brand
     organization = brand.organization
     client = client_for_org(
-        organization, brand_id=str(brand.pk), attempt_id=str(attempt.id), job_id=str(run.job.id)
+        organization,
+        brand_id=str(brand.pk),
+        attempt_id=str(attempt.id),
+        step_job_id=str(run.job.id),
     )
     # No separate staleness bump: every outcome of this hop writes the attempt (candidate,
     # promotion, the next read, or its end), and a hop is far shorter than the stale threshold.

@@ -30,6 +30,7 @@ from django.conf import settings
 from django.db import IntegrityError, ProgrammingError, transaction
 from django.utils import timezone
 
+from kernel import context
 from provisioning import services
 from provisioning.exceptions import ProvisioningInProgressError
 from provisioning.models import AttemptStartedBy, AttemptStatus, ProvisioningAttempt
@@ -87,7 +88,10 @@ def lease(
     if brand_is_new:
         with transaction.atomic(savepoint=False):
             first = ProvisioningAttempt.objects.create(
-                brand_id=brand_id, started_by=started_by, job_id=job_id
+                brand_id=brand_id,
+                started_by=started_by,
+                job_id=job_id,
+                **context.actor_fields("started"),
             )
             yield Begun(attempt=first, pointer=None)
         return
@@ -164,7 +168,9 @@ def _pass_and_insert(
         brand_id=brand_id,
         started_by=started_by,
         candidate_workspace_id=candidate,
+        candidate_at=timezone.now() if candidate is not None else None,
         job_id=job_id,
+        **context.actor_fields("started"),
     )
 
 

@@ -62,6 +62,16 @@ class ProvisioningAttempt(models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
     )
+    # The timeline an operator reads (SPEC §10.4): began = created_at.
+    candidate_at = models.DateTimeField(null=True, blank=True)
+    promoted_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # Who began and who cancelled it: "user (token name)" for the API, "admin: user" for the
+    # admin, with the request id of the request that did it (`kernel.context`).
+    started_by_actor = models.CharField(max_length=200, null=True, blank=True)
+    started_request_id = models.CharField(max_length=64, null=True, blank=True)
+    cancelled_by_actor = models.CharField(max_length=200, null=True, blank=True)
+    cancelled_request_id = models.CharField(max_length=64, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -19,6 +19,7 @@ from jobs.exceptions import JobFinishedError, JobNotCancellableError
 from jobs.models import AsyncJob, JobStatus, JobType
 from jobs.publishing import publish_task
 from jobs.selectors import job_chain_get
+from kernel import context
 from provisioning import states
 from provisioning.models import (
     AttemptReason,
@@ -93,6 +94,7 @@ def attempt_cancel(*, attempt_id: uuid.UUID) -> bool:
             to=AttemptStatus.FAILED,
             reason=AttemptReason.CANCELLED,
             error="Provisioning was cancelled.",
+            **context.actor_fields("cancelled"),
         )
         if not changed:
             return False
@@ -188,6 +190,7 @@ def job_cancel(*, brand_id: uuid.UUID, job_id: uuid.UUID) -> None:
                 to=AttemptStatus.FAILED,
                 reason=AttemptReason.CANCELLED,
                 error="Provisioning was cancelled.",
+                **context.actor_fields("cancelled"),
             )
             job_services.chain_cancel(root_id=view.root.id)
             schedule_cleanup(attempt_id=attempt.id)

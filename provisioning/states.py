@@ -35,11 +35,15 @@ def transition(
     **fields: Any,
 ) -> bool:
     """Finish a pending attempt. Returns whether this call changed the row."""
-    changed = ProvisioningAttempt.objects.filter(pk=attempt_id, status__in=ALLOWED[to]).update(
+    now = timezone.now()
+    sources = ALLOWED[to]
+    source = {"status": sources[0]} if len(sources) == 1 else {"status__in": sources}
+    changed = ProvisioningAttempt.objects.filter(pk=attempt_id, **source).update(
         status=to,
         reason=reason,
         error=clean_message(error) if error else None,
-        updated_at=timezone.now(),
+        updated_at=now,
+        finished_at=now,
         **fields,
     )
     return changed == 1

@@ -271,6 +271,7 @@ def candidate_record(*, attempt_id: uuid.UUID, workspace: Workspace) -> bool:
         only_if={"candidate_workspace_id": None},
         candidate_workspace_id=workspace.id,
         freshly_created=workspace.freshly_created,
+        candidate_at=timezone.now(),
     )
 
 
@@ -291,17 +292,14 @@ def workspace_promote(
     raises `IntegrityError` out of it, which the caller reads as `SUPERSEDED`."""
     with transaction.atomic(savepoint=False):
         if attempt_id is not None and not states.update_pending(
-            attempt_id=attempt_id, workspace_promoted=True
+            attempt_id=attempt_id, workspace_promoted=True, promoted_at=timezone.now()
         ):
             return Promotion.ATTEMPT_ENDED
-        pointed = (
-            Brand.objects.filter(pk=brand_id)
-            .exclude(status=BrandStatus.DELETED)
-            .filter(
-                Q(semrush_sub_workspace_id__isnull=True) | Q(semrush_sub_workspace_id=workspace_id)
-            )
-            .update(semrush_sub_workspace_id=workspace_id)
-        )
+        pointed = Brand.objects.filter(
+            Q(semrush_sub_workspace_id__isnull=True) | Q(semrush_sub_workspace_id=workspace_id),
+            ~Q(status=BrandStatus.DELETED),
+            pk=brand_id,
+        ).update(semrush_sub_workspace_id=workspace_id)
         if pointed != 1:
             transaction.set_rollback(True)
             return Promotion.SUPERSEDED

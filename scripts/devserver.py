@@ -4,9 +4,14 @@ Set-up, in this process: migrate the database, make sure a Serenity org exists w
 workspace is a seed parent of the simulator (the org id and the seed are kept in
 `var/devserver.json`, so re-runs reuse them), mint a fresh writer token, and reset the admin
 password. Then it supervises four children, each in its own process group with its output in
-`var/log/<name>.log`: the Semrush simulator, a Celery worker, Celery beat and the API. Once
-`/healthz` answers it prints example requests and waits; Ctrl-C (or SIGTERM) stops every child.
-If a child dies, the others are stopped and the exit status is non-zero.
+`var/log/<name>.log` (appended to: earlier runs' lines stay): the Semrush simulator, a Celery
+worker, Celery beat and the API. Once `/healthz` answers it prints example requests and waits;
+Ctrl-C (or SIGTERM) stops every child within a few seconds: the worker gets one SIGTERM (a warm
+shutdown: it stops its own pool processes), the others a SIGTERM to their process group. If a
+child dies, the others are stopped and the exit status is non-zero.
+
+Prometheus' multiprocess folder (`var/prometheus`) is emptied at start: every process of this
+run writes its counters there, and `/metrics` reads them all.
 
 DEBUG is on for this run. DATABASE_URL and CELERY_BROKER_URL are honoured when set; the defaults
 are SQLite and kombu's filesystem broker under `var/`, which need no server.
@@ -21,6 +26,7 @@ import json
 import os
 import secrets
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -34,6 +40,7 @@ from pathlib import Path
 from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parent.parent
+# A warm worker shutdown waits for the tasks it runs (a step is short: seconds at most).
 STOP_TIMEOUT_SECONDS = 20.0
 READY_TIMEOUT_SECONDS = 90.0
 
@@ -43,6 +50,8 @@ class Child:
     name: str
     argv: list[str]
     log_path: Path
+    # Stopped by a SIGTERM to its main process only (it stops its own children).
+    own_shutdown: bool = False
     process: subprocess.Popen[bytes] | None = None
     log_file: IO[bytes] | None = None
 
@@ -69,7 +78,7 @@ def _parse_args() -> argparse.Namespace:
         default=int(os.environ.get("SEMRUSH_SIMULATOR_PORT", "8765")),
     )
     parser.add_argument(
-        "--concurrency", type=int, default=2, help="Celery worker processes (default 2)"
+        "--concurrency", type=int, default=2, help="Celery worker threads (default 2)"
     )
     return parser.parse_args()
 
@@ -97,6 +106,7 @@ def _environment(args: argparse.Namespace, var_dir: Path) -> dict[str, str]:
         SEMRUSH_BASE_URL=f"http://127.0.0.1:{args.simulator_port}",
         SEMRUSH_API_TOKEN=env.get("SEMRUSH_API_TOKEN") or "dev-token",
         PYTHONUNBUFFERED="1",
+        PROMETHEUS_MULTIPROC_DIR=str(var_dir / "prometheus"),
     )
     return env
 
@@ -154,7 +164,7 @@ def _prepare(var_dir: Path) -> dict[str, str]:
 
 
 def _start(child: Child, env: dict[str, str]) -> None:
-    child.log_file = child.log_path.open("wb")
+    child.log_file = child.log_path.open("ab")
     # A session of its own: the terminal's Ctrl-C reaches only this supervisor, which then stops
     # each child's whole process group (the worker's pool processes included).
     child.process = subprocess.Popen(  # noqa: S603 - fixed argv
@@ -191,15 +201,30 @@ def _signal_group(child: Child, sig: signal.Signals) -> None:
         os.killpg(child.process.pid, sig)
 
 
+def _signal_one(child: Child, sig: signal.Signals) -> None:
+    if child.process is None or child.process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        child.process.send_signal(sig)
+
+
 def _stop(children: list[Child]) -> None:
     for child in reversed(children):
-        _signal_group(child, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
+        if child.own_shutdown:
+            # The worker alone: its pool processes share its group, and a SIGTERM of their own
+            # kills them mid-task, which leaves the worker waiting for them (~20 s) before it
+            # can end its warm shutdown.
+            _signal_one(child, signal.SIGTERM)
+        else:
+            _signal_group(child, signal.SIGTERM)
+    started = time.monotonic()
+    deadline = started + STOP_TIMEOUT_SECONDS
     for child in reversed(children):
         if child.process is None:
             continue
         try:
             child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            print(f"==> {child.name} stopped ({time.monotonic() - started:.1f} s)", flush=True)
         except subprocess.TimeoutExpired:
             print(f"==> {child.name} did not stop in time; killing it", flush=True)
             _signal_group(child, signal.SIGKILL)
@@ -263,13 +288,19 @@ def main() -> int:
     var_dir = Path(os.environ.get("SERENITY_VAR_DIR") or ROOT / "var").resolve()
     log_dir = var_dir / "log"
     log_dir.mkdir(parents=True, exist_ok=True)
-    for host, port, variable in (
-        (args.host, args.port, "SERENITY_PORT"),
-        ("127.0.0.1", args.simulator_port, "SEMRUSH_SIMULATOR_PORT"),
+    for host, port, option, variable in (
+        (args.host, args.port, "--port", "SERENITY_PORT"),
+        ("127.0.0.1", args.simulator_port, "--simulator-port", "SEMRUSH_SIMULATOR_PORT"),
     ):
         if _port_in_use(host, port):
-            print(f"error: port {port} is in use; set {variable} to another port", file=sys.stderr)
+            print(
+                f"error: port {port} is in use; pick another with {option} N (or set {variable})",
+                file=sys.stderr,
+            )
             return 1
+    metrics_dir = var_dir / "prometheus"
+    shutil.rmtree(metrics_dir, ignore_errors=True)
+    metrics_dir.mkdir(parents=True)
 
     env = _environment(args, var_dir)
     os.environ.update(env)
@@ -302,13 +333,17 @@ def main() -> int:
             "worker",
             "-l",
             "info",
+            # Threads, as the README recommends for production: a warm shutdown takes well under
+            # a second (prefork's takes ~2 s more, joining its processes).
+            "-P",
+            "threads",
             "--concurrency",
             str(args.concurrency),
-            "-E",
             "-n",
             "serenity-dev@%h",
         ],
         log_dir / "worker.log",
+        own_shutdown=True,
     )
     beat = Child(
         "beat", [python, "-m", "celery", "-A", "config", "beat", "-l", "info"], log_dir / "beat.log"

@@ -14,8 +14,12 @@ from django import forms
 from django.contrib import admin, messages
 from django.db import models
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 
+from kernel import context
+from kernel.errors import DomainError
+from provisioning.flows.deactivate import deactivate
 from provisioning.models import ProvisioningAttempt
 from serenity.models import ApiToken, Brand, BrandStatus, Market, Membership, Organization, Prompt
 from serenity.names import brand_name_key
@@ -126,8 +130,14 @@ class ApiTokenAddForm(forms.ModelForm):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    """Tokens are minted by `api_token_create`; the raw value is shown once in a message and
-    only its digest is stored. Tokens are revoked, never edited."""
+    """Tokens are minted by `api_token_create`; only its digest is stored. The raw value is
+    shown once, in the body of the answer to the add form itself: never in a message (the
+    messages framework keeps it in a signed, not encrypted, cookie), a redirect or a log.
+    Tokens are revoked, never edited."""
+
+    # The request attribute that carries the raw token from save_model to response_add
+    # (same request, same thread; nothing else reads it).
+    new_token_attribute = "serenity_new_api_token"
 
     list_display = ["prefix", "user", "name", "created_at", "last_used_at", "revoked_at"]
     list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
@@ -163,10 +173,23 @@ class ApiTokenAdmin(admin.ModelAdmin):
         # The admin logs and redirects using `obj`: make it the row the service created.
         for field in ApiToken._meta.concrete_fields:
             setattr(obj, field.attname, getattr(token, field.attname))
-        messages.warning(
-            request,
-            f"New API token for {token.user}: {raw} — copy it now, it will not be shown again.",
-        )
+        setattr(request, self.new_token_attribute, raw)
+
+    def response_add(
+        self, request: HttpRequest, obj: ApiToken, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        raw = getattr(request, self.new_token_attribute, None)
+        if raw is None:
+            return super().response_add(request, obj, post_url_continue)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "New API token",
+            "opts": self.opts,
+            "token": obj,
+            "raw_token": raw,
+        }
+        # The admin's views are never_cache: this page is not kept by any cache either.
+        return TemplateResponse(request, "admin/serenity/apitoken/created.html", context)
 
     @admin.action(description="Revoke selected tokens")
     def revoke_tokens(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
@@ -208,6 +231,7 @@ class ProvisioningAttemptInline(admin.TabularInline):
         "status",
         "reason",
         "started_by",
+        "started_by_actor",
         "candidate_workspace_id",
         "freshly_created",
         "workspace_promoted",
@@ -233,7 +257,9 @@ def _https_url_formfield(db_field: models.Field, **kwargs: Any) -> forms.Field |
 class BrandAdminForm(forms.ModelForm):
     class Meta:
         model = Brand
-        fields = ["name", "status", "base_url", "urls", "aliases", "serenity_enabled"]
+        # `status` is not editable: it changes only through the API's flows and the
+        # "Deactivate" action (which runs the real deactivate flow).
+        fields = ["name", "base_url", "urls", "aliases", "serenity_enabled"]
         formfield_callback = _https_url_formfield
 
     def clean(self) -> dict[str, Any]:
@@ -241,8 +267,7 @@ class BrandAdminForm(forms.ModelForm):
         # so Django's constraint validation skips it: check here rather than fail with a 500.
         cleaned = super().clean() or {}
         name = (cleaned.get("name") or "").strip()
-        status = cleaned.get("status", self.instance.status)
-        if name and status != BrandStatus.DELETED:
+        if name and self.instance.status != BrandStatus.DELETED:
             clash = (
                 Brand.objects.filter(
                     organization_id=self.instance.organization_id, name_key=brand_name_key(name)
@@ -280,6 +305,7 @@ class BrandAdmin(admin.ModelAdmin):
     readonly_fields = [
         "id",
         "organization",
+        "status",
         "workspace_mode",
         "semrush_sub_workspace_id",
         "created_at",
@@ -300,6 +326,7 @@ class BrandAdmin(admin.ModelAdmin):
         "updated_at",
     ]
     inlines = [MarketInline, ProvisioningAttemptInline]
+    actions = ["deactivate_brands"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -315,6 +342,27 @@ class BrandAdmin(admin.ModelAdmin):
         changed = [f for f in form.changed_data if f in BrandAdminForm.Meta.fields]
         if changed:
             obj.save(update_fields=[*changed, "updated_at"])
+
+    def has_deactivate_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("serenity.change_brand")
+
+    @admin.action(description="Deactivate", permissions=["deactivate"])
+    def deactivate_brands(self, request: HttpRequest, queryset: QuerySet[Brand]) -> None:
+        """The API's deactivate flow, brand by brand (it empties the Semrush workspace, clears the
+        pointer and tombstones the markets); each success is recorded in the admin log."""
+        done = 0
+        brands = queryset.select_related("organization").exclude(status=BrandStatus.DELETED)
+        with context.scope(actor=context.admin_actor(request.user.get_username())):
+            for brand in brands:
+                with context.scope(org_id=brand.organization_id, brand_id=brand.pk):
+                    try:
+                        deactivate(brand=brand)
+                    except DomainError as error:
+                        self.message_user(request, f"{brand.name}: {error.message}", messages.ERROR)
+                        continue
+                done += 1
+                self.log_change(request, brand, "Deactivated (the deactivate flow ran).")
+        self.message_user(request, f"Deactivated {done} brand(s).", messages.SUCCESS)
 
 
 @admin.register(Market)

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from django.db.models import Count
+from django.db.models import Count, Min, Q
+from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from jobs.models import AsyncJob
+from jobs.models import AsyncJob, JobStatus
 from provisioning.models import ProvisioningAttempt
 
 
 class DatabaseCollector(Collector):
-    """Jobs by type/status and attempts by outcome, counted in the database."""
+    """Jobs by type/status, runnable jobs and the age of the oldest, and attempts by outcome,
+    counted in the database."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         jobs = GaugeMetricFamily(
@@ -22,6 +24,22 @@ class DatabaseCollector(Collector):
         for row in AsyncJob.objects.values("step", "status").annotate(n=Count("id")):
             jobs.add_metric([row["step"], row["status"]], row["n"])
         yield jobs
+        # Runnable: due, unfinished, and not held by a live claim (what the workers have yet to
+        # take: the queue's depth, whatever the broker holds).
+        now = timezone.now()
+        runnable = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, run_after__lte=now).filter(
+            Q(claim_token__isnull=True) | Q(lease_expires_at__lt=now)
+        )
+        depth = runnable.aggregate(n=Count("id"), oldest=Min("run_after"))
+        yield GaugeMetricFamily(
+            "serenity_jobs_runnable", "Jobs due and not claimed by a live worker", value=depth["n"]
+        )
+        oldest = depth["oldest"]
+        yield GaugeMetricFamily(
+            "serenity_jobs_oldest_runnable_age_seconds",
+            "How long the oldest runnable job has been due (0 when none is)",
+            value=(now - oldest).total_seconds() if oldest is not None else 0.0,
+        )
         attempts = GaugeMetricFamily(
             "serenity_provisioning_attempts",
             "Provisioning attempts by status and reason",

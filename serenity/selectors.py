@@ -19,7 +19,9 @@ from serenity.exceptions import (
 )
 from serenity.models import Brand, BrandStatus, Market, Membership, Organization, Role
 
-_DIGITS = re.compile(r"^[0-9]{1,10}$")
+# The `{geoTargetId}` of a path; the OpenAPI document states this pattern.
+GEO_TARGET_ID_PATTERN = "^[0-9]{1,10}$"
+_DIGITS = re.compile(GEO_TARGET_ID_PATTERN)
 
 
 def _organization_with_caller_role(org_id: uuid.UUID, *, user_id: Any) -> Organization | None:
@@ -28,9 +30,11 @@ def _organization_with_caller_role(org_id: uuid.UUID, *, user_id: Any) -> Organi
     caller_role = Membership.objects.filter(organization=OuterRef("pk"), user=user_id).values(
         "role"
     )[:1]
-    return (
-        Organization.objects.annotate(caller_role=Subquery(caller_role)).filter(pk=org_id).first()
-    )
+    try:
+        # `get()`, not `first()`: a primary key needs no ORDER BY (the model orders by name).
+        return Organization.objects.annotate(caller_role=Subquery(caller_role)).get(pk=org_id)
+    except Organization.DoesNotExist:
+        return None
 
 
 @dataclass(frozen=True)
@@ -95,9 +99,10 @@ def caller_scope_resolve(
         brands = Brand.objects.filter(pk=brand_uuid, organization=organization)
         if serenity_route:
             brands = brands.exclude(status=BrandStatus.DELETED)
-        brand = brands.first()
-        if brand is None:
-            raise BrandNotFoundError()
+        try:
+            brand = brands.get()
+        except Brand.DoesNotExist:
+            raise BrandNotFoundError() from None
         brand.organization = organization
         if require_serenity_active and not brand.is_serenity_active:
             raise SerenityNotActiveError()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import defaultdict
 from dataclasses import dataclass
 
 import pycountry
@@ -14,7 +15,10 @@ from serenity.exceptions import UnknownLanguageError, UnknownMarketError
 
 GEO_TARGET_OFFSET = 2000
 _MARKET = re.compile(r"^[A-Za-z]{2}$")
-_LANGUAGE = re.compile(r"^[a-z]{2,3}(-[a-z]{2,4})?$")
+# Any case: a language code is lower-cased (and trimmed) before it is matched. The OpenAPI
+# document states this pattern (serenity/api/schemas/hooks.py), so the two cannot drift.
+LANGUAGE_CODE_PATTERN = "^[A-Za-z]{2,3}(-[A-Za-z]{2,4})?$"
+_LANGUAGE = re.compile(LANGUAGE_CODE_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,26 @@ def geo_target_id_for(country: str, *, field: str = "market") -> tuple[str, int]
     if found is None:
         raise UnknownMarketError(f"{field}: {country.upper()} is not a known ISO 3166 country.")
     return found
+
+
+def known_markets() -> list[str]:
+    """Every `market` that `geo_target_id_for` accepts, upper case: the ISO 3166-1 countries
+    with a numeric code (any case is accepted)."""
+    return sorted(c.alpha_2 for c in pycountry.countries if _country(c.alpha_2) is not None)
+
+
+def market_pattern() -> str:
+    """A regular expression that matches exactly the `market` values `geo_target_id_for`
+    accepts: a known country's alpha-2 code in any case (`US`, `us`, `Us`), grouped by first
+    letter, e.g. `^(?:[Aa][DEFdef]|...)$`. The OpenAPI document states it."""
+    seconds: dict[str, list[str]] = defaultdict(list)
+    for code in known_markets():
+        seconds[code[0]].append(code[1])
+    branches = [
+        f"[{first}{first.lower()}][{''.join(rest)}{''.join(rest).lower()}]"
+        for first, rest in sorted(seconds.items())
+    ]
+    return f"^(?:{'|'.join(branches)})$"
 
 
 def load_iso_tables() -> None:

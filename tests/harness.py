@@ -72,6 +72,10 @@ DEFAULT_TUNABLES: dict[str, str] = {
     "CELERY_TASK_SOFT_TIME_LIMIT": "40",
     "CELERY_TASK_TIME_LIMIT": "50",
     "DB_CONN_MAX_AGE": "60",
+    # Benchmarks and chaos runs send bursts with one token from one address: the throttles
+    # (SPEC §10.5, tested on their own) must not shape them.
+    "SERENITY_THROTTLE_WRITES": "100000/s",
+    "SERENITY_THROTTLE_AUTH_FAILURES": "100000/min",
 }
 
 TERMINAL_JOB_STATUSES = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
@@ -337,6 +341,7 @@ class Stack:
             SECRET_KEY=f"stack-secret-{self.id}",
             FIELD_ENCRYPTION_KEY=f"stack-field-key-{self.id}",
             DEBUG="false",
+            ALLOWED_HOSTS="127.0.0.1,localhost",
             LOG_LEVEL="INFO",
             SERENITY_VAR_DIR=str(self.log_dir / "var"),
         )
@@ -465,6 +470,8 @@ class Stack:
             "api",
             [
                 str(BIN / "gunicorn"),
+                "-c",
+                "config/gunicorn.py",
                 "config.wsgi",
                 "-w",
                 str(self.config.api_workers),

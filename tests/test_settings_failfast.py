@@ -1,5 +1,7 @@
-"""With DEBUG off the process refuses to start without SECRET_KEY or FIELD_ENCRYPTION_KEY
-(SPEC §8); with DEBUG on, development defaults apply."""
+"""With DEBUG off the process refuses to start without SECRET_KEY, FIELD_ENCRYPTION_KEY or
+ALLOWED_HOSTS, and a whitespace-only secret counts as none (SPEC §8, §10.5); with DEBUG on,
+development defaults apply. `check --deploy` warns without the deploy variables
+(tests/test_deploy.py: clean with deploy/production.env)."""
 
 from __future__ import annotations
 
@@ -33,15 +35,16 @@ def _start_django(tmp_path: Path, **overrides: str | None) -> subprocess.Complet
 
 
 @pytest.mark.parametrize("missing", ["SECRET_KEY", "FIELD_ENCRYPTION_KEY"])
-@pytest.mark.parametrize("how", ["unset", "empty"])
+@pytest.mark.parametrize("how", ["unset", "empty", "whitespace"])
 def test_debug_off_without_a_secret_refuses_to_start(tmp_path, missing, how):
     # given
     overrides: dict[str, str | None] = {
         "DEBUG": "false",
         "SECRET_KEY": "s3cret",
         "FIELD_ENCRYPTION_KEY": "k3y",
+        "FIELD_ENCRYPTION_KEYS": None,
     }
-    overrides[missing] = None if how == "unset" else ""
+    overrides[missing] = {"unset": None, "empty": "", "whitespace": " \t "}[how]
     # when
     completed = _start_django(tmp_path, **overrides)
     # then
@@ -73,3 +76,82 @@ def test_debug_on_uses_development_defaults(tmp_path):
     completed = _start_django(tmp_path, DEBUG="true", SECRET_KEY=None, FIELD_ENCRYPTION_KEY=None)
     # then
     assert completed.returncode == 0, completed.stderr
+
+
+@pytest.mark.parametrize("keys", [" ", " , \t,"])
+def test_debug_off_with_only_whitespace_encryption_keys_refuses_to_start(tmp_path, keys):
+    # when
+    completed = _start_django(
+        tmp_path,
+        DEBUG="false",
+        SECRET_KEY="s3cret",
+        FIELD_ENCRYPTION_KEY=None,
+        FIELD_ENCRYPTION_KEYS=keys,
+    )
+    # then
+    assert completed.returncode != 0
+    assert "FIELD_ENCRYPTION_KEY must be set when DEBUG is off" in completed.stderr
+
+
+@pytest.mark.parametrize("hosts", [None, "", " , "])
+def test_debug_off_without_allowed_hosts_refuses_to_start(tmp_path, hosts):
+    # when
+    completed = _start_django(
+        tmp_path,
+        DEBUG="false",
+        SECRET_KEY="s3cret",
+        FIELD_ENCRYPTION_KEY="k3y",
+        ALLOWED_HOSTS=hosts,
+    )
+    # then
+    assert completed.returncode != 0
+    assert "ALLOWED_HOSTS must be set when DEBUG is off" in completed.stderr
+
+
+def test_a_host_not_allowed_is_refused(client, db):
+    # when
+    response = client.get("/healthz", HTTP_HOST="evil.example")
+    # then
+    assert response.status_code == 400
+
+
+# The README's "Security settings" table, as a deployment would set it (values are examples).
+PRODUCTION_ENV = {
+    "DEBUG": "false",
+    "SECRET_KEY": "k6Jq2vYp0sWm9rT3xN8bZc1dF4gH7jL5aQeRtUyIoP-_vB2nM6kX9wS3zD8fG1hJ4",
+    "FIELD_ENCRYPTION_KEYS": "Vq3nX8rT1mZ6pL0sK9wB4yF7hD2jG5cA",
+    "ALLOWED_HOSTS": "serenity.example.com",
+    "CSRF_TRUSTED_ORIGINS": "https://serenity.example.com",
+    "SECURE_PROXY_SSL_HEADER": "X-Forwarded-Proto",
+    "SECURE_SSL_REDIRECT": "true",
+    "SECURE_HSTS_SECONDS": "31536000",
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS": "true",
+    "SECURE_HSTS_PRELOAD": "true",
+    "SESSION_COOKIE_SECURE": "true",
+    "CSRF_COOKIE_SECURE": "true",
+    "DATABASE_URL": "postgres://serenity@db.internal:5432/serenity",
+    "CELERY_BROKER_URL": "redis://redis.internal:6379/0",
+}
+
+
+def _check_deploy(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy"],
+        cwd=REPO_ROOT,
+        # Only what a deployment sets: nothing of the test run's own environment.
+        env={"PATH": os.environ.get("PATH", ""), "SERENITY_VAR_DIR": str(tmp_path), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_check_deploy_warns_without_them(tmp_path):
+    # given only what the process needs to start
+    env = {k: PRODUCTION_ENV[k] for k in ("SECRET_KEY", "FIELD_ENCRYPTION_KEYS", "ALLOWED_HOSTS")}
+    # when
+    completed = _check_deploy(tmp_path, env)
+    # then the warnings the deploy variables silence
+    for warning in ("security.W004", "security.W008", "security.W012", "security.W016"):
+        assert warning in completed.stderr

@@ -323,7 +323,7 @@ def activate_markets_step(run: StepRun) -> None:
         brand.organization,
         brand_id=str(brand.pk),
         attempt_id=str(attempt.id),
-        job_id=str(run.job.id),
+        step_job_id=str(run.job.id),
     )
     outcome = activate_markets_in_workspace(
         client=client,

@@ -48,6 +48,20 @@ class BrandCreated:
     job: AsyncJob | None = None
 
 
+def brand_input_check(*, organization: Organization, data: BrandInput) -> None:
+    """SPEC §4.1's cross-field rules, before anything is written or called (the OpenAPI document
+    states the first three: serenity.api.schemas.hooks.BRAND_CREATE_RULES)."""
+    if data.status == BrandStatus.ACTIVE and not data.base_url:
+        raise BaseUrlRequiredError()
+    if data.market is not None:
+        if not organization.is_serenity_org:
+            raise SerenityNotEnabledError()
+        if data.status == BrandStatus.PENDING:
+            raise InvalidRequestError("semrushMarket: a draft brand cannot have a market.")
+        if not data.base_url:
+            raise BaseUrlRequiredError("baseUrl is required to create a market.")
+
+
 def brand_create(*, organization: Organization, data: BrandInput, run_async: bool) -> BrandCreated:
     """Create a brand; provision its sub-workspace when the org is a Serenity org.
 
@@ -55,16 +69,8 @@ def brand_create(*, organization: Organization, data: BrandInput, run_async: boo
     and (sync) the provisioning domain errors, after deleting the brand row and emptying a
     workspace this request created.
     """
-    if data.status == BrandStatus.ACTIVE and not data.base_url:
-        raise BaseUrlRequiredError()
+    brand_input_check(organization=organization, data=data)
     is_draft = data.status == BrandStatus.PENDING
-    if data.market is not None:
-        if not organization.is_serenity_org:
-            raise SerenityNotEnabledError()
-        if is_draft:
-            raise InvalidRequestError("semrushMarket: a draft brand cannot have a market.")
-        if not data.base_url:
-            raise BaseUrlRequiredError("baseUrl is required to create a market.")
     status = BrandStatus.PENDING if is_draft or not data.base_url else BrandStatus.ACTIVE
     provisions = organization.is_serenity_org and not is_draft
     flat = organization.workspace_mode == WorkspaceMode.FLAT

@@ -9,6 +9,7 @@ created in the parent for it.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -266,7 +267,7 @@ def create_market_step(run: StepRun) -> None:
             _discard_unrecorded_project(run, plan)
         return
     attempt, brand, workspace_id = checked.attempt, checked.brand, checked.workspace_id
-    market = Market.objects.filter(pk=meta.get("marketId")).first()
+    market = _reservation(meta)
     if market is None or market.deleted_at is not None:
         chain.step_end(run, attempt, chain.Finished(None))
         return
@@ -287,7 +288,7 @@ def create_market_step(run: StepRun) -> None:
         brand.organization,
         brand_id=str(brand.pk),
         attempt_id=str(attempt.id),
-        job_id=str(run.job.id),
+        step_job_id=str(run.job.id),
     )
     outcome = market_provision_planned(
         client=client,
@@ -305,6 +306,17 @@ def create_market_step(run: StepRun) -> None:
     chain.step_end(run, attempt, chain.Finished(outcome))
 
 
+def _reservation(meta: dict[str, Any]) -> Market | None:
+    """The chain's market row by its id (`get()`: no ORDER BY, unlike `first()`), or None."""
+    market_id = meta.get("marketId")
+    if not market_id:
+        return None
+    try:
+        return Market.objects.get(pk=market_id)
+    except Market.DoesNotExist:
+        return None
+
+
 def _flat_step(run: StepRun, plan: MarketPlan) -> chain.StepEnd:
     meta = run.job.metadata
     brand = (
@@ -312,7 +324,7 @@ def _flat_step(run: StepRun, plan: MarketPlan) -> chain.StepEnd:
         if run.job.brand_id
         else None
     )
-    market = Market.objects.filter(pk=meta.get("marketId")).first()
+    market = _reservation(meta)
     if brand is None or brand.status == BrandStatus.DELETED or market is None:
         return chain.StoodDown(None)
     outcome = _create_flat_reserved(
@@ -345,6 +357,6 @@ def _discard_unrecorded_project(run: StepRun, plan: MarketPlan) -> None:
     ):
         return
     client = client_for_org(
-        attempt.brand.organization, attempt_id=str(attempt.id), job_id=str(run.job.id)
+        attempt.brand.organization, attempt_id=str(attempt.id), step_job_id=str(run.job.id)
     )
     market_discard_unrecorded(client=client, workspace_id=workspace_id, slice_=plan.slice)

@@ -472,7 +472,7 @@ def classify_prompts_step(run: StepRun) -> None:
         defer_rate_limited=True,
         deadline=time.monotonic() + settings.JOBS_LEASE_SECONDS / 2,
     )
-    client = _LazyClient(brand, {"brand_id": str(brand.pk), "job_id": str(job.pk)})
+    client = _LazyClient(brand, {"brand_id": str(brand.pk), "step_job_id": str(job.pk)})
     try:
         counts = _prompts_run(
             brand=brand,

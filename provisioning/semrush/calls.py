@@ -82,8 +82,8 @@ class SemrushCaller:
     """Sends logical calls to Semrush with the retry, wait and logging policy of SPEC §5.
 
     ``log_context`` holds tenant ids (``org_id``, ``brand_id``, ``attempt_id`` ...) copied onto
-    every log line. ``on_call`` observes every attempt (operation, status or None), for metrics
-    this module knows nothing about. ``clock``, ``sleep``, ``jitter`` and ``wall_clock`` are
+    every log line. ``on_call`` observes every attempt (operation, status or None, seconds), for
+    metrics this module knows nothing about. ``clock``, ``sleep``, ``jitter`` and ``wall_clock`` are
     injectable so tests never wait for real.
 
     Raises :class:`SemrushConfigurationError` when ``token`` is empty or holds a line break,
@@ -102,7 +102,7 @@ class SemrushCaller:
         session: requests.Session | None = None,
         log_context: Mapping[str, Any] | None = None,
         wall_clock: Callable[[], float] = time.time,
-        on_call: Callable[[str, int | None], None] | None = None,
+        on_call: Callable[[str, int | None, float], None] | None = None,
         permits: Permits | None = None,
     ) -> None:
         if not token or not token.strip():
@@ -310,7 +310,7 @@ class SemrushCaller:
             args.extend([type(error).__name__, wait])
         logger.log(level, message, *args, extra=fields)
         if self._on_call is not None:
-            self._on_call(operation, status)
+            self._on_call(operation, status, duration_ms / 1000)
 
 
 def _elapsed_ms(started: float, finished: float) -> int:

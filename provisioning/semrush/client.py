@@ -51,7 +51,7 @@ class SemrushClient(SemrushCaller):
     every log line. ``owned=True`` on a method means the workspace is the brand's own pointer or
     candidate: a 403 on it raises :class:`SemrushGoneError` instead of
     :class:`SemrushForbiddenError`. ``on_call`` observes every attempt (operation, status or
-    None), for metrics this module knows nothing about.
+    None, seconds), for metrics this module knows nothing about.
 
     Raises :class:`SemrushConfigurationError` when ``base_url`` is not an absolute http(s) URL,
     or on the token, timeout and retry checks of :class:`SemrushCaller`.
@@ -70,7 +70,7 @@ class SemrushClient(SemrushCaller):
         session: requests.Session | None = None,
         log_context: Mapping[str, Any] | None = None,
         wall_clock: Callable[[], float] = time.time,
-        on_call: Callable[[str, int | None], None] | None = None,
+        on_call: Callable[[str, int | None, float], None] | None = None,
         permits: Permits | None = None,
     ) -> None:
         self.base_url = _validated_base_url(base_url)
@@ -344,7 +344,7 @@ def semrush_client_for(
     *,
     token: str | None = None,
     log_context: Mapping[str, Any] | None = None,
-    on_call: Callable[[str, int | None], None] | None = None,
+    on_call: Callable[[str, int | None, float], None] | None = None,
     permits: Permits | None = None,
 ) -> SemrushClient:
     """Build a client from Django settings, read at call time (never at import).

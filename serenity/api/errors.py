@@ -90,7 +90,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         # Only our own token's refusal invites the client to authenticate; an upstream 401
         # (upstreamUnauthorized) is about the org's Semrush credential, not the caller's.
         headers["WWW-Authenticate"] = "Bearer"
-    retry_after = getattr(exc, "retry_after", None)
+    # DRF's Throttled carries the wait in `wait`; our own errors in `retry_after`.
+    retry_after = getattr(exc, "retry_after", getattr(exc, "wait", None))
     if isinstance(retry_after, int | float) and retry_after > 0:
         headers["Retry-After"] = str(max(1, int(retry_after)))
     return Response(error.as_body(), status=error.http_status, headers=headers)

@@ -30,15 +30,42 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+# An absolute http(s) URL in RFC 3986 syntax: the scheme (any case), `://`, a host of reg-name
+# characters (an internationalised name in its punycode form), an optional port, then an
+# optional path, query and fragment of RFC 3986 characters (anything else percent-encoded). The
+# OpenAPI document states this pattern (serenity/api/schemas/hooks.py), so what it promises is
+# what `HttpUrlField` accepts, and what is stored is a `format: uri` the answers can show.
+_URL_CHAR = "-A-Za-z0-9._~!$&'()*+,;="  # RFC 3986 unreserved and sub-delims
+_PCT = "%[0-9A-Fa-f]{2}"
+_PCHAR = f"(?:[{_URL_CHAR}:@]|{_PCT})"
+HTTP_URL_PATTERN = (
+    f"^[Hh][Tt][Tt][Pp][Ss]?://(?:[{_URL_CHAR}]|{_PCT})+(?::[0-9]*)?"
+    f"(?:/{_PCHAR}*)*(?:\\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?$"
+)
+_HTTP_URL = re.compile(HTTP_URL_PATTERN)
+
+
 class HttpUrlField(StrictCharField):
     default_error_messages = {"invalid": "must be an absolute http(s) URL."}
 
     def to_internal_value(self, data: Any) -> str:
         value = super().to_internal_value(data)
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname or " " in value:
+        if not _HTTP_URL.fullmatch(value):
+            self.fail("invalid")
+        try:
+            parts = urlsplit(value)
+        except ValueError:  # e.g. an unbalanced `[` of an IPv6 host
+            self.fail("invalid")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
             self.fail("invalid")
         return value
+
+
+# A host name of DNS labels, any case (it is lower-cased), at most 253 characters. The OpenAPI
+# document states the pattern (with `maxLength`).
+_LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+HOST_PATTERN = f"^{_LABEL}(?:\\.{_LABEL})*$"
+HOST_MAX_LENGTH = 253
 
 
 class HostField(StrictCharField):
@@ -46,13 +73,11 @@ class HostField(StrictCharField):
     rejects anything else as a project domain, so it is a 400 here, not a 502 there."""
 
     default_error_messages = {"invalid": "must be a bare host name such as acme.example."}
-    _HOST = re.compile(
-        r"^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$"
-    )
+    _HOST = re.compile(HOST_PATTERN)
 
     def to_internal_value(self, data: Any) -> str:
         value = super().to_internal_value(data).lower()
-        if not self._HOST.match(value):
+        if len(value) > HOST_MAX_LENGTH or not self._HOST.fullmatch(value):
             self.fail("invalid")
         return value
 

@@ -3,18 +3,41 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from functools import wraps
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 
 from serenity.models import Organization
 
 logger = logging.getLogger("serenity.health")
 
 
+def read_only(view: Callable[[HttpRequest], HttpResponse]) -> Callable[[HttpRequest], HttpResponse]:
+    """GET and HEAD only; any other method is 405 `methodNotAllowed` in the JSON envelope
+    (SPEC §4), as on the DRF routes. CSRF-exempt like them (no cookie authenticates here), so
+    that a refused method is this 405 rather than Django's CSRF page."""
+
+    @wraps(view)
+    def only_get(request: HttpRequest) -> HttpResponse:
+        if request.method not in {"GET", "HEAD"}:
+            refused = JsonResponse(
+                {"error": "methodNotAllowed", "message": "Method not allowed."}, status=405
+            )
+            refused["Allow"] = "GET, HEAD"
+            return refused
+        return view(request)
+
+    return csrf_exempt(only_get)
+
+
+@read_only
 def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
+@read_only
 def readyz(request: HttpRequest) -> JsonResponse:
     checks: dict[str, str] = {}
     try:
@@ -33,6 +56,7 @@ def readyz(request: HttpRequest) -> JsonResponse:
     )
 
 
+@read_only
 def metrics(request: HttpRequest) -> HttpResponse:
     from kernel.metrics import render_metrics
     from serenity.metrics import DatabaseCollector

@@ -127,8 +127,8 @@ def test_path_parameters_use_spec_names(document: dict[str, Any]) -> None:
     assert parameters == [
         ("orgId", {"type": "string", "format": "uuid"}),
         ("brandId", {"type": "string", "format": "uuid"}),
-        ("geoTargetId", {"type": "string", "pattern": "^[0-9]+$"}),
-        ("languageCode", {"type": "string"}),
+        ("geoTargetId", {"type": "string", "pattern": "^[0-9]{1,10}$"}),
+        ("languageCode", {"type": "string", "pattern": "^[A-Za-z]{2,3}(-[A-Za-z]{2,4})?$"}),
     ]
 
 
@@ -144,9 +144,10 @@ def test_docs_page_is_served_without_a_token() -> None:
 
 
 @pytest.mark.parametrize("path", ["/api/docs/", "/api/redoc/"])
-def test_the_docs_pages_load_nothing_from_another_host(path):
+def test_the_docs_pages_load_nothing_from_another_host(path, settings):
     import re
 
+    settings.ALLOWED_HOSTS = ["serenity.test"]
     response = APIClient().get(path, HTTP_HOST="serenity.test")
     assert response.status_code == 200
     html = response.content.decode()
@@ -236,7 +237,11 @@ def test_the_lists_document_limit_cursor_and_next_cursor(document):
             "maximum": 500,
             "default": 100,
         }
-        assert params["cursor"]["schema"] == {"type": "string", "maxLength": 1000}
+        assert params["cursor"]["schema"] == {
+            "type": "string",
+            "maxLength": 1000,
+            "pattern": "^[A-Za-z0-9_.:-]+$",
+        }
     job_status = {
         p["name"]: p for p in ops[("get", f"{B}/serenity/jobs")]["parameters"] if p["in"] == "query"
     }["status"]
@@ -251,13 +256,207 @@ def test_the_lists_document_limit_cursor_and_next_cursor(document):
 def test_request_constraints_equal_the_validation(document):
     schemas = document["components"]["schemas"]
     market = schemas["MarketCreateRequest"]["properties"]
-    assert market["market"]["pattern"] == "^[A-Za-z]{2}$"
+    assert market["market"]["pattern"].startswith("^(?:[Aa][DEFGILMOQRSTUWXZ")
     assert market["languageCode"]["pattern"] == "^[A-Za-z]{2,3}(-[A-Za-z]{2,4})?$"
     assert market["brandNames"]["minItems"] == 1
     assert market["brandNames"]["maxItems"] == 50
-    assert market["brandNames"]["items"]["pattern"] == "\\S"
+    assert market["brandNames"]["items"]["pattern"] == "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
     prompts = schemas["PromptsRequest"]["properties"]["prompts"]
     assert (prompts["minItems"], prompts["maxItems"]) == (1, 500)
     markets = schemas["ActivateRequest"]["properties"]["markets"]
     assert (markets["minItems"], markets["maxItems"]) == (1, 50)
-    assert schemas["BrandCreateRequest"]["properties"]["name"]["pattern"] == "\\S"
+    assert schemas["BrandCreateRequest"]["properties"]["name"]["pattern"].startswith(
+        "^\\s*[^\\x00-"
+    )
+
+
+# --- The stated constraints accept exactly what validation accepts ---------------------------
+
+
+def _properties(document: dict[str, Any], component: str) -> dict[str, Any]:
+    return document["components"]["schemas"][component]["properties"]
+
+
+def test_every_market_the_pattern_allows_is_accepted_and_no_other(document):
+    import re
+    import string
+
+    from kernel.errors import DomainError
+    from serenity.slices import geo_target_id_for
+
+    patterns = {
+        _properties(document, name)["market"]["pattern"]
+        for name in ("MarketCreateRequest", "ActivateMarketRequest", "SemrushMarketRequest")
+    }
+    assert len(patterns) == 1
+    pattern = re.compile(patterns.pop())
+    for a in string.ascii_letters:
+        for b in string.ascii_letters:
+            try:
+                geo_target_id_for(a + b)
+                accepted = True
+            except DomainError:
+                accepted = False
+            assert bool(pattern.search(a + b)) == accepted, a + b
+    assert not pattern.search("USA") and not pattern.search("1A")
+
+
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [
+        ("https://acme.example", True),
+        ("HTTP://Acme.Example:8080/shop?x=1&y=%20#top", True),
+        ("https://acme.example/a:b@c/~d", True),
+        ("ftp://acme.example", False),
+        ("https://", False),
+        ("https:///path", False),
+        ("https://acme example", False),
+        ("https://acme.example/é", False),
+        ("https://user@acme.example", False),
+        ("http://[::1]/", False),
+        ("http://[abc", False),
+        ("https://acme.example/%zz", False),
+        ("acme.example", False),
+    ],
+)
+def test_the_url_pattern_equals_the_url_validation(document, value, accepted):
+    import re
+
+    from serenity.api.serializers import BrandUpdateSerializer
+
+    props = _properties(document, "PatchedBrandUpdateRequest")
+    assert props["urls"]["items"]["pattern"] == props["baseUrl"]["pattern"]
+    assert bool(re.search(props["baseUrl"]["pattern"], value)) == accepted
+    body = BrandUpdateSerializer(data={"baseUrl": value, "urls": [value]})
+    assert body.is_valid() == accepted, body.errors
+
+
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [
+        ("acme.example", True),
+        ("ACME.example", True),
+        ("a-b.c", True),
+        ("-a.example", False),
+        ("acme.example/", False),
+        ("https://acme.example", False),
+        ("acme..example", False),
+        ("a" * 64 + ".example", False),
+    ],
+)
+def test_the_brand_domain_pattern_equals_the_host_validation(document, value, accepted):
+    import re
+
+    from serenity.api.serializers import ActivateSerializer
+
+    pattern = _properties(document, "ActivateRequest")["brandDomain"]["pattern"]
+    assert bool(re.search(pattern, value)) == accepted
+    assert ActivateSerializer(data={"brandDomain": value}).is_valid() == accepted
+
+
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [
+        ("Acme", True),
+        (" Acme ", True),
+        ("Ac me", True),
+        ("  ", False),
+        ("Ac\x01me", False),
+        ("Ac\u202eme", False),
+        ("Ac\x00me", False),
+    ],
+)
+def test_the_brand_name_pattern_equals_the_name_validation(document, value, accepted):
+    import re
+
+    from serenity.api.serializers import BrandCreateSerializer
+
+    pattern = _properties(document, "BrandCreateRequest")["name"]["pattern"]
+    assert bool(re.search(pattern, value)) == accepted
+    body = BrandCreateSerializer(data={"name": value})
+    assert body.is_valid() == accepted, body.errors
+
+
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [
+        ("en", True),
+        ("EN", True),
+        ("pt-br", True),
+        ("pt-BR", True),
+        ("fil", True),
+        ("e", False),
+        ("english", False),
+        ("pt_br", False),
+        ("en-", False),
+        ("1n", False),
+    ],
+)
+def test_the_language_patterns_equal_the_language_validation(document, value, accepted):
+    import re
+
+    from kernel.errors import DomainError
+    from serenity.slices import normalize_language
+
+    detail = operations(document)[
+        ("delete", f"{B}/serenity/markets/{{geoTargetId}}/{{languageCode}}")
+    ]
+    path_pattern = next(p for p in detail["parameters"] if p["name"] == "languageCode")["schema"]
+    body_pattern = _properties(document, "MarketCreateRequest")["languageCode"]["pattern"]
+    assert path_pattern["pattern"] == body_pattern
+    try:
+        normalize_language(value)
+        valid = True
+    except DomainError:
+        valid = False
+    assert bool(re.search(body_pattern, value)) == accepted == valid
+
+
+def test_a_cursor_outside_the_pattern_is_refused_and_every_issued_cursor_matches_it():
+    import re
+
+    from kernel.errors import DomainError
+    from kernel.pagination import CURSOR_PATTERN, cursor_decode, cursor_encode
+
+    issued = cursor_encode(
+        ["Acme Ünïcode " * 20, "c41d7e28-6a3f-4b19-8e05-2f9a6b3d71c0"], kind="brands"
+    )
+    assert re.search(CURSOR_PATTERN, issued)
+    assert cursor_decode(issued, kind="brands", width=2)[1].startswith("c41d")
+    with pytest.raises(DomainError):
+        cursor_decode("not a cursor", kind="brands", width=2)
+
+
+@pytest.mark.parametrize("status", [None, "active", "pending"])
+@pytest.mark.parametrize("base_url", [None, "absent", "https://acme.example"])
+@pytest.mark.parametrize("market", [None, "absent", {"market": "US", "languageCode": "en"}])
+def test_the_brand_create_rules_equal_the_flows_checks(document, status, base_url, market):
+    import jsonschema
+
+    from kernel.errors import DomainError
+    from provisioning.flows.brand_create import brand_input_check
+    from serenity.api.brands import _brand_input
+    from serenity.api.serializers import BrandCreateSerializer
+    from serenity.models import Organization
+
+    # given a body with every combination of status, baseUrl and semrushMarket
+    body: dict[str, Any] = {"name": "Acme"}
+    for key, value in (("status", status), ("baseUrl", base_url), ("semrushMarket", market)):
+        if value != "absent" and not (key == "status" and value is None):
+            body[key] = value
+    rules = document["components"]["schemas"]["BrandCreateRequest"]["allOf"]
+    schema_valid = jsonschema.Draft4Validator({"allOf": rules}).is_valid(body)
+    serializer = BrandCreateSerializer(data=body)
+    assert serializer.is_valid(), serializer.errors
+    # when the flow checks it for a Serenity org
+    try:
+        brand_input_check(
+            organization=Organization(serenity_enabled=True, semrush_parent_workspace_id="p"),
+            data=_brand_input(serializer.validated_data),
+        )
+        refusal = None
+    except DomainError as error:
+        refusal = error.code
+    # then the document's rules refuse exactly what the flow refuses
+    assert (refusal is None) == schema_valid, (body, refusal)
+    assert refusal in (None, "baseUrlRequired", "invalidRequest")

@@ -248,7 +248,8 @@ def test_the_worker_logs_each_step_once_in_its_own_line(sw_writer, sim, worker):
         lines = [json.loads(line) for line in log.read().decode().splitlines() if line[:1] == "{"]
     ended = [line for line in lines if line["message"] == "step ended"]
     rows = AsyncJob.objects.filter(Q(pk=job_id) | Q(root_id=job_id))
-    assert sorted(line["job_id"] for line in ended) == sorted(str(row.pk) for row in rows)
+    assert sorted(line["step_job_id"] for line in ended) == sorted(str(row.pk) for row in rows)
+    assert {line["job_id"] for line in ended} == {job_id}
     assert ended[-1]["step"] == "createMarket"
     assert {line["outcome"] for line in ended} == {"ok"}
     assert [line for line in lines if line["logger"].startswith("celery.")] == []

@@ -45,3 +45,20 @@ def test_a_client_given_by_the_caller_is_used_as_it_is():
     channel.connection.client = None
     with channel.conn_or_acquire(given) as client:
         assert client is given
+
+
+def test_the_client_built_for_the_channel_s_pool_is_used_again_while_that_pool_stands():
+    with Connection(TEST_BROKER_URL, transport=Transport) as connection:
+        channel = connection.default_channel
+        with channel.conn_or_acquire() as first:
+            pass
+        with channel.conn_or_acquire() as second:
+            assert second is first
+            assert second.connection_pool is channel.pool
+        # when kombu drops the pool (as after a lost broker), the next use builds a new client
+        # over the new pool
+        channel._disconnect_pools()
+        with channel.conn_or_acquire() as third:
+            assert third is not first
+            assert third.connection_pool is channel.pool
+            assert third.ping()

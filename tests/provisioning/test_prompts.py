@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from unittest.mock import ANY
 
 import pytest
 import redis
@@ -387,7 +388,9 @@ def test_job_metadata_holds_the_validated_prompts_and_no_secrets(sw_writer, sim)
         "prompts": [
             {"text": "Shoes", "geoTargetId": 2840, "languageCode": "en", "tags": ["a"]},
             {"text": "x", "geoTargetId": 2840, "languageCode": "en", "tags": []},
-        ]
+        ],
+        # the request that started the chain (SPEC §10.4)
+        "requestId": ANY,
     }
     assert (job.job_type, job.step, job.status) == (
         "classifyPrompts",

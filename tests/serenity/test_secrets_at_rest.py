@@ -90,7 +90,7 @@ def test_credential_ciphertext_differs_each_time_and_fails_under_another_key(db,
     # then: Fernet uses a random IV, so equal secrets do not look equal at rest
     assert first.semrush_credential_encrypted != second.semrush_credential_encrypted
     # when the key changes
-    settings.FIELD_ENCRYPTION_KEY = "another-key"
+    settings.FIELD_ENCRYPTION_KEYS = ("another-key",)
     # then the value cannot be read back
     with pytest.raises(ValueError):
         Organization.objects.get(pk=first.pk).semrush_credential()

@@ -10,8 +10,16 @@ from typing import Any
 from django.conf import settings
 from drf_spectacular.plumbing import get_lib_doc_excludes
 
+from kernel.pagination import CURSOR_PATTERN
 from serenity.api.base import OrgScopedView
-from serenity.api.fields import BodyObjectSerializer
+from serenity.api.fields import (
+    HOST_PATTERN,
+    HTTP_URL_PATTERN,
+    BodyObjectSerializer,
+)
+from serenity.names import REFUSED_NAME_CHARACTERS
+from serenity.selectors import GEO_TARGET_ID_PATTERN
+from serenity.slices import LANGUAGE_CODE_PATTERN, market_pattern
 
 
 def doc_excludes() -> list[type]:
@@ -30,10 +38,14 @@ PATH_PARAMETERS: dict[str, tuple[str, dict[str, Any], str]] = {
     "job_id": ("jobId", {"type": "string", "format": "uuid"}, "The job's id."),
     "geo_target_id": (
         "geoTargetId",
-        {"type": "string", "pattern": "^[0-9]+$"},
+        {"type": "string", "pattern": GEO_TARGET_ID_PATTERN},
         "2000 + the ISO 3166-1 numeric country code, e.g. `2840` (US).",
     ),
-    "language_code": ("languageCode", {"type": "string"}, "A language code, e.g. `en`."),
+    "language_code": (
+        "languageCode",
+        {"type": "string", "pattern": LANGUAGE_CODE_PATTERN},
+        "A language code, e.g. `en` or `pt-br` (any case).",
+    ),
 }
 
 # One handler serves both job paths; operationIds must be unique per path.
@@ -129,6 +141,8 @@ def _rename_path(path: str) -> str:
 def _rename_parameters(operation: dict[str, Any], path: str) -> None:
     parameters = operation.get("parameters", [])
     for parameter in parameters:
+        if parameter.get("in") == "query" and parameter["name"] == "cursor":
+            parameter["schema"]["pattern"] = CURSOR_PATTERN
         if parameter.get("in") == "path" and parameter["name"] in PATH_PARAMETERS:
             name, schema, description = PATH_PARAMETERS[parameter["name"]]
             parameter.update(name=name, schema=dict(schema), description=description)
@@ -139,20 +153,33 @@ def _rename_parameters(operation: dict[str, Any], path: str) -> None:
 
 
 # Constraints the views check outside the serializers' declared fields (serenity.slices, the
-# validate_* methods): declared here so that the schema states what validation refuses
-# (SPEC §10.3). Keep in step with serenity/slices.py and serenity/api/serializers.py.
-MARKET_PATTERN = "^[A-Za-z]{2}$"
-LANGUAGE_PATTERN = "^[A-Za-z]{2,3}(-[A-Za-z]{2,4})?$"
-NOT_BLANK_PATTERN = "\\S"
+# validate_* methods, the fields of serenity/api/fields.py): declared here so that the schema
+# states what validation refuses (SPEC §10.3). The patterns are the validators' own constants.
+LANGUAGE_PATTERN = LANGUAGE_CODE_PATTERN
+# Every string field of a request body is trimmed, must not be blank and must not contain NUL
+# (DRF's `CharField`: `allow_blank=False`, `ProhibitNullCharactersValidator`).
+NOT_BLANK_PATTERN = "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
+# A brand name: not blank, no control or bidirectional-override character inside
+# (serenity.names.brand_name_refusal; leading and trailing whitespace is trimmed first).
+BRAND_NAME_PATTERN = (
+    f"^\\s*[^{REFUSED_NAME_CHARACTERS}]*[^\\s{REFUSED_NAME_CHARACTERS}]"
+    f"[^{REFUSED_NAME_CHARACTERS}]*\\s*$"
+)
 
 
 def _property_constraints() -> dict[str, dict[str, Any]]:
     return {
-        "market": {"pattern": MARKET_PATTERN},
+        "market": {
+            "pattern": market_pattern(),
+            "description": "An ISO 3166-1 alpha-2 country code with an ISO numeric code, any "
+            "case, e.g. `US` or `de`.",
+        },
         "languageCode": {"pattern": LANGUAGE_PATTERN},
         "prompts": {"minItems": 1, "maxItems": settings.SERENITY_MAX_PROMPTS},
         "markets": {"minItems": 1, "maxItems": settings.SERENITY_MAX_ACTIVATE_MARKETS},
         "brandNames": {"minItems": 1},
+        "baseUrl": {"pattern": HTTP_URL_PATTERN},
+        "brandDomain": {"pattern": HOST_PATTERN},
     }
 
 
@@ -164,10 +191,51 @@ def _apply_constraints(components: dict[str, Any]) -> None:
         for prop_name, prop in schema.get("properties", {}).items():
             if prop_name in constraints and prop.get("type") in ("string", "array"):
                 prop.update(constraints[prop_name])
-            if prop_name == "brandNames":
-                prop["items"]["pattern"] = NOT_BLANK_PATTERN
-            if prop_name in ("name", "text") and prop.get("type") == "string":
-                prop["pattern"] = NOT_BLANK_PATTERN
+            if prop_name == "urls":
+                prop["items"]["pattern"] = HTTP_URL_PATTERN
+            if name == "BrandCreateRequest" and prop_name == "name":
+                prop["pattern"] = BRAND_NAME_PATTERN
+            _not_blank(prop)
+            _not_blank(prop.get("items", {}))
+    if "BrandCreateRequest" in components:
+        components["BrandCreateRequest"]["allOf"] = BRAND_CREATE_RULES
+
+
+# SPEC §4.1's cross-field rules of a brand create (provisioning.flows.brand_create), stated with
+# `allOf` beside the properties: an explicit `"status": "active"` or a `semrushMarket` needs a
+# `baseUrl` (else 400 `baseUrlRequired`), and a `pending` brand cannot have a market (else 400
+# `invalidRequest`). A null `semrushMarket` or `baseUrl` counts as absent.
+_GIVEN_MARKET: dict[str, Any] = {
+    "required": ["semrushMarket"],
+    "properties": {"semrushMarket": {"type": "object"}},
+}
+BRAND_CREATE_RULES: list[dict[str, Any]] = [
+    {
+        "anyOf": [
+            {"required": ["baseUrl"], "properties": {"baseUrl": {"type": "string"}}},
+            {
+                "not": {
+                    "anyOf": [
+                        {"required": ["status"], "properties": {"status": {"enum": ["active"]}}},
+                        _GIVEN_MARKET,
+                    ]
+                }
+            },
+        ]
+    },
+    {
+        "not": {
+            "required": ["status", *_GIVEN_MARKET["required"]],
+            "properties": {"status": {"enum": ["pending"]}, **_GIVEN_MARKET["properties"]},
+        }
+    },
+]
+
+
+def _not_blank(schema: dict[str, Any]) -> None:
+    """A plain string field (no pattern, enum or format of its own) gets `NOT_BLANK_PATTERN`."""
+    if schema.get("type") == "string" and not {"pattern", "enum", "format"} & set(schema):
+        schema["pattern"] = NOT_BLANK_PATTERN
 
 
 def postprocess_schema(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:

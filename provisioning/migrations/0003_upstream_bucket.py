@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('provisioning', '0001_initial'),
+        ('provisioning', '0002_attempt_timeline_and_actors'),
     ]
 
     operations = [

@@ -1,0 +1,31 @@
+"""gunicorn settings for the documented deploy (`gunicorn -c config/gunicorn.py config.wsgi`).
+
+gunicorn's own lines (its error log and the access log) are JSON objects, one per line, like
+every other line of the service (SPEC §10.4). Everything else (bind, workers, threads) comes
+from the command line or GUNICORN_CMD_ARGS.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+accesslog = "-"
+access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(L)ss request_id=%({x-request-id}o)s'
+
+logconfig_dict: dict[str, Any] = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"json": {"()": "kernel.logging.JsonFormatter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "json"},
+        "access": {
+            "class": "logging.StreamHandler",
+            "formatter": "json",
+            "stream": "ext://sys.stdout",
+        },
+    },
+    "loggers": {
+        "gunicorn.error": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "gunicorn.access": {"handlers": ["access"], "level": "INFO", "propagate": False},
+    },
+}

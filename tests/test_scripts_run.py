@@ -1,0 +1,152 @@
+"""`./scripts/run` and `./scripts/manage` as a developer uses them (SPEC §10.4): Ctrl-C stops
+everything within 5 s with a warm worker shutdown, logs are appended, a busy port names the
+option that changes it, and management commands run from a plain shell.
+
+The runs use the embedded default (SQLite and the filesystem broker in a temporary var dir),
+on free ports, with the environment of a plain shell (none of the test run's settings)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import requests
+
+from tests.harness import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+# What a developer's shell would not have: the test run's own service settings.
+_TEST_ONLY = ("DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY", "FIELD_ENCRYPTION_KEY", "DEBUG")
+
+
+def _plain_shell_env(var_dir: Path) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in _TEST_ONLY
+        and not k.startswith(("SERENITY_", "JOBS_", "SEMRUSH_", "CELERY_", "PYTEST_", "PROMETHEUS"))
+        and k != "DJANGO_SETTINGS_MODULE"
+    }
+    env["SERENITY_VAR_DIR"] = str(var_dir)
+    return env
+
+
+def _run_a_chain(base: str, token: str, org_id: str) -> None:
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {token}"
+    accepted = session.post(
+        f"{base}/v2/orgs/{org_id}/brands",
+        json={
+            "name": "Ctrl C",
+            "baseUrl": "https://ctrl-c.example",
+            "semrushMarket": {"market": "US", "languageCode": "en"},
+            "async": True,
+        },
+        timeout=30,
+    )
+    assert accepted.status_code == 202, accepted.text
+    location = accepted.headers["Location"]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        body = session.get(f"{base}{location}", timeout=30).json()
+        if body["status"] != "IN_PROGRESS":
+            break
+        time.sleep(0.5)
+    assert body["status"] == "COMPLETED", body
+
+
+def test_ctrl_c_stops_everything_within_5_s_with_a_warm_worker_shutdown(tmp_path):
+    # given a previous run's log line, and ./scripts/run up on free ports
+    log_dir = tmp_path / "var" / "log"
+    log_dir.mkdir(parents=True)
+    (log_dir / "worker.log").write_text("a line of the previous run\n")
+    port, sim_port = free_port(), free_port()
+    output = (tmp_path / "run.out").open("wb")
+    run = subprocess.Popen(
+        ["scripts/run", "--port", str(port), "--simulator-port", str(sim_port)],
+        cwd=ROOT,
+        env=_plain_shell_env(tmp_path / "var"),
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            assert run.poll() is None, (tmp_path / "run.out").read_text()
+            if b"Serenity is running" in (tmp_path / "run.out").read_bytes():
+                break
+            time.sleep(0.5)
+        assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+        worker_log = log_dir / "worker.log"
+        # and a chain run to its end through the embedded broker, as the banner shows it
+        banner = (tmp_path / "run.out").read_text()
+        token = re.search(r"Token +(\S+)", banner).group(1)  # type: ignore[union-attr]
+        org_id = re.search(r"Org +(\S+)", banner).group(1)  # type: ignore[union-attr]
+        _run_a_chain(f"http://127.0.0.1:{port}", token, org_id)
+        # when: Ctrl-C (the terminal sends SIGINT to the foreground process)
+        started = time.monotonic()
+        run.send_signal(signal.SIGINT)
+        run.wait(timeout=30)
+        elapsed = time.monotonic() - started
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+        output.close()
+    # then
+    out = (tmp_path / "run.out").read_text()
+    assert run.returncode == 0, out
+    assert elapsed < 5.0, out
+    assert "killing it" not in out
+    worker_text = worker_log.read_text()
+    assert worker_text.startswith("a line of the previous run\n")  # appended, not truncated
+    assert "Warm shutdown" in worker_text or "warm shutdown" in worker_text
+    with socket.socket() as probe:  # the API is gone
+        assert probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_a_busy_port_names_the_option_that_changes_it(tmp_path):
+    # given
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        # when
+        completed = subprocess.run(
+            ["scripts/run", "--port", str(port), "--simulator-port", str(free_port())],
+            cwd=ROOT,
+            env=_plain_shell_env(tmp_path / "var"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    # then
+    assert completed.returncode == 1
+    assert f"port {port} is in use" in completed.stderr
+    assert "--port" in completed.stderr
+
+
+def test_management_commands_run_from_a_plain_shell(tmp_path):
+    # given a plain shell (no SECRET_KEY, no DEBUG), as the README shows the commands
+    env = _plain_shell_env(tmp_path / "var")
+    subprocess.run(
+        ["scripts/manage", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=300
+    )
+    # when
+    completed = subprocess.run(
+        ["scripts/manage", "create_org", "--name", "Shell Org", "--serenity", "--json"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    # then
+    assert completed.returncode == 0, completed.stderr
+    assert set(json.loads(completed.stdout)) == {"id"}
