@@ -19,6 +19,7 @@ REPORT = ROOT / "docs" / "benchmarks.md"
 FINDINGS = ROOT / "bench" / "findings.md"
 FANOUT_SVG = ROOT / "docs" / "benchmarks-fanout.svg"
 GUARD_SVG = ROOT / "docs" / "benchmarks-guard.svg"
+QUOTA_SVG = ROOT / "docs" / "benchmarks-quota.svg"
 
 
 def _get(data: dict[str, Any], label: str, key: str) -> dict[str, Any] | None:
@@ -156,6 +157,9 @@ def _summary_rows(data: dict[str, Any]) -> list[list[str]]:
             ),
         ]
     )
+    quota = _get(data, "current", "quota")
+    if quota is not None:
+        rows.extend(_quota_rows(quota))
     guard = _get(data, "current", "guard")
     if guard:
         one, many = guard["one_brand"], guard["many_brands"]
@@ -173,6 +177,121 @@ def _summary_rows(data: dict[str, Any]) -> list[list[str]]:
             ]
         )
     return rows
+
+
+def _quota_rows(q: dict[str, Any]) -> list[list[str]]:
+    """The two targets of SPEC §10.7 on the upstream quota."""
+    if "error" in q:
+        return [["Quota: async creates at R = 50/s per token", "—", q["error"][:80], "—", "❌"]]
+    second = q["second_org"]
+    return [
+        [
+            f"Quota: {q['count']} async brand creates with a market, simulator at "
+            f"R = {q['rate_per_token']} requests/s per token "
+            f"(org limiter {q['org_limit']['rate']}/s)",
+            "≤ 1.15 x (upstream calls ÷ R) + S, 0 failed chains, < 1 % of calls 429",
+            f"{q['wall_s']:.1f} s for {q['upstream_calls']} calls "
+            f"(bound {q['bound_s']:.1f} s), "
+            f"{q['failed_chains']} failed, {q['rate_limited_429']} x 429 "
+            f"({q['rate_limited_pct']} %)",
+            "—",
+            _ok(q["within_bound"] and q["failed_chains"] == 0 and q["rate_limited_pct"] < 1.0),
+        ],
+        [
+            "Quota: a second org's single async create started mid-burst",
+            "≤ S + 2 s",
+            f"{second.get('seconds')} s ({second.get('status')}, started at "
+            f"{q['second_org_started_s']} s)",
+            "—",
+            _ok(q["second_org_within_bound"]),
+        ],
+    ]
+
+
+def _quota_section(data: dict[str, Any]) -> str:
+    q = _get(data, "current", "quota")
+    if not q or "error" in q:
+        return ""
+    out = ["## 6. Upstream quota and fairness\n"]
+    out.append(
+        f"{q['count']} async brand creates with a market (US/en) by one org, sent by "
+        f"{q['clients']} client threads, against the simulator limited to "
+        f"{q['rate_per_token']} requests/s per bearer token (`rateLimitPerSecond`, a sliding "
+        f"one-second window, `Retry-After: 1`); the org's own limiter at "
+        f"{q['org_limit']['rate']}/s, burst {q['org_limit']['burst']} (`Organization` override); "
+        f"S = {q['settle_seconds']:.0f} s; workers {q['workers']}. When half of its chains were "
+        "done, a second org with its own credential started one async create, polled until it "
+        "finished. Upstream calls are every request the simulator saw (429s included).\n"
+    )
+    second = q["second_org"]
+    out.append(
+        _table(
+            ["measure", "value"],
+            [
+                ["accepting the creates took", f"{q['accept_s']:.1f} s"],
+                ["wall (first request → last chain finished)", f"**{q['wall_s']:.1f} s**"],
+                ["upstream calls (÷ R = ideal)", f"{q['upstream_calls']} ({q['ideal_s']} s)"],
+                ["bound 1.15 x calls ÷ R + S", f"{q['bound_s']} s"],
+                ["429 answers", f"{q['rate_limited_429']} ({q['rate_limited_pct']} %)"],
+                [
+                    "chains completed / 201 / failed",
+                    f"{q['completed']} / {q['created_201']} / {q['failed_chains']}",
+                ],
+                [
+                    "step rows / claims (a claim beyond a row's first is a re-scheduling)",
+                    f"{q['step_rows']} / {q['claims']}",
+                ],
+                [
+                    "second org: POST → COMPLETED",
+                    f"**{second.get('seconds')} s** "
+                    f"(bound {second.get('bound_s')} s), started {q['second_org_started_s']} s in",
+                ],
+            ],
+        )
+    )
+    steps = second.get("steps") or []
+    if steps:
+        out.append("\nThe second org's chain (seconds since its POST):\n\n")
+        out.append(
+            _table(
+                ["step", "status", "claims", "due", "started", "finished"],
+                [
+                    [
+                        st["step"],
+                        st["status"],
+                        str(st["run_count"]),
+                        str(st["due_s"]),
+                        str(st["started_s"]),
+                        str(st["finished_s"]),
+                    ]
+                    for st in steps
+                ],
+            )
+        )
+    per_second = q["permits_per_second"]
+    rate = float(q["rate_per_token"])
+    QUOTA_SVG.write_text(
+        line_chart(
+            [
+                Series(
+                    "upstream requests (= permits granted) per second",
+                    [(float(i), float(n)) for i, n in enumerate(per_second)],
+                    step=True,
+                ),
+                Series(
+                    f"R = {q['rate_per_token']}/s",
+                    [(0.0, rate), (float(len(per_second)), rate)],
+                    dashed=True,
+                ),
+            ],
+            title=f"Quota: permits per second, {q['count']} chains at R = {q['rate_per_token']}/s",
+            x_label="seconds since the first request",
+            y_label="requests per second",
+            vlines=[(q["second_org_started_s"], "2nd org")],
+        )
+    )
+    out.append(f"\n![permits per second]({QUOTA_SVG.name})\n")
+    return "\n".join(out)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -603,6 +722,7 @@ HOW_TO = """\
 .venv/bin/python -m bench.run fanout --sizes 200        # one measurement; the others are kept
 .venv/bin/python -m bench.run fanout --repeat 1 --no-profile  # one run per size, no py-spy
 .venv/bin/python -m bench.run all --pool prefork --concurrency 2 --label before  # baseline
+.venv/bin/python -m bench.run quota --no-profile  # the upstream quota run (section 6)
 .venv/bin/python -m bench.run report          # re-render from docs/benchmarks.json
 .venv/bin/python -m bench.chaincpu --chains 50 --rounds 1 --calls  # our calls per chain
 .venv/bin/python -m bench.celerycost          # Celery's own CPU per delivered task
@@ -638,6 +758,7 @@ def write(data: dict[str, Any]) -> None:
         _fanout_section(data),
         _polling_section(data),
         _guard_section(data),
+        _quota_section(data),
         _profile_section(data),
     ]
     if FINDINGS.exists():

@@ -27,7 +27,7 @@ from tests.harness import ROOT
 
 DATA = ROOT / "docs" / "benchmarks.json"
 PROFILES = ROOT / "var" / "bench" / "profiles"
-NAMES = ("accept", "e2e", "fanout", "polling", "guard")
+NAMES = ("accept", "e2e", "fanout", "polling", "guard", "quota")
 
 
 def load_data() -> dict[str, Any]:
@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--brands", type=int, default=400, help="accept: brands (= requests)")
     parser.add_argument("--runs", type=int, default=20, help="e2e: provisionings")
+    parser.add_argument("--quota-brands", type=int, default=1000, help="quota: async creates")
     parser.add_argument("--no-profile", action="store_true", help="skip py-spy")
     parser.add_argument(
         "--drain",
@@ -98,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
                     print(_line(run), flush=True)
                     runs.append(run)
                 results[key] = _median_run(runs)
+        elif name == "quota":
+            results = {"quota": scenarios.quota(workers=workers, count=args.quota_brands)}
+            print(_line(results["quota"]), flush=True)
         elif name == "polling":
             results = {"polling": scenarios.polling(workers=workers)}
         else:
@@ -148,6 +152,11 @@ def _line(value: dict[str, Any]) -> str:
         "failures",
         "ratio_p50",
         "ratio_p99",
+        "upstream_calls",
+        "bound_s",
+        "rate_limited_429",
+        "failed_chains",
+        "second_org",
         "error",
     )
     picked = {k: value[k] for k in keys if k in value}

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -574,5 +575,187 @@ def guard_contention(*, workers: WorkerSetup, concurrent: int = 50) -> dict[str,
         "concurrent": concurrent,
         "one_brand": describe(one),
         "many_brands": describe(many),
+        "violations": violations,
+    }
+
+
+# --- 6. Upstream quota and fairness (SPEC §10.6, §10.7) --------------------------------------
+
+
+def _org_with_credential(stack: BenchStack, token: str, *, rate: float, burst: int) -> Tenant:
+    """A Serenity org with its own Semrush credential and quota override, and a writer token."""
+    completed = stack.manage(
+        "create_org",
+        "--name",
+        f"Quota {uuid.uuid4().hex[:8]}",
+        "--parent-workspace-id",
+        stack.parent_id,
+        "--serenity",
+        "--semrush-token",
+        token,
+        "--json",
+        check=True,
+    )
+    org_id = str(json.loads(completed.stdout)["id"])
+    stack.query(
+        "UPDATE serenity_organization SET semrush_rate_limit_per_second = %s,"
+        " semrush_rate_limit_burst = %s WHERE id = %s",
+        (rate, burst, org_id),
+    )
+    return Tenant(org_id, stack.create_token(org_id))
+
+
+def _chain_effective(stack: BenchStack, root_id: str) -> dict[str, Any]:
+    rows = stack.query(
+        "SELECT step, status, result, finished_at FROM jobs_asyncjob"
+        " WHERE id = %s OR root_id = %s ORDER BY position",
+        (root_id, root_id),
+    )
+    return rows[-1] if rows else {}
+
+
+def _since(value: Any, origin: float) -> float | None:
+    return None if value is None else round(_wall_of(value) - origin, 3)
+
+
+def quota(
+    *,
+    workers: WorkerSetup,
+    count: int = 1000,
+    rate: int = 50,
+    burst: int = 1,
+    clients: int = 16,
+) -> dict[str, Any]:
+    """`count` async brand creates with a market by org A against the simulator limited to `rate`
+    requests/s per token, the org's limiter at the same rate; when half of A's chains are done,
+    org B (its own credential) starts one async create. Wall time from A's first request to its
+    last chain's end, against 1.15 x (upstream calls / rate) + S; B's chain from its POST to its
+    end, against S + 2 s; 429s; permits (upstream requests) per second."""
+    stack = BenchStack(workers=workers, settle_seconds=SETTLE_SECONDS)
+    with started(stack):
+        stack.sim_config(rateLimitPerSecond=rate)
+        token_a, token_b = f"bench-a-{uuid.uuid4().hex}", f"bench-b-{uuid.uuid4().hex}"
+        stack.sim_add_token(token_a)
+        stack.sim_add_token(token_b)
+        org_a = _org_with_credential(stack, token_a, rate=rate, burst=burst)
+        org_b = _org_with_credential(stack, token_b, rate=rate, burst=burst)
+        make_a = org_a.client_factory(stack)
+        warm_up(make_a, _healthz, times=5)
+        calls = [_post_brand(f"quota {i}", market=("US", "en")) for i in range(count)]
+        box: dict[str, LoadResult] = {}
+        second: dict[str, Any] = {}
+
+        def completed_a() -> int:
+            rows = stack.query(
+                "SELECT count(*) AS n FROM jobs_asyncjob WHERE step = 'createMarket'"
+                " AND status <> 'IN_PROGRESS' AND organization_id = %s",
+                (org_a.org_id,),
+            )
+            return int(rows[0]["n"])
+
+        def second_org() -> None:
+            wait_for(lambda: completed_a() >= count // 2, timeout=900, what="half", interval=0.2)
+            client = org_b.client_factory(stack)()
+            try:
+                posted = time.monotonic()
+                second["posted_wall"] = time.time()
+                answer = client.post(client.brands_path, _brand_body("second", market=("US", "en")))
+                second["accept_status"] = answer.status
+                job_id = answer.body["jobId"]
+                brand_id = answer.body["id"]
+                while time.monotonic() - posted < 120:
+                    polled = client.job(brand_id, job_id)
+                    if polled.body.get("status") != "IN_PROGRESS":
+                        break
+                    time.sleep(0.05)
+                second["seconds"] = round(time.monotonic() - posted, 3)
+                second["status"] = polled.body.get("status")
+                second["result_status"] = (polled.body.get("result") or {}).get("status")
+                second["a_completed_at_start"] = count // 2
+                second["steps"] = [
+                    {
+                        "step": r["step"],
+                        "status": r["status"],
+                        "run_count": r["run_count"],
+                        "due_s": _since(r["run_after"], second["posted_wall"]),
+                        "started_s": _since(r["started_at"], second["posted_wall"]),
+                        "finished_s": _since(r["finished_at"], second["posted_wall"]),
+                    }
+                    for r in stack.query(
+                        "SELECT step, status, run_count, run_after, started_at, finished_at"
+                        " FROM jobs_asyncjob WHERE id = %s OR root_id = %s ORDER BY position",
+                        (job_id, job_id),
+                    )
+                ]
+            finally:
+                client.close()
+
+        began_wall = time.time()
+        began = time.monotonic()
+        sender = threading.Thread(
+            target=lambda: box.setdefault(
+                "r", run_load(make_client=make_a, calls=calls, clients=clients)
+            )
+        )
+        watcher = threading.Thread(target=second_org)
+        sender.start()
+        watcher.start()
+        sender.join()
+        accepted_s = time.monotonic() - began
+
+        def all_finished() -> bool:
+            return completed_a() >= count
+
+        try:
+            wait_for(all_finished, timeout=1800, what="every chain to finish", interval=0.2)
+        except Exception as exc:
+            return {"count": count, "error": str(exc), "workers": workers.describe()}
+        wall = time.monotonic() - began
+        watcher.join(timeout=180)
+        log = stack.sim_requests()
+        rows = stack.query(
+            "SELECT status, result, organization_id FROM jobs_asyncjob WHERE step = 'createMarket'"
+        )
+        deferrals = stack.query(
+            "SELECT coalesce(sum(run_count), 0) AS claims, count(*) AS steps FROM jobs_asyncjob"
+        )[0]
+        violations = stack.violations()
+    statuses = [e["status"] for e in log]
+    calls_total = len(statuses)
+    limited = sum(1 for s in statuses if s == 429)
+    a_rows = [r for r in rows if str(r["organization_id"]) == org_a.org_id]
+    created_201 = sum(1 for r in a_rows if (r["result"] or {}).get("status") == 201)
+    per_second: dict[int, int] = {}
+    for entry in log:
+        when = datetime.fromisoformat(entry["at"].replace("Z", "+00:00")).timestamp() - began_wall
+        per_second[int(when)] = per_second.get(int(when), 0) + 1
+    horizon = max(per_second) + 1 if per_second else 0
+    bound = 1.15 * (calls_total / rate) + SETTLE_SECONDS
+    return {
+        "count": count,
+        "workers": workers.describe(),
+        "rate_per_token": rate,
+        "org_limit": {"rate": rate, "burst": burst},
+        "settle_seconds": SETTLE_SECONDS,
+        "clients": clients,
+        "accept_s": round(accepted_s, 3),
+        "accept": box["r"].summary() if "r" in box else None,
+        "wall_s": round(wall, 3),
+        "upstream_calls": calls_total,
+        "ideal_s": round(calls_total / rate, 2),
+        "bound_s": round(bound, 2),
+        "within_bound": wall <= bound,
+        "rate_limited_429": limited,
+        "rate_limited_pct": round(100.0 * limited / calls_total, 3) if calls_total else 0.0,
+        "completed": sum(1 for r in a_rows if r["status"] == "COMPLETED"),
+        "created_201": created_201,
+        "failed_chains": count - created_201,
+        "claims": int(deferrals["claims"]),
+        "step_rows": int(deferrals["steps"]),
+        "second_org": {**second, "bound_s": SETTLE_SECONDS + 2.0},
+        "second_org_within_bound": (second.get("seconds") or 1e9) <= SETTLE_SECONDS + 2.0
+        and second.get("status") == "COMPLETED",
+        "permits_per_second": [per_second.get(i, 0) for i in range(horizon)],
+        "second_org_started_s": round(second.get("posted_wall", began_wall) - began_wall, 2),
         "violations": violations,
     }

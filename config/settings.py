@@ -180,6 +180,21 @@ SPECTACULAR_SETTINGS = {
 SEMRUSH_BASE_URL = env_str("SEMRUSH_BASE_URL", "http://127.0.0.1:8765").rstrip("/")
 SEMRUSH_API_TOKEN = env_str("SEMRUSH_API_TOKEN", "dev-token")
 SEMRUSH_TIMEOUT_SECONDS = env_float("SEMRUSH_TIMEOUT_SECONDS", 15.0)
+# The upstream quota (SPEC §10.6, provisioning.quota): one shared bucket per credential; an org
+# may override rate and burst. A rate of 0 turns the limiter off.
+SEMRUSH_RATE_LIMIT_PER_SECOND = env_float("SEMRUSH_RATE_LIMIT_PER_SECOND", 10.0)
+SEMRUSH_RATE_LIMIT_BURST = env_int("SEMRUSH_RATE_LIMIT_BURST", 20)
+# A chained step's first permit within this, else it is re-scheduled; a sync request waits at
+# most this in all, else 503 upstreamBusy.
+SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS = env_float("SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS", 1.0)
+SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS = env_float("SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS", 5.0)
+# A step's first permit waits behind at most this many permits already reserved.
+SEMRUSH_RATE_LIMIT_STEP_QUEUE = env_float("SEMRUSH_RATE_LIMIT_STEP_QUEUE", 10.0)
+# The bucket paces this fraction below the configured rate (jitter against a sliding window).
+SEMRUSH_RATE_LIMIT_MARGIN = env_float("SEMRUSH_RATE_LIMIT_MARGIN", 0.05)
+# "" chooses: Redis when the broker is Redis, PostgreSQL otherwise, else in-process.
+SEMRUSH_RATE_LIMIT_BACKEND = env_str("SEMRUSH_RATE_LIMIT_BACKEND", "")
+SEMRUSH_RATE_LIMIT_REDIS_URL = env_str("SEMRUSH_RATE_LIMIT_REDIS_URL", "")
 SEMRUSH_LANGUAGES_CACHE_SECONDS = env_float("SEMRUSH_LANGUAGES_CACHE_SECONDS", 3600.0)
 
 # --- Provisioning tunables (SPEC §9) -----------------------------------------------------------

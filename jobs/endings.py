@@ -9,7 +9,8 @@ and the caller learns it lost.
     Finish     the chain ends with this step: COMPLETED / FAILED / CANCELLED, result or error
     Continue   this row is COMPLETED and the chained successor becomes runnable (hand-over)
     Repeat     this row is COMPLETED and the same step runs again after a delay (a settle read)
-    Defer      the claim is given back; this row runs again after a delay (upstream Retry-After)
+    Defer      the claim is given back; this row runs again after a delay (upstream Retry-After,
+               or no upstream permit soon enough)
 """
 
 from __future__ import annotations
@@ -106,5 +107,7 @@ def _write(run: StepRun, ending: JobEnding, *, publish_successor: bool) -> bool 
         )
         return repeat is not None
     return services.job_release(
-        job_id=run.job.id, claim_token=run.claim_token, delay_seconds=ending.delay_seconds
+        job_id=run.job.id,
+        claim_token=run.claim_token,
+        delay_seconds=ending.delay_seconds,
     )

@@ -17,7 +17,8 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Field, Q
+from django.db.models import F, Field, Q, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from jobs import states
@@ -186,7 +187,9 @@ def job_renew(*, job_id: uuid.UUID, claim_token: uuid.UUID) -> bool:
 
 def job_release(*, job_id: uuid.UUID, claim_token: uuid.UUID, delay_seconds: float) -> bool:
     """Give the claim back and run the same step again after `delay_seconds` (e.g. an upstream
-    Retry-After too long to wait in the worker)."""
+    Retry-After too long to wait in the worker), by a countdown message (the dispatcher as
+    backstop). The row's chain and result are untouched: a release is not a failure and ends
+    nothing."""
     run_after = timezone.now() + timedelta(seconds=delay_seconds)
     changed = AsyncJob.objects.filter(
         pk=job_id, status=JobStatus.IN_PROGRESS, claim_token=claim_token
@@ -365,7 +368,8 @@ def job_republish(*, job_id: uuid.UUID) -> bool:
 
 
 def jobs_dispatch_due(*, limit: int = 500) -> int:
-    """The backstop of delivery: publish every due job that has no live message.
+    """The backstop of delivery: publish every due job that has no live message, round-robin
+    across orgs.
 
     Due and unclaimed, and either never published or published (due) longer than a lease ago
     without being claimed (the message was lost); or claimed with an expired lease (the worker
@@ -382,6 +386,9 @@ def jobs_dispatch_due(*, limit: int = 500) -> int:
         | Q(published_at__lt=F("lease_expires_at"))
         | Q(published_at__lt=lost_before)
     )
+    # Round-robin across orgs (SPEC §10.6): each org's n-th due job (oldest first) goes out
+    # before any org's (n+1)-th, so one org's backlog of re-scheduled steps never queues a
+    # second org's jobs behind it.
     due = (
         AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, run_after__lte=now)
         .filter(
@@ -389,7 +396,14 @@ def jobs_dispatch_due(*, limit: int = 500) -> int:
             | Q(claim_token__isnull=True, published_at__lt=lost_before)
             | (Q(claim_token__isnull=False, lease_expires_at__lt=now) & message_missing)
         )
-        .order_by("run_after")
+        .annotate(
+            turn=Window(
+                RowNumber(),
+                partition_by=[F("organization_id")],
+                order_by=[F("run_after").asc(), F("id").asc()],
+            )
+        )
+        .order_by("turn", "run_after", "id")
         .values_list("id", "step")[:limit]
     )
     published = 0

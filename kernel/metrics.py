@@ -39,6 +39,37 @@ STEPS = Counter(
 )
 _LOCAL = (HTTP_REQUESTS, UPSTREAM_CALLS, UPSTREAM_LATENCY, STEP_DURATION, STEPS)
 
+# The upstream quota (SPEC §10.6), by org id: never by credential.
+UPSTREAM_PERMITS = Counter(
+    "serenity_upstream_permits_total", "Permits granted by the credential's bucket", ["org_id"]
+)
+UPSTREAM_PERMIT_WAIT = Histogram(
+    "serenity_upstream_permit_wait_seconds",
+    "Time a granted permit waited for its turn",
+    ["org_id"],
+    buckets=(0.0, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0),
+)
+UPSTREAM_PERMIT_DEFERRALS = Counter(
+    "serenity_upstream_permit_deferrals_total",
+    "Steps re-scheduled because no permit was due within their patience",
+    ["org_id"],
+)
+UPSTREAM_PERMIT_REFUSALS = Counter(
+    "serenity_upstream_permit_refusals_total",
+    "Sync calls refused for quota (503 upstreamBusy)",
+    ["org_id"],
+)
+UPSTREAM_RATE_LIMITED = Counter(
+    "serenity_upstream_rate_limited_total", "Upstream answers 429 (rate limited)", ["org_id"]
+)
+_QUOTA = (
+    UPSTREAM_PERMITS,
+    UPSTREAM_PERMIT_WAIT,
+    UPSTREAM_PERMIT_DEFERRALS,
+    UPSTREAM_PERMIT_REFUSALS,
+    UPSTREAM_RATE_LIMITED,
+)
+
 
 def record_upstream_call(operation: str, status: int | None, duration_seconds: float) -> None:
     label = str(status) if status is not None else "none"
@@ -60,7 +91,7 @@ def render_metrics(*, collectors: Iterable[Collector] = ()) -> tuple[bytes, str]
 
         multiprocess.MultiProcessCollector(registry)
     else:
-        for metric in _LOCAL:
+        for metric in (*_LOCAL, *_QUOTA):
             registry.register(metric)
     for collector in collectors:
         registry.register(collector)

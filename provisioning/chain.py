@@ -15,6 +15,10 @@ the release of the chain's market reservation, the hand-over to the chained job.
     Finished      the chained work answered: the attempt is ready, the chain COMPLETED with
                   the answer (None: cancelled before its final write → CANCELLED)
     RetryLater    upstream asked to wait longer than a worker should: the same row, later
+
+A step refused an upstream permit (`quota.PermitDeferredError`, SPEC §10.6) is released by
+`quota_deferring`, whatever it was doing: the same row runs again at its place in the
+credential's queue (a later `runAfter`, and a countdown message for then).
     Crashed       anything unexpected: FAILED `jobFailed`; before promotion the attempt fails
 """
 
@@ -33,10 +37,10 @@ from jobs import services as job_services
 from jobs.endings import Continue, Finish, JobEnding, Repeat, step_commit
 from jobs.endings import Defer as JobDefer
 from jobs.models import JobStatus
-from jobs.runner import StepRun
+from jobs.runner import StepHandler, StepRun
 from kernel import context
 from kernel.errors import DomainError
-from provisioning import services, states
+from provisioning import quota, services, states
 from provisioning.exceptions import (
     JOB_FAILED_MESSAGE,
     SubworkspaceCreationFailedError,
@@ -104,6 +108,31 @@ class Crashed:
 
 
 StepEnd = Promoted | SettleLater | Failed | StoodDown | Finished | RetryLater | Crashed
+
+
+def quota_deferring(handler: StepHandler) -> StepHandler:
+    """`handler` with a chained step's upstream patience (`quota.step_permits`): a permit not
+    due within it re-schedules the step instead of holding the worker slot.
+
+    The release is one conditional write on the claim (`Defer`): the row stays IN_PROGRESS with
+    a later `runAfter` (its place in the credential's queue) and a countdown message for then,
+    the attempt and the chain are untouched, and no retry is consumed (the refused call was
+    never sent). The refusal can come in the middle of the step: it then leaves
+    exactly what an interrupted worker leaves (every write so far committed, none half-made),
+    and the re-run resumes from there as after a crash (SPEC §4.6)."""
+
+    def run_with_permits(run: StepRun) -> None:
+        with quota.step_permits():
+            try:
+                handler(run)
+            except quota.PermitDeferredError as deferred:
+                logger.info(
+                    "step re-scheduled for the upstream quota",
+                    extra={"retry_in_s": round(deferred.retry_in, 3)},
+                )
+                step_commit(run, JobDefer(delay_seconds=deferred.retry_in))
+
+    return run_with_permits
 
 
 def attempt_of(run: StepRun) -> ProvisioningAttempt | None:

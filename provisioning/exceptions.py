@@ -114,6 +114,16 @@ class UpstreamRateLimitedError(UpstreamError):
         self.retry_after = retry_after
 
 
+class UpstreamBusyError(UpstreamRateLimitedError):
+    """The credential's shared quota had no permit within the request's patience (SPEC §10.6):
+    nothing was sent for the refused call. Answered 503 with `Retry-After` (`retry_after`)."""
+
+    code = "upstreamBusy"
+    http_status = 503
+    default_message = "Semrush is busy with this organization's requests; retry later."
+    job_message = "Semrush is busy with this organization's requests."
+
+
 class UpstreamUnauthorizedError(DomainError):
     code = "upstreamUnauthorized"
     http_status = 401

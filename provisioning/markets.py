@@ -103,8 +103,12 @@ def market_reserve(
 ) -> Market:
     """Reserve the slice for `owner`, or take over a resumable market of it.
 
-    Resumable: `draft`, `publish_failed`, or `creating` whose owner has finished. Raises
-    `SliceExistsError` when the slice has a live market or a live reservation.
+    Resumable: `draft`, `publish_failed`, or `creating` whose owner has finished. A `creating`
+    reservation of `owner` itself is returned as it is: an earlier run of the owner's step
+    reserved it and was interrupted (a worker lost, or re-scheduled for the upstream quota,
+    SPEC §10.6) before its end; the re-run resumes it (with its project, if one was recorded).
+    Raises `SliceExistsError` when the slice has a live market or another owner's live
+    reservation.
     `live_markets`: the brand's live markets, already read under the brand's lock (saves a
     query). `savepoint=False`: the caller holds the brand's lock, so no concurrent insert of
     the slice can conflict; an IntegrityError then aborts the caller's transaction.
@@ -115,6 +119,8 @@ def market_reserve(
         else slice_market_in(live_markets, slice_)
     )
     if existing is not None:
+        if existing.status == MarketStatus.CREATING and existing.reserved_by == owner:
+            return existing
         if not _resumable(existing):
             raise SliceExistsError()
         taken = Market.objects.filter(

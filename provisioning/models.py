@@ -90,3 +90,22 @@ class ProvisioningAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.started_by} {self.id} [{self.status}]"
+
+
+class UpstreamBucket(models.Model):
+    """One credential's shared token bucket when PostgreSQL holds it (`provisioning.quota`).
+
+    `key` is a keyed hash of the credential, never the credential; the other columns are
+    `quota.BucketState`. Written only under `select_for_update`."""
+
+    key = models.CharField(primary_key=True, max_length=64)
+    tat = models.FloatField(null=True, blank=True)
+    queue = models.FloatField(null=True, blank=True)
+    grants = models.FloatField(default=0.0)
+    starts = models.FloatField(default=0.0)
+    pause_end = models.FloatField(default=0.0)
+    slow = models.FloatField(default=0.0)
+    slow_at = models.FloatField(default=0.0)
+
+    def __str__(self) -> str:
+        return self.key

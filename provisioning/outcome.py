@@ -3,6 +3,7 @@ stores as its result; or `Accepted`, the job an async request started."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,15 @@ class Outcome:
 
     @classmethod
     def from_error(cls, error: DomainError) -> Outcome:
-        return cls(status=error.http_status, body=error.as_body())
+        """The error's answer; one that says when to come back (`retry_after`, seconds) carries
+        it as `Retry-After` (whole seconds, at least 1)."""
+        retry_after = getattr(error, "retry_after", None)
+        headers = (
+            {"Retry-After": str(max(1, math.ceil(retry_after)))}
+            if isinstance(retry_after, int | float) and retry_after > 0
+            else None
+        )
+        return cls(status=error.http_status, body=error.as_body(), headers=headers)
 
     @property
     def label(self) -> str:

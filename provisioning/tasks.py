@@ -16,25 +16,27 @@ from provisioning.workspace import cleanup_candidate
 
 register_step(
     JobStep.PROVISION_WORKSPACE,
-    run=chain.provision_workspace,
+    run=chain.quota_deferring(chain.provision_workspace),
     on_unexpected=chain.on_unexpected,
 )
 register_step(
-    JobStep.CREATE_MARKET, run=market_create.create_market_step, on_unexpected=chain.on_unexpected
+    JobStep.CREATE_MARKET,
+    run=chain.quota_deferring(market_create.create_market_step),
+    on_unexpected=chain.on_unexpected,
 )
 register_step(
     JobStep.ACTIVATE_MARKETS,
-    run=activate.activate_markets_step,
+    run=chain.quota_deferring(activate.activate_markets_step),
     on_unexpected=chain.on_unexpected,
 )
 register_step(
     JobStep.ACTIVATE_BRAND_WORKSPACE,
-    run=activate.activate_brand_workspace_step,
+    run=chain.quota_deferring(activate.activate_brand_workspace_step),
     on_unexpected=chain.on_unexpected,
 )
 register_step(
     JobStep.CLASSIFY_PROMPTS,
-    run=prompts.classify_prompts_step,
+    run=chain.quota_deferring(prompts.classify_prompts_step),
     on_unexpected=prompts.on_unexpected,
 )
 

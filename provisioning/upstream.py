@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from kernel.errors import ConfigurationError, DomainError
 from kernel.metrics import record_upstream_call
+from provisioning import quota
 from provisioning.exceptions import (
     QuotaExceededError,
     SubworkspaceGoneError,
+    UpstreamBusyError,
     UpstreamError,
     UpstreamForbiddenError,
     UpstreamRateLimitedError,
@@ -15,6 +19,7 @@ from provisioning.exceptions import (
 )
 from provisioning.semrush import (
     SemrushAuthError,
+    SemrushBusyError,
     SemrushClient,
     SemrushConfigurationError,
     SemrushError,
@@ -28,16 +33,29 @@ from serenity.models import Organization
 
 
 def client_for_org(organization: Organization, **log_context: object) -> SemrushClient:
-    """A client with the org's own credential, else the service default."""
+    """A client with the org's own credential, else the service default, taking every call's
+    permit from that credential's shared bucket at the org's rate (SPEC §10.6): inside a
+    chained step (`quota.step_permits`) a late permit re-schedules the step; elsewhere it
+    raises `SemrushBusyError` (503 `upstreamBusy`)."""
     try:
         token = organization.semrush_credential()
     except ValueError as exc:
         raise ConfigurationError("The organization's Semrush credential cannot be read.") from exc
+    credential = token if token is not None else str(settings.SEMRUSH_API_TOKEN or "")
+    permits = quota.CredentialPermits(
+        key=quota.credential_key(credential),
+        limits=quota.limits_for(
+            rate=organization.semrush_rate_limit_per_second,
+            burst=organization.semrush_rate_limit_burst,
+        ),
+        org_id=str(organization.id),
+    )
     try:
         return semrush_client_for(
             token=token,
             log_context={"org_id": str(organization.id), **log_context},
             on_call=record_upstream_call,
+            permits=permits,
         )
     except SemrushConfigurationError as exc:
         raise ConfigurationError() from exc
@@ -55,6 +73,8 @@ def translate_upstream(exc: SemrushError) -> DomainError:
         return QuotaExceededError()
     if isinstance(exc, SemrushConfigurationError):
         return ConfigurationError()
+    if isinstance(exc, SemrushBusyError):
+        return UpstreamBusyError(retry_after=exc.retry_after)
     if isinstance(exc, SemrushRateLimitedError):
         return UpstreamRateLimitedError(retry_after=exc.retry_after)
     return UpstreamError()

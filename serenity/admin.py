@@ -48,6 +48,8 @@ class OrganizationAdminForm(forms.ModelForm):
             "semrush_parent_workspace_id",
             "serenity_enabled",
             "workspace_mode",
+            "semrush_rate_limit_per_second",
+            "semrush_rate_limit_burst",
         ]
 
     def clean(self) -> dict[str, Any]:
@@ -89,6 +91,8 @@ class OrganizationAdmin(admin.ModelAdmin):
         "credential_status",
         "semrush_credential",
         "clear_semrush_credential",
+        "semrush_rate_limit_per_second",
+        "semrush_rate_limit_burst",
         "created_at",
         "updated_at",
     ]

@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -28,6 +29,19 @@ class Organization(models.Model):
     )
     # Fernet ciphertext; never readable back through the API or the admin.
     semrush_credential_encrypted = models.TextField(blank=True, default="", editable=False)
+    # The upstream quota of the org's credential (SPEC §10.6); NULL: SEMRUSH_RATE_LIMIT_* apply.
+    semrush_rate_limit_per_second = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.01)],
+        help_text="Upstream requests per second for this org's credential (empty: the default).",
+    )
+    semrush_rate_limit_burst = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Upstream requests allowed at once after an idle spell (empty: the default).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

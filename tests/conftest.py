@@ -103,6 +103,10 @@ def sim(simulator, settings):  # type: ignore[no-untyped-def]
 
     parent_id = f"parent-{_uuid.uuid4()}"
     simulator.reset(parents=[parent_id], token=SIM_TOKEN)
+    # The test's Serenity org has a credential of its own, so it has its own upstream quota
+    # bucket (SPEC §10.6) at the default rate: no test waits for another's permits.
+    simulator.org_token = f"org-token-{_uuid.uuid4()}"
+    simulator.add_token(simulator.org_token)
     simulator.configure({"settleSeconds": 0.2})
     simulator.parent_id = parent_id
     settings.SEMRUSH_BASE_URL = simulator.base_url
@@ -116,11 +120,14 @@ def sim(simulator, settings):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def serenity_org(db, sim) -> Organization:  # type: ignore[no-untyped-def]
-    return OrganizationFactory(
+    org = OrganizationFactory(
         serenity_enabled=True,
         semrush_parent_workspace_id=sim.parent_id,
         workspace_mode="subworkspace",
     )
+    org.set_semrush_credential(sim.org_token)
+    org.save(update_fields=["semrush_credential_encrypted"])
+    return org
 
 
 @pytest.fixture

@@ -778,6 +778,10 @@ class Stack:
     def sim_faults(self) -> list[dict[str, Any]]:
         return list(self._sim("GET", "/__sim/faults"))
 
+    def sim_add_token(self, token: str) -> None:
+        """Accept one more bearer token (`/__sim/tokens`): an org with its own credential."""
+        self._sim("POST", "/__sim/tokens", {"token": token})
+
     def sim_clear_faults(self) -> None:
         self._sim("DELETE", "/__sim/faults")
 

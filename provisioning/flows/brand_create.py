@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from jobs.models import AsyncJob, JobStep
 from kernel.errors import DomainError, InvalidRequestError
 from provisioning import guard, services
+from provisioning.exceptions import UpstreamBusyError
 from provisioning.flows.common import MarketPlan, chain_create, market_request_for, require_parent
 from provisioning.flows.market_create import market_create_flat
 from provisioning.markets import market_provision, market_reserve
@@ -212,6 +213,9 @@ def _provision_sync(
             )
             if outcome is None or outcome.status >= 400:
                 body = outcome.body if outcome else {}
+                if body.get("error") == UpstreamBusyError.code:
+                    retry_after = (outcome.headers or {}).get("Retry-After") if outcome else None
+                    raise UpstreamBusyError(retry_after=float(retry_after or 1))
                 raise DomainError(
                     body.get("message"),
                     code=body.get("error", "serenityUpstreamError"),

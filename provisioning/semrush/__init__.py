@@ -3,6 +3,7 @@
 from provisioning.semrush.client import SemrushClient, semrush_client_for
 from provisioning.semrush.errors import (
     SemrushAuthError,
+    SemrushBusyError,
     SemrushConfigurationError,
     SemrushConflictError,
     SemrushError,
@@ -21,6 +22,7 @@ from provisioning.semrush.errors import (
 
 __all__ = [
     "SemrushAuthError",
+    "SemrushBusyError",
     "SemrushClient",
     "SemrushConfigurationError",
     "SemrushConflictError",

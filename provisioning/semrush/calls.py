@@ -16,6 +16,11 @@ Guarantees of every call (SPEC §5):
   it runs (reference §4). 5xx, timeouts and network errors are retried for idempotent methods
   only (our one PATCH sets a value); a POST is never replayed after a 5xx or a lost answer, it
   raises with ``ambiguous=True`` and the caller reconciles before creating again.
+- Before every attempt (retries included) the call takes a permit from ``permits``, the shared
+  bucket of its credential (SPEC §10.6, :mod:`provisioning.quota`); whatever ``acquire`` raises
+  (a busy bucket) leaves the call unsent. A 429 with ``Retry-After`` pauses that bucket for
+  every process (``permits.pause``), so the retry waits for its permit rather than sleeping the
+  ``Retry-After`` itself.
 - Waits go through the injected ``sleep``, durations through the injected ``clock``.
 - One line per attempt on the ``serenity.semrush`` logger: operation, method, path (no host,
   no query), status, duration, attempt and the tenant ids of ``log_context``; error lines add
@@ -30,7 +35,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import orjson
@@ -63,6 +68,16 @@ _RESERVED_LOG_ATTRS = frozenset(
 ) | {"message", "asctime"}
 
 
+class Permits(Protocol):
+    """The credential's shared bucket, as a call sees it (:mod:`provisioning.quota`)."""
+
+    def acquire(self, operation: str) -> None:
+        """Return once this attempt may be sent; raise to leave it unsent."""
+
+    def pause(self, seconds: float | None) -> None:
+        """Upstream answered 429 (``Retry-After`` = ``seconds``): hold every permit until then."""
+
+
 class SemrushCaller:
     """Sends logical calls to Semrush with the retry, wait and logging policy of SPEC §5.
 
@@ -88,6 +103,7 @@ class SemrushCaller:
         log_context: Mapping[str, Any] | None = None,
         wall_clock: Callable[[], float] = time.time,
         on_call: Callable[[str, int | None, float], None] | None = None,
+        permits: Permits | None = None,
     ) -> None:
         if not token or not token.strip():
             raise SemrushConfigurationError(operation="configure", detail="token is empty")
@@ -110,6 +126,7 @@ class SemrushCaller:
         self._transport = Transport(token=token, timeout=self.timeout, session=session)
         self.log_context: dict[str, Any] = dict(log_context or {})
         self._on_call = on_call
+        self._permits = permits
 
     def close(self) -> None:
         """Close the HTTP session if this caller created it."""
@@ -174,6 +191,8 @@ class SemrushCaller:
         attempt = 0
         while True:
             attempt += 1
+            if self._permits is not None:
+                self._permits.acquire(operation)
             started = self._clock()
             failure: TransportError | None = None
             try:
@@ -209,6 +228,8 @@ class SemrushCaller:
                     token=self._token,
                     now=self._wall_clock(),
                 )
+                if isinstance(error, SemrushRateLimitedError) and self._permits is not None:
+                    self._permits.pause(error.retry_after)
                 wait = self._wait_before_retry(error, attempt=attempt, idempotent=idempotent)
             duration_ms = _elapsed_ms(started, self._clock())
             log(logging.WARNING, error.status, duration_ms, attempt, error=error, wait=wait)
@@ -235,6 +256,9 @@ class SemrushCaller:
         if error.retry_after > MAX_WAIT_SECONDS:
             # Too long to hold a worker: raise with retry_after so the step is re-scheduled.
             return None
+        if self._permits is not None:
+            # The bucket is paused until then: the retry's permit does the waiting (or refuses).
+            return backoff
         return max(backoff, error.retry_after)
 
     def _backoff(self, attempt: int) -> float:

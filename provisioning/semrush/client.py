@@ -19,7 +19,7 @@ from urllib.parse import quote, urlsplit
 
 import requests
 
-from provisioning.semrush.calls import DEFAULT_MAX_RETRIES, SemrushCaller
+from provisioning.semrush.calls import DEFAULT_MAX_RETRIES, Permits, SemrushCaller
 from provisioning.semrush.errors import (
     SemrushConfigurationError,
     SemrushNotFoundError,
@@ -71,6 +71,7 @@ class SemrushClient(SemrushCaller):
         log_context: Mapping[str, Any] | None = None,
         wall_clock: Callable[[], float] = time.time,
         on_call: Callable[[str, int | None, float], None] | None = None,
+        permits: Permits | None = None,
     ) -> None:
         self.base_url = _validated_base_url(base_url)
         super().__init__(
@@ -84,6 +85,7 @@ class SemrushClient(SemrushCaller):
             log_context=log_context,
             wall_clock=wall_clock,
             on_call=on_call,
+            permits=permits,
         )
         self._um = self.base_url + USER_MANAGER_PREFIX
         self._pe = self.base_url + PROJECT_ENGINE_PREFIX
@@ -343,6 +345,7 @@ def semrush_client_for(
     token: str | None = None,
     log_context: Mapping[str, Any] | None = None,
     on_call: Callable[[str, int | None, float], None] | None = None,
+    permits: Permits | None = None,
 ) -> SemrushClient:
     """Build a client from Django settings, read at call time (never at import).
 
@@ -365,6 +368,7 @@ def semrush_client_for(
         timeout=float(timeout if timeout else DEFAULT_TIMEOUT_SECONDS),
         log_context=log_context,
         on_call=on_call,
+        permits=permits,
         session=pooled_session(),
     )
 

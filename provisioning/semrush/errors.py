@@ -174,6 +174,14 @@ class SemrushRateLimitedError(SemrushError):
     default_message = "Semrush rate limit hit"
 
 
+class SemrushBusyError(SemrushRateLimitedError):
+    """No permit from the credential's shared bucket within the caller's patience: the request
+    was never sent (SPEC §10.6). ``retry_after`` is when a permit is expected; ``status`` is
+    None. A subclass of the rate-limited error: every caller that handles a 429 handles it."""
+
+    default_message = "Semrush quota busy"
+
+
 class SemrushServerError(SemrushError):
     """5xx after the client's retries (idempotent calls) or at once (POST).
 
@@ -366,6 +374,7 @@ __all__ = [
     "GENERIC_AUTH_MESSAGE",
     "GENERIC_UPSTREAM_MESSAGE",
     "SemrushAuthError",
+    "SemrushBusyError",
     "SemrushConfigurationError",
     "SemrushConflictError",
     "SemrushError",

@@ -49,6 +49,10 @@ Control routes (``/__sim/…``, no token, never logged):
   the startup seeds. ``{parentWorkspaces, token}`` in the body replace the seeds for this reset
   only; a later bare reset goes back to the startup seeds.
 - ``POST /__sim/parents`` ``{id, title?}`` — add a parent workspace (status ``created``).
+- ``POST /__sim/tokens`` ``{token}`` — accept one more bearer token until the next reset (an
+  extension: two organizations with their own credentials; SPEC's reset still sets "the one
+  token" of a fresh simulator). ``rateLimitPerSecond`` counts each accepted token on its own,
+  as Semrush limits each credential (SPEC §10.6).
 - ``GET|POST /__sim/config`` — read / merge the configuration (unknown keys or bad values → 400).
 - ``GET|POST|DELETE /__sim/faults`` — list / add / clear scripted faults. Besides SPEC's fields a
   fault may carry ``headers``; a scripted 429 without ``Retry-After`` gets ``retryAfterSeconds``.
@@ -520,7 +524,7 @@ class SemrushSimulator:
     def reset(self, *, parents: list[str] | None = None, token: str | None = None) -> None:
         """Forget state, faults, the log and the configuration; seed parents and token."""
         with self._lock:
-            self._token = self._startup_token if token is None else token
+            self._tokens = [self._startup_token if token is None else token]
             self._config = dict(self._startup_config)
             self._rng = random.Random(self._config["seed"])
             self._workspaces: dict[str, _Workspace] = {}
@@ -531,9 +535,16 @@ class SemrushSimulator:
             self._faults: list[_Fault] = []
             # A new list, so that requests in flight across the reset land in the old one.
             self._requests: list[dict[str, Any]] = []
-            self._rate_window: deque[float] = deque()
+            # Per accepted token: the passing requests of the last second.
+            self._rate_windows: dict[str, deque[float]] = {}
             for parent_id in self._startup_parents if parents is None else parents:
                 self.add_parent(parent_id)
+
+    def add_token(self, token: str) -> None:
+        """Accept `token` too, until the next reset (each token has its own rate limit)."""
+        with self._lock:
+            if token not in self._tokens:
+                self._tokens.append(token)
 
     def add_parent(self, workspace_id: str, title: str | None = None) -> None:
         with self._lock:
@@ -629,6 +640,7 @@ class SemrushSimulator:
         allowed = {
             "reset": ("POST",),
             "parents": ("POST",),
+            "tokens": ("POST",),
             "config": ("GET", "POST"),
             "faults": ("GET", "POST", "DELETE"),
             "state": ("GET",),
@@ -649,6 +661,13 @@ class SemrushSimulator:
                 raise SimulatorConfigError("title must be a string")
             self.add_parent(data["id"], title)
             return _json(200, {"id": data["id"]})
+        if name == "tokens":
+            if not isinstance(data, dict) or not isinstance(data.get("token"), str):
+                raise SimulatorConfigError("body must be {token: <non-empty string>}")
+            if not data["token"] or data["token"] != data["token"].strip():
+                raise SimulatorConfigError("body must be {token: <non-empty string>}")
+            self.add_token(data["token"])
+            return _json(200, {"token": data["token"]})
         if name == "config":
             if method == "GET":
                 return _json(200, self.config())
@@ -709,9 +728,10 @@ class SemrushSimulator:
         self, method: str, path: str, query: str, authorization: str | None, body: bytes
     ) -> _Response:
         with self._lock:
-            if not self._authorized(authorization):
+            token = self._authorized(authorization)
+            if token is None:
                 return _json(401, _UNAUTHORIZED)
-            limited = self._rate_limit()
+            limited = self._rate_limit(token)
             if limited is not None:
                 return limited
             fault = self._take_fault(method, path)
@@ -733,23 +753,33 @@ class SemrushSimulator:
                 return _json(503, _UNAVAILABLE)
             return self._route(method, path, query, body)
 
-    def _authorized(self, authorization: str | None) -> bool:
+    def _authorized(self, authorization: str | None) -> str | None:
+        """The accepted token the request carries, or None (→ 401)."""
         scheme, _, credential = (authorization or "").strip().partition(" ")
         if scheme.lower() != "bearer" or not credential.strip():
-            return False
-        return hmac.compare_digest(credential.strip().encode(), self._token.encode())
+            return None
+        given = credential.strip().encode()
+        matched = None
+        for token in self._tokens:
+            # Every token compared, in constant time each: no early exit on a match.
+            if hmac.compare_digest(given, token.encode()):
+                matched = token
+        return matched
 
-    def _rate_limit(self) -> _Response | None:
+    def _rate_limit(self, token: str) -> _Response | None:
+        """More than `rateLimitPerSecond` passing requests of this token within the last
+        second → 429 with `Retry-After`; only requests that pass count."""
         limit = self._config["rateLimitPerSecond"]
         if not limit:
             return None
+        window = self._rate_windows.setdefault(token, deque())
         now = time.monotonic()
-        while self._rate_window and self._rate_window[0] <= now - 1.0:
-            self._rate_window.popleft()
-        if len(self._rate_window) >= limit:
+        while window and window[0] <= now - 1.0:
+            window.popleft()
+        if len(window) >= limit:
             retry_after = _format_seconds(self._config["retryAfterSeconds"])
             return _json(429, {"message": "rate limit exceeded"}, {"Retry-After": retry_after})
-        self._rate_window.append(now)
+        window.append(now)
         return None
 
     def _take_fault(self, method: str, path: str) -> _Fault | None:

@@ -74,6 +74,7 @@ def test_upstream_401_on_one_call_is_401(sw_writer, sim):
 def test_upstream_403_on_a_workspace_we_do_not_own_is_403_upstream_forbidden(sw_writer, sim):
     # given the org's parent is not accessible with the credential (unknown upstream)
     sim.reset(parents=[], token=SIM_TOKEN)
+    sim.add_token(sim.org_token)
     # when
     response = sw_writer.post(
         brands_path(sw_writer), {"name": "Acme", "baseUrl": "https://a.example"}

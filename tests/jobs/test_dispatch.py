@@ -116,3 +116,38 @@ def test_an_expired_lease_is_republished_once_per_lease_not_every_round(db, sett
     assert publisher.job_ids == {job.id} and len(publisher.calls) == 1
     AsyncJob.objects.filter(pk=job.id).update(published_at=ago(121))
     assert services.jobs_dispatch_due() == 1
+
+
+def test_dispatcher_publishes_due_jobs_round_robin_across_orgs(db, recorder):
+    # given one org with a backlog of four re-scheduled steps, due for a while, and a second
+    # org with one job that became due just now, and a third with two
+    busy, single, pair = services.uuid.uuid4(), services.uuid.uuid4(), services.uuid.uuid4()
+    backlog = [
+        make_job(organization_id=busy, run_after=ago(60 - i), published_at=None) for i in range(4)
+    ]
+    newcomer = make_job(organization_id=single, run_after=ago(0.5), published_at=None)
+    two = [make_job(organization_id=pair, run_after=ago(30 - i), published_at=None) for i in (0, 1)]
+    # when the dispatcher runs
+    services.jobs_dispatch_due()
+    # then each org's oldest job goes out first, then each org's second, and so on
+    assert [job_id for job_id, _ in recorder.calls] == [
+        backlog[0].id,
+        two[0].id,
+        newcomer.id,
+        backlog[1].id,
+        two[1].id,
+        backlog[2].id,
+        backlog[3].id,
+    ]
+
+
+def test_round_robin_holds_under_the_dispatch_limit(db, recorder):
+    # given a backlog larger than one round's limit, and another org's single job, due last
+    busy, single = services.uuid.uuid4(), services.uuid.uuid4()
+    for i in range(5):
+        make_job(organization_id=busy, run_after=ago(60 - i), published_at=None)
+    newcomer = make_job(organization_id=single, run_after=ago(0.5), published_at=None)
+    # when one round may publish only two jobs
+    services.jobs_dispatch_due(limit=2)
+    # then the second org's job is one of them
+    assert newcomer.id in recorder.job_ids and len(recorder.calls) == 2

@@ -426,6 +426,8 @@ def test_orgs_without_a_parent_are_not_audited(db, sim, upstream):
 def test_parent_shared_by_two_orgs_is_audited_once(serenity_org, sim, upstream):
     # given: a second org on the same parent and credential; its brand's workspace is canonical
     sibling = OrganizationFactory(semrush_parent_workspace_id=sim.parent_id)
+    sibling.set_semrush_credential(sim.org_token)
+    sibling.save(update_fields=["semrush_credential_encrypted"])
     theirs = upstream.child(sim.parent_id, "Theirs")
     brand = brand_with_workspace(sibling, theirs, name="Theirs")
     live_market(brand, upstream.project(theirs), theirs)

@@ -7,14 +7,19 @@ import uuid
 from unittest.mock import ANY
 
 import pytest
+import redis
+from django.conf import settings
 from django.utils import timezone
 
 from jobs.models import AsyncJob
 from jobs.runner import StepRun
 from jobs.services import job_claim
+from provisioning import quota
 from provisioning.flows import prompts as prompts_module
 from provisioning.flows.prompts import classify_prompts_step
+from provisioning.semrush import SemrushBusyError
 from provisioning.tasks import classify_prompts
+from provisioning.upstream import client_for_org
 from serenity.models import Market, Prompt
 from tests.conftest import poll_job, upstream_calls
 
@@ -423,7 +428,12 @@ def test_a_rate_limited_job_defers_and_the_rerun_resumes_with_the_same_counts(sw
         "touched": [str(us_market.pk)],
         "published": [],
     }
-    # when: the re-run (time has passed)
+    # and the 429 paused the org's credential for everyone until then (SPEC §10.6)
+    bucket = quota.credential_key(sim.org_token)
+    with pytest.raises(SemrushBusyError):
+        client_for_org(sw_writer.org).list_languages()
+    # when: the re-run (time has passed: the pause is over too)
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(bucket)
     AsyncJob.objects.filter(pk=job.pk).update(run_after=timezone.now())
     _run_once(job)
     # then: it resumes at DE, publishes each project once, and counts what a sync run counts

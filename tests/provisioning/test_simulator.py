@@ -951,3 +951,47 @@ def test_management_command_serves_with_its_seeds():
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=10)
     assert process.returncode == 0
+
+
+def test_rate_limit_is_per_bearer_token_and_tokens_can_be_added():
+    import json as _json
+    import urllib.request
+
+    from provisioning.simulator import SemrushSimulator
+
+    sim = SemrushSimulator(port=0, token="first", parents=["p1"]).start()
+    try:
+        # given a second accepted token (control route) and a limit of 1 request/s per token
+        request = urllib.request.Request(
+            f"{sim.base_url}/__sim/tokens",
+            data=_json.dumps({"token": "second"}).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request) as answer:
+            assert _json.loads(answer.read()) == {"token": "second"}
+        sim.configure({"rateLimitPerSecond": 1, "retryAfterSeconds": 7})
+
+        def status(token: str) -> tuple[int, str | None]:
+            req = urllib.request.Request(
+                f"{sim.base_url}/enterprise/projects/api/v1/languages",
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            try:
+                with urllib.request.urlopen(req) as answer:
+                    return answer.status, answer.headers.get("Retry-After")
+            except urllib.error.HTTPError as exc:
+                return exc.code, exc.headers.get("Retry-After")
+
+        # when each token sends two requests at once
+        # then each token's second is 429 with Retry-After; the other token is not held back
+        assert status("first") == (200, None)
+        assert status("first") == (429, "7")
+        assert status("second") == (200, None)
+        assert status("second") == (429, "7")
+        assert status("third")[0] == 401
+        # and a reset forgets the added token
+        sim.reset()
+        assert status("second")[0] == 401
+    finally:
+        sim.stop()

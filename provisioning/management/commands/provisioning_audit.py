@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from provisioning.audit import AuditReport, audit_run
+from provisioning.quota import patient_permits
 
 
 class Command(BaseCommand):
@@ -23,7 +24,9 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        report = audit_run()
+        # Every workspace's projects are listed: go at the credentials' pace (SPEC §10.6).
+        with patient_permits():
+            report = audit_run()
         if options["json"]:
             self.stdout.write(json.dumps(report.as_dict(), indent=2))
         else:

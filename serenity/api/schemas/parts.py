@@ -35,7 +35,7 @@ UPSTREAM: ErrorCodes = {
     401: ["upstreamUnauthorized"],
     403: ["upstreamForbidden"],
     502: ["serenityUpstreamError"],
-    503: ["configurationError"],
+    503: ["configurationError", "upstreamBusy"],
 }
 SETTLE: ErrorCodes = {502: ["subworkspaceCreationFailed"], 504: ["subworkspaceCreationTimeout"]}
 GUARD: ErrorCodes = {409: ["semrush_provisioning_in_progress"]}

@@ -1,0 +1,224 @@
+"""A chained step that cannot get an upstream permit soon enough is re-scheduled, not failed
+(SPEC §10.6): a later `runAfter` and a countdown message for then, no worker slot held,
+nothing sent upstream, the retry budget and the chain untouched; when it runs again it resumes.
+
+The steps run in-process (the Celery tasks called as functions), publishing recorded; the
+buckets are the test run's Redis, as in a worker."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import redis
+from django.conf import settings
+from django.utils import timezone
+
+from jobs.models import AsyncJob, JobStatus
+from provisioning import quota, tasks
+from provisioning.models import AttemptStatus, ProvisioningAttempt
+from provisioning.semrush import SemrushBusyError
+from provisioning.upstream import client_for_org
+from serenity.models import Market, MarketStatus
+from tests.chains.helpers import serenity_path, start_async_brand_with_market
+from tests.support import calls_since, create_project, mark
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def pause_credential(token: str, seconds: float) -> None:
+    """What a 429 with Retry-After does: every permit of the credential waits until then."""
+    quota.buckets().pause(
+        quota.credential_key(token),
+        rate=settings.SEMRUSH_RATE_LIMIT_PER_SECOND,
+        burst=settings.SEMRUSH_RATE_LIMIT_BURST,
+        seconds=seconds,
+    )
+
+
+def end_pause(token: str) -> None:
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(quota.credential_key(token))
+
+
+def make_due(job_id: str) -> None:
+    AsyncJob.objects.filter(pk=job_id).update(run_after=timezone.now() - timedelta(seconds=1))
+
+
+def job_state(job_id: str) -> dict[str, object]:
+    job = AsyncJob.objects.get(pk=job_id)
+    return {
+        "status": job.status,
+        "claimed": job.claim_token is not None,
+        "published": job.published_at is not None,
+        "run_count": job.run_count,
+        "error": job.error,
+        "result": job.result,
+    }
+
+
+def test_a_step_without_a_permit_within_a_second_is_rescheduled_not_failed(
+    sw_writer, sim, published
+):
+    # given an async brand create, and the org's credential paused by upstream for 30 s
+    sim.configure({"settleSeconds": 0})
+    accepted = start_async_brand_with_market(sw_writer)
+    root_id = accepted["jobId"]
+    pause_credential(sim.org_token, 30)
+    start = mark(sim)
+    before = timezone.now()
+    # when its first step is delivered
+    tasks.provision_workspace(root_id)
+    # then it left the worker at once: released, due again at its place (about 30 s later),
+    # with a countdown message for then, neither failed nor finished
+    assert job_state(root_id) == {
+        "status": JobStatus.IN_PROGRESS,
+        "claimed": False,
+        "published": False,  # the recorder stands in for the broker: nothing marks the row
+        "run_count": 1,
+        "error": None,
+        "result": None,
+    }
+    assert published == [root_id, root_id]
+    run_after = AsyncJob.objects.get(pk=root_id).run_after
+    assert run_after is not None and run_after >= before + timedelta(seconds=29)
+    # and nothing was sent upstream (no retry spent), the attempt is still pending
+    assert calls_since(sim, start) == []
+    attempt = ProvisioningAttempt.objects.get()
+    assert attempt.status == AttemptStatus.PENDING and attempt.error is None
+    # and a client polling sees the chain in progress
+    polled = sw_writer.get(serenity_path(sw_writer, accepted["id"]) + f"/jobs/{root_id}").json()
+    assert polled["status"] == "IN_PROGRESS" and polled["error"] is None
+
+    # when the pause is over and its message is delivered
+    end_pause(sim.org_token)
+    make_due(root_id)
+    tasks.provision_workspace(root_id)
+    # then the chain completes as if nothing had happened
+    polled = sw_writer.get(serenity_path(sw_writer, accepted["id"]) + f"/jobs/{root_id}").json()
+    assert polled["status"] == "COMPLETED", polled
+    assert polled["result"]["status"] == 201
+    assert len(sim.state()["projects"]) == 1
+
+
+def test_a_permit_refused_between_the_workspace_and_the_project_resumes_later(
+    sw_writer, sim, published, chained_job_delivered_separately
+):
+    # given the workspace created and promoted by the first step
+    sim.configure({"settleSeconds": 0})
+    accepted = start_async_brand_with_market(sw_writer)
+    root_id = accepted["jobId"]
+    tasks.provision_workspace(root_id)
+    chained = AsyncJob.objects.get(root_id=root_id, step="createMarket")
+    assert ProvisioningAttempt.objects.get().workspace_promoted is True
+    # when the credential is paused, then the market step is delivered
+    pause_credential(sim.org_token, 30)
+    start = mark(sim)
+    tasks.create_market(str(chained.id))
+    # then the step is re-scheduled: the reservation kept, no project made, nothing failed
+    assert job_state(str(chained.id))["status"] == JobStatus.IN_PROGRESS
+    assert job_state(str(chained.id))["claimed"] is False
+    assert calls_since(sim, start) == []
+    market = Market.objects.get()
+    assert market.status == MarketStatus.CREATING and market.semrush_project_id is None
+    assert ProvisioningAttempt.objects.get().status == AttemptStatus.PENDING
+    # when it runs again once due
+    end_pause(sim.org_token)
+    make_due(str(chained.id))
+    tasks.create_market(str(chained.id))
+    # then the market is created once, and the chain answers as the sync path would
+    polled = sw_writer.get(serenity_path(sw_writer, accepted["id"]) + f"/jobs/{root_id}").json()
+    assert polled["status"] == "COMPLETED" and polled["result"]["status"] == 201, polled
+    assert len(sim.state()["projects"]) == 1
+    assert Market.objects.get().status == MarketStatus.LIVE
+    assert ProvisioningAttempt.objects.get().status == AttemptStatus.READY
+
+
+def test_a_429_pauses_the_credential_for_everyone_and_the_step_resumes(
+    sw_writer, sim, published, chained_job_delivered_separately, settings
+):
+    # given the workspace promoted, and upstream about to answer the project create 429 with
+    # Retry-After 10 s (longer than a started step waits for a permit)
+    sim.configure({"settleSeconds": 0, "retryAfterSeconds": 10})
+    accepted = start_async_brand_with_market(sw_writer)
+    root_id = accepted["jobId"]
+    tasks.provision_workspace(root_id)
+    chained = AsyncJob.objects.get(root_id=root_id, step="createMarket")
+    workspace_id = ProvisioningAttempt.objects.get().candidate_workspace_id
+    sim.add_fault({"method": "POST", "pathRegex": r"/projects$", "status": 429})
+    start = mark(sim)
+    before = timezone.now()
+    # when the market step runs
+    tasks.create_market(str(chained.id))
+    # then the 429 was sent once and not retried in the worker: the step is re-scheduled
+    # for when the pause ends, in the middle of its work (the reservation kept for the re-run)
+    assert calls_since(sim, start)[-1] == create_project(workspace_id)
+    assert [c for c in calls_since(sim, start) if c == create_project(workspace_id)] == [
+        create_project(workspace_id)
+    ]
+    state = job_state(str(chained.id))
+    assert state["status"] == JobStatus.IN_PROGRESS and state["claimed"] is False
+    assert state["error"] is None
+    run_after = AsyncJob.objects.get(pk=chained.id).run_after
+    assert run_after is not None and run_after >= before + timedelta(seconds=9)
+    assert Market.objects.get().status == MarketStatus.CREATING
+    # and every other caller of that credential is held too, without sending anything
+    settings.SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS = 0.2
+    other = mark(sim)
+    with pytest.raises(SemrushBusyError) as raised:
+        client_for_org(sw_writer.org).list_family(parent_id=sim.parent_id)
+    # (told to come back about when the pause ends: its place in the queue, whole seconds)
+    assert raised.value.retry_after is not None and 9 <= raised.value.retry_after <= 12
+    assert calls_since(sim, other) == []
+    # when the pause is over and the step runs again
+    end_pause(sim.org_token)
+    make_due(str(chained.id))
+    tasks.create_market(str(chained.id))
+    # then it resumes and completes with one project
+    polled = sw_writer.get(serenity_path(sw_writer, accepted["id"]) + f"/jobs/{root_id}").json()
+    assert polled["status"] == "COMPLETED" and polled["result"]["status"] == 201, polled
+    assert len(sim.state()["projects"]) == 1
+
+
+def test_an_activate_step_deferred_after_reserving_its_markets_resumes_them(
+    sw_writer, sim, published, chained_job_delivered_separately
+):
+    # given a brand with its workspace, and an async activate of two markets, promoted
+    sim.configure({"settleSeconds": 0})
+    created = sw_writer.post(
+        f"/v2/orgs/{sw_writer.org.id}/brands", {"name": "Acme", "baseUrl": "https://a.example"}
+    )
+    assert created.status_code == 201, created.json()
+    brand_id = created.json()["id"]
+    accepted = sw_writer.post(
+        serenity_path(sw_writer, brand_id) + "/activate",
+        {
+            "async": True,
+            "brandDomain": "a.example",
+            "markets": [
+                {"market": "US", "languageCode": "en"},
+                {"market": "DE", "languageCode": "de"},
+            ],
+        },
+    )
+    assert accepted.status_code == 202, accepted.json()
+    root_id = accepted.json()["jobId"]
+    tasks.provision_workspace(root_id)
+    chained = AsyncJob.objects.get(root_id=root_id, step="activateMarkets")
+    # when the first market's project is made, then upstream pauses the credential (a 429
+    # on the tracked URL with Retry-After 10 s) and the step is re-scheduled mid-way
+    sim.configure({"retryAfterSeconds": 10})
+    sim.add_fault({"method": "PATCH", "pathRegex": r"/projects/[^/]+$", "status": 429})
+    tasks.activate_markets(str(chained.id))
+    assert job_state(str(chained.id))["status"] == JobStatus.IN_PROGRESS
+    assert [m.status for m in Market.objects.order_by("geo_target_id")] == [MarketStatus.CREATING]
+    # and when it runs again after the pause
+    end_pause(sim.org_token)
+    make_due(str(chained.id))
+    tasks.activate_markets(str(chained.id))
+    # then both markets are live, each with one project, and the chain answers 200
+    polled = sw_writer.get(serenity_path(sw_writer, brand_id) + f"/jobs/{root_id}").json()
+    assert polled["status"] == "COMPLETED", polled
+    assert polled["result"]["status"] == 200, polled["result"]
+    assert [m["status"] for m in polled["result"]["body"]["markets"]] == [201, 201]
+    assert sorted(m.status for m in Market.objects.all()) == [MarketStatus.LIVE] * 2
+    assert len(sim.state()["projects"]) == 2

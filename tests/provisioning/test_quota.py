@@ -1,0 +1,425 @@
+"""The upstream quota's buckets and permits (SPEC §10.6): the same arithmetic in every backend
+(in-process, PostgreSQL, Redis), shared across processes, and the patience of each caller."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+import pytest
+import redis
+from django.conf import settings
+
+from provisioning.models import UpstreamBucket
+from provisioning.quota import (
+    CredentialPermits,
+    DatabaseBuckets,
+    Limits,
+    MemoryBuckets,
+    PermitDeferredError,
+    RedisBuckets,
+    Reservation,
+    credential_key,
+)
+from provisioning.quota import limits_for as quota_limits
+from provisioning.semrush import SemrushBusyError
+from tests.conftest import ROOT, TEST_BROKER_URL
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _key() -> str:
+    return credential_key(f"token-{uuid.uuid4()}")
+
+
+# --- the arithmetic, on a clock the test drives (in-process and PostgreSQL) --------------------
+
+
+@pytest.fixture(params=["memory", "database"])
+def clocked(request, db):  # type: ignore[no-untyped-def]
+    clock = FakeClock()
+    store = MemoryBuckets(clock) if request.param == "memory" else DatabaseBuckets(clock)
+    return store, clock
+
+
+def test_a_burst_is_granted_at_once_then_one_permit_per_interval(clocked):
+    store, _clock = clocked
+    key = _key()
+    # given rate 2/s (interval 0.5 s) and burst 3
+    # when 4 permits are asked for at the same instant, each ready to wait up to 1 s
+    answers = [store.reserve(key, rate=2.0, burst=3, max_wait=1.0) for _ in range(4)]
+    # then the burst goes at once and the fourth is due one interval later
+    assert answers == [Reservation(True, 0.0)] * 3 + [Reservation(True, 0.5)]
+
+
+def test_a_refusal_reserves_nothing_and_hands_out_spaced_places(clocked):
+    store, _clock = clocked
+    key = _key()
+    # given a bucket drained by its burst of 1 at rate 1/s
+    assert store.reserve(key, rate=1.0, burst=1, max_wait=0.0) == Reservation(True, 0.0)
+    # when three callers with no patience ask
+    refused = [store.reserve(key, rate=1.0, burst=1, max_wait=0.0) for _ in range(3)]
+    # then none is granted, and their places in the queue are one interval apart
+    assert refused == [Reservation(False, 1.0), Reservation(False, 2.0), Reservation(False, 3.0)]
+    # and a patient caller still gets the first free permit (nothing was reserved by refusals)
+    assert store.reserve(key, rate=1.0, burst=1, max_wait=5.0) == Reservation(True, 1.0)
+
+
+def test_places_are_spaced_by_the_permits_an_average_caller_takes(clocked):
+    store, _clock = clocked
+    key = _key()
+    # given 20 callers that each took three permits (their first and two more), at 100/s
+    for _ in range(20):
+        store.reserve(key, rate=100.0, burst=1, max_wait=60.0, first=True)
+        store.reserve(key, rate=100.0, burst=1, max_wait=60.0)
+        store.reserve(key, rate=100.0, burst=1, max_wait=60.0)
+    # the 60 permits run 0.6 s ahead; when two impatient callers are refused
+    first = store.reserve(key, rate=100.0, burst=1, max_wait=0.0, first=True)
+    second = store.reserve(key, rate=100.0, burst=1, max_wait=0.0, first=True)
+    # then their places are three intervals apart: each will need about three permits
+    assert first.granted is False and second.granted is False
+    assert first.wait == pytest.approx(0.6)
+    assert second.wait - first.wait == pytest.approx(0.03)
+
+
+def test_the_bucket_refills_with_time(clocked):
+    store, clock = clocked
+    key = _key()
+    for _ in range(2):
+        store.reserve(key, rate=1.0, burst=2, max_wait=0.0)
+    assert store.reserve(key, rate=1.0, burst=2, max_wait=0.0).granted is False
+    # when two intervals pass
+    clock.now += 2.0
+    # then the burst is back
+    assert [store.reserve(key, rate=1.0, burst=2, max_wait=0.0).granted for _ in range(3)] == [
+        True,
+        True,
+        False,
+    ]
+
+
+def test_a_pause_holds_every_permit_until_it_ends(clocked):
+    store, _clock = clocked
+    key = _key()
+    # given an idle bucket with a burst of 5
+    # when upstream answered 429 with Retry-After 30
+    store.pause(key, rate=10.0, burst=5, seconds=30.0)
+    # then the next permit is due when the pause ends, and no burst follows it
+    # (a 429 also slows the pace by a step: the intervals are a few percent longer)
+    first = store.reserve(key, rate=10.0, burst=5, max_wait=60.0)
+    assert first.granted is True and first.wait == pytest.approx(30.0, abs=0.01)
+    second = store.reserve(key, rate=10.0, burst=5, max_wait=60.0)
+    assert second.granted is True and second.wait == pytest.approx(30.1, abs=0.02)
+    # and an impatient caller is told to come back then
+    refused = store.reserve(key, rate=10.0, burst=5, max_wait=1.0)
+    assert refused.granted is False and refused.wait >= 30.0
+
+
+def test_the_database_bucket_is_a_row_keyed_by_a_hash(db):
+    # given
+    token = f"secret-token-{uuid.uuid4()}"
+    key = credential_key(token)
+    # when
+    DatabaseBuckets(FakeClock()).reserve(key, rate=1.0, burst=1, max_wait=0.0)
+    # then one row, whose key says nothing of the credential
+    row = UpstreamBucket.objects.get()
+    assert row.key == key and token not in row.key and len(row.key) <= 64
+    assert row.tat == pytest.approx(1_000_001.0)
+
+
+# --- Redis: the clock is the server's ----------------------------------------------------------
+
+
+@pytest.fixture
+def redis_store():  # type: ignore[no-untyped-def]
+    store = RedisBuckets(TEST_BROKER_URL)
+    keys: list[str] = []
+    yield store, keys
+    if keys:
+        redis.Redis.from_url(TEST_BROKER_URL).delete(*keys)
+
+
+def test_redis_bucket_burst_interval_refusal_and_pause(redis_store):
+    store, keys = redis_store
+    key = _key()
+    keys.append(key)
+    # a burst of 2 at once, then the next permit one interval (100 s) later
+    assert store.reserve(key, rate=0.01, burst=2, max_wait=0.0) == Reservation(True, 0.0)
+    assert store.reserve(key, rate=0.01, burst=2, max_wait=0.0) == Reservation(True, 0.0)
+    late = store.reserve(key, rate=0.01, burst=2, max_wait=200.0)
+    assert late.granted is True and late.wait == pytest.approx(100.0, abs=1.0)
+    # a refusal gets the next place, 200 s away, and reserves nothing
+    refused = store.reserve(key, rate=0.01, burst=2, max_wait=1.0)
+    assert refused.granted is False and refused.wait == pytest.approx(200.0, abs=1.0)
+    # a pause of 1000 s moves every permit behind it
+    store.pause(key, rate=0.01, burst=2, seconds=1000.0)
+    assert store.pause_remaining(key) == pytest.approx(1000.0, abs=1.0)
+    after = store.reserve(key, rate=0.01, burst=2, max_wait=2000.0)
+    # (the 429 slowed the pace by 5 %: one interval is 105 s now)
+    assert after.granted is True and after.wait == pytest.approx(1005.0, abs=1.0)
+    # the key expires once idle, and holds no credential
+    client = redis.Redis.from_url(TEST_BROKER_URL)
+    assert client.pttl(key) > 0 and key.startswith("serenity:quota:")
+
+
+def test_redis_unreachable_lets_calls_through():
+    # given a Redis that does not answer
+    store = RedisBuckets("redis://127.0.0.1:1/0")
+    # when / then: the limiter fails open (upstream's 429 is the backstop)
+    assert store.reserve(_key(), rate=1.0, burst=1, max_wait=0.0) == Reservation(True, 0.0)
+
+
+# --- one bucket across real processes ----------------------------------------------------------
+
+_GRAB = """
+import json, sys, time
+import django
+django.setup()
+from provisioning.quota import buckets, credential_key
+key = credential_key(sys.argv[1])
+due = []
+for _ in range(4):
+    answer = buckets().reserve(key, rate=2.0, burst=1, max_wait=60.0)
+    due.append(time.time() + answer.wait)
+print(json.dumps(due))
+"""
+
+
+@pytest.mark.parametrize("backend", ["redis", "database"])
+def test_two_processes_share_one_bucket_per_credential(backend, transactional_db):
+    from django.db import connection
+
+    # given two real processes taking permits for one credential at rate 2/s, burst 1
+    token = f"shared-{uuid.uuid4()}"
+    env = {
+        **__import__("os").environ,
+        "DATABASE_URL": f"postgres://root@127.0.0.1:5432/{connection.settings_dict['NAME']}",
+        "CELERY_BROKER_URL": TEST_BROKER_URL,
+        "SEMRUSH_RATE_LIMIT_BACKEND": backend,
+        "SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS": "60",
+        "SECRET_KEY": settings.SECRET_KEY,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+    }
+    # when each reserves four permits at the same time (the answer says when each is due)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _GRAB, token],
+            env=env,
+            cwd=str(ROOT),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
+    outputs: list[Any] = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+        outputs.extend(json.loads(out.decode().strip().splitlines()[-1]))
+    # then the eight permits are due one interval (0.5 s) apart, whichever process took them:
+    # with a bucket per process, pairs would be due together
+    due = sorted(outputs)
+    gaps = [b - a for a, b in itertools.pairwise(due)]
+    assert len(due) == 8
+    assert min(gaps) > 0.4, gaps
+    if backend == "redis":
+        redis.Redis.from_url(TEST_BROKER_URL).delete(credential_key(token))
+
+
+# --- permits: who waits, and how long ----------------------------------------------------------
+
+
+class ScriptedStore:
+    """A bucket that answers from a script and records what it was asked."""
+
+    def __init__(self, *answers: Reservation) -> None:
+        self.answers = list(answers)
+        self.asked: list[float] = []
+        self.paused: list[float] = []
+
+    def reserve(
+        self, key: str, *, rate: float, burst: int, max_wait: float, first: bool = False
+    ) -> Reservation:
+        self.asked.append(max_wait)
+        answer = self.answers.pop(0)
+        if answer.granted or answer.wait <= max_wait:
+            return Reservation(True, answer.wait)
+        return answer
+
+    def pause(self, key: str, *, rate: float, burst: int, seconds: float) -> None:
+        self.paused.append(seconds)
+
+    def pause_remaining(self, key: str) -> float:
+        return 0.0
+
+
+def _permits(store: ScriptedStore, *, in_step: bool, sleeps: list[float]) -> CredentialPermits:
+    return CredentialPermits(
+        key="k",
+        limits=Limits(rate=10.0, burst=20),
+        org_id="org-1",
+        in_step=in_step,
+        store=store,
+        sleep=sleeps.append,
+    )
+
+
+def test_a_sync_request_waits_at_most_five_seconds_in_all_then_is_busy(settings):
+    settings.SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS = 5.0
+    store = ScriptedStore(Reservation(False, 3.0), Reservation(False, 2.5), Reservation(False, 1))
+    sleeps: list[float] = []
+    permits = _permits(store, in_step=False, sleeps=sleeps)
+    # when the first permit is 3 s away, then the second 2.5 s
+    permits.acquire("list_family")
+    with pytest.raises(SemrushBusyError) as raised:
+        permits.acquire("create_subworkspace")
+    # then the request waited 3 s, was offered at most the 2 s left, and is told 3 s
+    assert sleeps == [3.0]
+    assert store.asked == [5.0, 2.0]
+    assert raised.value.retry_after == 3 and raised.value.status is None
+    # and its compensation may wait longer (an orphan is worse than a slower 503)
+    permits.acquire("delete_project")
+    assert store.asked[-1] == 20.0
+
+
+def test_a_step_waits_one_second_for_its_first_permit_else_is_deferred(settings):
+    settings.SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS = 1.0
+    store = ScriptedStore(Reservation(False, 4.2))
+    permits = _permits(store, in_step=True, sleeps=[])
+    with pytest.raises(PermitDeferredError) as raised:
+        permits.acquire("list_family")
+    assert raised.value.retry_in == 4.2
+    assert store.asked == [1.0]
+
+
+def test_a_step_that_has_started_waits_up_to_the_sync_wait(settings):
+    settings.SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS = 1.0
+    settings.SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS = 5.0
+    store = ScriptedStore(Reservation(True, 0.0), Reservation(False, 3.0), Reservation(False, 9))
+    sleeps: list[float] = []
+    permits = _permits(store, in_step=True, sleeps=sleeps)
+    permits.acquire("create_project")
+    permits.acquire("set_tracked_url")
+    with pytest.raises(PermitDeferredError):
+        permits.acquire("publish_project")
+    assert store.asked == [1.0, 5.0, 5.0]
+    assert sleeps == [3.0]
+
+
+def test_a_rate_of_zero_turns_the_limiter_off():
+    store = ScriptedStore()
+    permits = CredentialPermits(
+        key="k", limits=Limits(rate=0.0, burst=1), org_id="o", in_step=False, store=store
+    )
+    permits.acquire("list_family")
+    assert store.asked == []
+
+
+def test_at_a_high_rate_a_step_waits_behind_at_most_ten_reserved_permits(settings):
+    # given rate 50/s: ten permits are 0.2 s
+    settings.SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS = 1.0
+    settings.SEMRUSH_RATE_LIMIT_STEP_QUEUE = 10
+    store = ScriptedStore(Reservation(False, 0.5))
+    permits = CredentialPermits(
+        key="k", limits=Limits(rate=50.0, burst=1), org_id="o", in_step=True, store=store
+    )
+    # when its first permit is half a second away
+    with pytest.raises(PermitDeferredError):
+        permits.acquire("list_family")
+    # then it was offered 0.2 s, not 1 s: it leaves the slot to another message
+    assert store.asked == [pytest.approx(0.2)]
+
+
+def test_the_org_override_and_the_margin(settings):
+    settings.SEMRUSH_RATE_LIMIT_PER_SECOND = 10
+    settings.SEMRUSH_RATE_LIMIT_BURST = 20
+    settings.SEMRUSH_RATE_LIMIT_MARGIN = 0.05
+    assert quota_limits(rate=None, burst=None) == Limits(rate=9.5, burst=20)
+    assert quota_limits(rate=50.0, burst=1) == Limits(rate=47.5, burst=1)
+
+
+def test_an_operator_command_waits_for_each_permit_without_a_total_budget(settings):
+    from provisioning.quota import patient_permits
+
+    settings.SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS = 5.0
+    store = ScriptedStore(*[Reservation(False, 4.0)] * 3)
+    sleeps: list[float] = []
+    with patient_permits():
+        permits = CredentialPermits(
+            key="k", limits=Limits(10.0, 20), org_id="o", store=store, sleep=sleeps.append
+        )
+    for _ in range(3):
+        permits.acquire("list_projects")
+    assert sleeps == [4.0, 4.0, 4.0]
+    assert store.asked == [20.0, 20.0, 20.0]
+
+
+def test_a_permit_granted_before_a_pause_is_not_sent_into_it(settings):
+    # given a permit due in 0.5 s, and while its holder sleeps, another process meets a 429
+    # (Retry-After 3 s)
+    settings.SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS = 10.0
+    clock = FakeClock()
+    store = MemoryBuckets(clock)
+    key = _key()
+    store.reserve(key, rate=2.0, burst=1, max_wait=0.0)
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 1:
+            store.pause(key, rate=2.0, burst=1, seconds=3.0)
+        clock.now += seconds
+
+    permits = CredentialPermits(
+        key=key, limits=Limits(2.0, 1), org_id="o", in_step=False, store=store, sleep=sleep
+    )
+    # when it wakes
+    permits.acquire("list_family")
+    # then it asked again and went when the pause was over, not before
+    # (a few hundredths later: the 429 also slowed the pace a step)
+    assert sleeps == [0.5, pytest.approx(2.5, abs=0.05)]
+    assert clock.now == pytest.approx(1_000_003.0, abs=0.05)
+    assert store.pause_remaining(key) <= 0
+
+
+def test_after_a_429_the_bucket_paces_slower_for_a_while(clocked):
+    from provisioning.quota import SLOW_DECAY, SLOW_STEP
+
+    store, clock = clocked
+    key = _key()
+    # given an idle bucket at 10/s, burst 1
+    # when upstream answers 429 three times at once (Retry-After 1 s)
+    for _ in range(3):
+        store.pause(key, rate=10.0, burst=1, seconds=1.0)
+    # then after the pause, permits come one slowed interval apart (one step, not three)
+    first = store.reserve(key, rate=10.0, burst=1, max_wait=5.0)
+    second = store.reserve(key, rate=10.0, burst=1, max_wait=5.0)
+    assert first.wait == pytest.approx(1.0, abs=0.01)
+    assert second.wait - first.wait == pytest.approx(0.1 * (1 + SLOW_STEP))
+    # and the slowdown fades with time
+    clock.now += SLOW_STEP / SLOW_DECAY + 10
+    a = store.reserve(key, rate=10.0, burst=1, max_wait=5.0)
+    b = store.reserve(key, rate=10.0, burst=1, max_wait=5.0)
+    assert b.wait - a.wait == pytest.approx(0.1)
+
+
+def test_redis_bucket_slows_after_a_429(redis_store):
+    store, keys = redis_store
+    key = _key()
+    keys.append(key)
+    store.pause(key, rate=0.01, burst=1, seconds=10.0)
+    store.pause(key, rate=0.01, burst=1, seconds=10.0)
+    first = store.reserve(key, rate=0.01, burst=1, max_wait=1000.0)
+    second = store.reserve(key, rate=0.01, burst=1, max_wait=1000.0)
+    assert first.wait == pytest.approx(15.0, abs=1.0)
+    assert second.wait - first.wait == pytest.approx(105.0, abs=1.0)
