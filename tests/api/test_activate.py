@@ -26,29 +26,12 @@ from tests.support import (
     list_projects,
     publish,
     set_tracked_url,
-    sim_create_workspace,
     status_read,
 )
 
 
 def activate_path(caller, brand) -> str:  # type: ignore[no-untyped-def]
     return f"/v2/orgs/{caller.org.id}/brands/{brand.id}/serenity/activate"
-
-
-@pytest.fixture
-def workspace(sim) -> str:  # type: ignore[no-untyped-def]
-    return sim_create_workspace(sim, "Acme")
-
-
-@pytest.fixture
-def active_brand(sw_writer, workspace) -> Brand:  # type: ignore[no-untyped-def]
-    return BrandFactory(
-        organization=sw_writer.org,
-        name="Acme",
-        status="active",
-        base_url="https://acme.example",
-        semrush_sub_workspace_id=workspace,
-    )
 
 
 @pytest.fixture

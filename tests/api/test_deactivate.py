@@ -21,17 +21,11 @@ from tests.support import (
     foreign_ids,
     list_projects,
     sim_create_project,
-    sim_create_workspace,
 )
 
 
 def deactivate_path(caller, brand) -> str:  # type: ignore[no-untyped-def]
     return f"/v2/orgs/{caller.org.id}/brands/{brand.id}/serenity/deactivate"
-
-
-@pytest.fixture
-def workspace(sim) -> str:  # type: ignore[no-untyped-def]
-    return sim_create_workspace(sim, "Acme")
 
 
 @pytest.fixture

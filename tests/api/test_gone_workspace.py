@@ -10,7 +10,7 @@ import pytest
 from provisioning.models import ProvisioningAttempt
 from serenity.models import Brand, Market, Prompt
 from tests.conftest import poll_job
-from tests.factories import BrandFactory, MarketFactory
+from tests.factories import MarketFactory
 from tests.support import (
     UM,
     assert_error,
@@ -31,19 +31,8 @@ def b_path(caller, brand) -> str:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def workspace(sim) -> str:  # type: ignore[no-untyped-def]
-    return sim_create_workspace(sim, "Acme")
-
-
-@pytest.fixture
-def brand(sw_writer, workspace) -> Brand:  # type: ignore[no-untyped-def]
-    return BrandFactory(
-        organization=sw_writer.org,
-        name="Acme",
-        status="active",
-        base_url="https://acme.example",
-        semrush_sub_workspace_id=workspace,
-    )
+def brand(active_brand) -> Brand:  # type: ignore[no-untyped-def]
+    return active_brand
 
 
 def delete_upstream(sim, workspace_id: str) -> None:  # type: ignore[no-untyped-def]

@@ -39,12 +39,6 @@ def markets_path(caller, brand) -> str:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def workspace(sim) -> str:  # type: ignore[no-untyped-def]
-    """A settled sub-workspace made for the brand."""
-    return sim_create_workspace(sim, "Acme")
-
-
-@pytest.fixture
 def brand(sw_writer, workspace) -> Brand:  # type: ignore[no-untyped-def]
     """An active sub-workspace brand whose pointer is `workspace`."""
     return BrandFactory(
