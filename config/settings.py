@@ -195,7 +195,10 @@ SEMRUSH_RATE_LIMIT_MARGIN = env_float("SEMRUSH_RATE_LIMIT_MARGIN", 0.05)
 # "" chooses: Redis when the broker is Redis, PostgreSQL otherwise, else in-process.
 SEMRUSH_RATE_LIMIT_BACKEND = env_str("SEMRUSH_RATE_LIMIT_BACKEND", "")
 SEMRUSH_RATE_LIMIT_REDIS_URL = env_str("SEMRUSH_RATE_LIMIT_REDIS_URL", "")
-SEMRUSH_LANGUAGES_CACHE_SECONDS = env_float("SEMRUSH_LANGUAGES_CACHE_SECONDS", 3600.0)
+# Upstream calls in flight at once per credential (SPEC §11.1, provisioning.slots); 0: no limit.
+SEMRUSH_CONCURRENCY_LIMIT = env_int("SEMRUSH_CONCURRENCY_LIMIT", 10)
+# The language catalogue is read at most once per this, per process (SPEC §11.1).
+SEMRUSH_LANGUAGES_CACHE_SECONDS = env_float("SEMRUSH_LANGUAGES_CACHE_SECONDS", 86400.0)
 
 # --- Provisioning tunables (SPEC §9) -----------------------------------------------------------
 SERENITY_SETTLE_POLL_ATTEMPTS = env_int("SERENITY_SETTLE_POLL_ATTEMPTS", 30)
@@ -207,12 +210,17 @@ SERENITY_PROVISIONING_STALE_AFTER_SECONDS = env_float(
     "SERENITY_PROVISIONING_STALE_AFTER_SECONDS", 900.0
 )
 SERENITY_STALE_SWEEP_INTERVAL_SECONDS = env_float("SERENITY_STALE_SWEEP_INTERVAL_SECONDS", 60.0)
+# A chain's first status read waits the median settle time of the parent's last this many
+# workspaces (SPEC §11.1); 0: read at once, as §6.3.
+SERENITY_SETTLE_HISTORY = env_int("SERENITY_SETTLE_HISTORY", 20)
 SERENITY_MAX_ACTIVATE_MARKETS = env_int("SERENITY_MAX_ACTIVATE_MARKETS", 50)
 SERENITY_MAX_PROMPTS = env_int("SERENITY_MAX_PROMPTS", 500)
 SERENITY_MAX_MARKETS_PER_BRAND = env_int("SERENITY_MAX_MARKETS_PER_BRAND", 50)
 JOBS_RETENTION_DAYS = env_float("JOBS_RETENTION_DAYS", 7.0)
 JOBS_DISPATCH_INTERVAL_SECONDS = env_float("JOBS_DISPATCH_INTERVAL_SECONDS", 2.0)
 JOBS_LEASE_SECONDS = env_float("JOBS_LEASE_SECONDS", 120.0)
+# A step whose claim expired this many times (its worker died each time) ends FAILED jobFailed.
+JOBS_MAX_DELIVERIES = env_int("JOBS_MAX_DELIVERIES", 10)
 JOBS_PUBLISH_TIMEOUT_SECONDS = env_float("JOBS_PUBLISH_TIMEOUT_SECONDS", 1.0)
 # A worker that promotes a workspace runs the chain's next step itself, right after, instead of
 # sending it through the broker to any worker (one task, message and claim round trip fewer

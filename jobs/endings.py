@@ -44,6 +44,8 @@ class Continue:
 class Repeat:
     result: dict[str, Any]
     delay_seconds: float
+    # Merged into the repeat's metadata (it inherits this row's).
+    metadata: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,7 @@ def _write(run: StepRun, ending: JobEnding, *, publish_successor: bool) -> bool 
             claim_token=run.claim_token,
             result=ending.result,
             delay_seconds=ending.delay_seconds,
+            metadata=ending.metadata,
         )
         return repeat is not None
     return services.job_release(

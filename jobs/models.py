@@ -78,6 +78,9 @@ class AsyncJob(models.Model):
     claim_token = models.UUIDField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     run_count = models.PositiveIntegerField(default=0)
+    # Claims taken over after their lease expired (the worker died holding it): SPEC §11.1's
+    # poison-step count. Releases (settle, quota) end a claim cleanly and do not count.
+    expired_claims = models.PositiveIntegerField(default=0)
 
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError
 
 from jobs import services
+from jobs.exceptions import PoisonStepError
 from jobs.models import AsyncJob, JobStatus
 from kernel import context
 from kernel.metrics import record_step
@@ -83,7 +84,8 @@ def run_step(*, job_id: str) -> None:
 
     Database connectivity errors propagate: the claim's lease then expires and the dispatcher
     re-publishes the job, which resumes. Any other exception is the step's unexpected failure,
-    handed to its `on_unexpected` (which records the job's and the attempt's outcome).
+    handed to its `on_unexpected` (which records the job's and the attempt's outcome); so is a
+    claim taken over after `JOBS_MAX_DELIVERIES` expired ones (a poison step).
     """
     next_id: uuid.UUID | None = uuid.UUID(job_id)
     first = True
@@ -124,6 +126,10 @@ def _run_claimed(run: StepRun, handlers: StepHandlers) -> None:
         # DEBUG: the row's `started_at` says as much; "step ended" (INFO) carries the outcome.
         logger.debug("step started", extra={"run_count": job.run_count})
         try:
+            if 0 < settings.JOBS_MAX_DELIVERIES <= job.expired_claims:
+                # A poison step: every worker that ran it died. It ends as its app says an
+                # unexpected failure ends (`on_unexpected`), never runs again.
+                raise PoisonStepError(job.expired_claims)
             handlers.run(run)
             outcome = "failed" if run.finished_status == JobStatus.FAILED else "ok"
         except (OperationalError, InterfaceError):

@@ -126,7 +126,8 @@ def job_claim(*, job_id: uuid.UUID) -> AsyncJob | None:
     """Claim a due, unfinished job for this worker: one conditional UPDATE that sets a fresh
     claim token and lease and returns the claimed row (`claim_token` is the claim). None when
     the job is finished, not due, or held by a live lease (a duplicate or late delivery, which
-    must do nothing).
+    must do nothing). Taking over an expired claim (its token is still set: every clean end
+    clears or finishes it) counts in `expired_claims`.
 
     This is the one raw statement of the product code (SPEC §10.1): the ORM's filtered
     `update()` returns a row count, not the row, and every step starts here, so a claim that
@@ -169,7 +170,10 @@ def _claim_sql() -> str:
         f"UPDATE {quote(AsyncJob._meta.db_table)}"  # noqa: S608 - identifiers from the meta
         f" SET {column('claim_token')} = %s, {column('lease_expires_at')} = %s,"
         f" {column('started_at')} = COALESCE({column('started_at')}, %s),"
-        f" {column('run_count')} = {column('run_count')} + 1, {column('updated_at')} = %s"
+        f" {column('run_count')} = {column('run_count')} + 1,"
+        f" {column('expired_claims')} = {column('expired_claims')}"
+        f" + CASE WHEN {column('claim_token')} IS NULL THEN 0 ELSE 1 END,"
+        f" {column('updated_at')} = %s"
         f" WHERE {column('id')} = %s AND {column('status')} = %s AND {column('run_after')} <= %s"
         f" AND ({column('claim_token')} IS NULL OR {column('lease_expires_at')} < %s)"
         " RETURNING *"
@@ -267,11 +271,17 @@ def job_complete_and_release_next(
 
 
 def job_complete_and_repeat(
-    *, job: AsyncJob, claim_token: uuid.UUID, result: Any, delay_seconds: float
+    *,
+    job: AsyncJob,
+    claim_token: uuid.UUID,
+    result: Any,
+    delay_seconds: float,
+    metadata: dict[str, Any] | None = None,
 ) -> AsyncJob | None:
     """Complete this step and insert a repeat of it (the next settle read) after
     `delay_seconds`, ahead of any chained job. No worker slot is held while waiting: the wait is
-    the new row's `run_after` plus a countdown message (and the dispatcher as backstop)."""
+    the new row's `run_after` plus a countdown message (and the dispatcher as backstop). The
+    repeat inherits this row's metadata, with `metadata` merged in."""
     successor_id = job.next_id
     now = timezone.now()
     root_id = job.root_id or job.id
@@ -297,7 +307,7 @@ def job_complete_and_repeat(
             brand_id=job.brand_id,
             job_type=job.job_type,
             step=job.step,
-            metadata=job.metadata,
+            metadata={**job.metadata, **metadata} if metadata else job.metadata,
             root_id=root_id,
             next_id=successor_id,
             position=job.position + 1,

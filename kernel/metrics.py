@@ -62,8 +62,14 @@ UPSTREAM_PERMIT_REFUSALS = Counter(
 UPSTREAM_RATE_LIMITED = Counter(
     "serenity_upstream_rate_limited_total", "Upstream answers 429 (rate limited)", ["org_id"]
 )
+UPSTREAM_SLOT_REFUSALS = Counter(
+    "serenity_upstream_slot_refusals_total",
+    "Calls not sent because the credential's calls in flight were at its concurrency limit",
+    ["org_id"],
+)
 _QUOTA = (
     UPSTREAM_PERMITS,
+    UPSTREAM_SLOT_REFUSALS,
     UPSTREAM_PERMIT_WAIT,
     UPSTREAM_PERMIT_DEFERRALS,
     UPSTREAM_PERMIT_REFUSALS,

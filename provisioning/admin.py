@@ -10,7 +10,6 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
@@ -22,7 +21,7 @@ from jobs.admin import AsyncJobAdmin
 from jobs.models import AsyncJob
 from kernel import context
 from provisioning.models import AttemptStatus, ProvisioningAttempt
-from provisioning.services import attempt_cancel
+from provisioning.services import attempt_cancel, attempts_stale
 from serenity.models import Brand
 
 
@@ -42,30 +41,27 @@ class ChainAdmin(AsyncJobAdmin):
         return getattr(obj, "brand_name", None) or "—"
 
 
-def _stale_cutoff() -> Any:
-    return timezone.now() - timedelta(seconds=settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS)
-
-
 class AttemptAgeFilter(admin.SimpleListFilter):
-    """Pending attempts by their staleness clock (`updated_at`) against the stale threshold."""
+    """Pending attempts by the staleness rule (`services.attempts_stale`, SPEC §11.1)."""
 
     title = "age"
     parameter_name = "age"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         return [
-            ("stale", "pending > stale threshold"),
-            ("fresh", "pending ≤ stale threshold"),
+            ("stale", "pending, stale (nothing drives it)"),
+            ("fresh", "pending, live"),
         ]
 
     def queryset(
         self, request: HttpRequest, queryset: QuerySet[ProvisioningAttempt]
     ) -> QuerySet[ProvisioningAttempt]:
         pending = queryset.filter(status=AttemptStatus.PENDING)
+        stale = attempts_stale().values("pk")
         if self.value() == "stale":
-            return pending.filter(updated_at__lt=_stale_cutoff())
+            return pending.filter(pk__in=stale)
         if self.value() == "fresh":
-            return pending.filter(updated_at__gte=_stale_cutoff())
+            return pending.exclude(pk__in=stale)
         return queryset
 
 

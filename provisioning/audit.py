@@ -11,23 +11,25 @@ listed here. `audit_run()` reads Semrush with each org's credential
   row points at (`Market.semrush_project_id`) — in the parent itself (where flat-mode brands'
   markets live), in a brand's canonical workspace (its pointer), and inside each orphan
   workspace.
-- **stuck attempts**: attempts still `pending` past `SERENITY_PROVISIONING_STALE_AFTER_SECONDS`
-  (the sweep reconciles them; listing them tells an operator the sweep is not running).
+- **stuck attempts**: pending attempts that nothing drives any more (the staleness rule of SPEC
+  §11.1, `services.attempts_stale`: a chain with no runnable job left, or sync work older than
+  `SERENITY_PROVISIONING_STALE_AFTER_SECONDS`); the sweep reconciles them, so listing them tells
+  an operator the sweep is not running.
 - **errors**: orgs that could not be checked, with a generic reason (never an upstream body, URL
   or token).
 
 Work in flight is not an orphan. An object is *owned by live work* when:
 
-1. it is the candidate workspace of a `pending` attempt younger than the stale threshold (the
-   attempt may still promote it or empty it);
+1. it is the candidate workspace of a live (`pending`, not stale) attempt (the attempt may
+   still promote it or empty it);
 2. it is a project in the canonical workspace of a brand that has such a live attempt (a worker
    between "project created upstream" and "project id recorded" on the market, or a deactivate
    deleting projects);
 3. it is a project whose slice (location and language) matches a `creating` reservation with no
    project id yet, in the workspace that reservation writes to (the brand's pointer, or the parent
-   for a flat brand), and whose owner is live: a pending attempt younger than the threshold, an
-   `IN_PROGRESS` job updated within the threshold, or — for an owner that is neither (a flat sync
-   request) — a reservation itself updated within the threshold. This covers flat-mode creates,
+   for a flat brand), and whose owner is live: a live attempt, a runnable `IN_PROGRESS` job, or
+   — for an owner that is neither (a flat sync request) — a reservation itself updated within
+   the threshold. This covers flat-mode creates,
    which run without an attempt.
 
 A `creating` market whose project id is recorded points at its project and protects it whatever
@@ -53,7 +55,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
@@ -68,6 +69,7 @@ from provisioning.audit_upstream import (
     read_parent,
 )
 from provisioning.models import AttemptStatus, ProvisioningAttempt
+from provisioning.services import attempts_stale
 from serenity.models import Brand, BrandStatus, Market, MarketStatus, Organization, WorkspaceMode
 
 # The ERROR_* texts are the vocabulary of the report's `errors` entries, so they are importable
@@ -222,9 +224,9 @@ def _read_ownership(*, cutoff: datetime) -> _Ownership:
         ).values_list("semrush_project_id", flat=True)
     }
     live_attempts = list(
-        ProvisioningAttempt.objects.filter(
-            status=AttemptStatus.PENDING, updated_at__gte=cutoff
-        ).values_list("id", "brand_id", "candidate_workspace_id")
+        ProvisioningAttempt.objects.filter(status=AttemptStatus.PENDING)
+        .exclude(pk__in=attempts_stale().values("pk"))
+        .values_list("id", "brand_id", "candidate_workspace_id")
     )
     live_attempt_ids = {attempt_id for attempt_id, _, _ in live_attempts}
     candidate_orgs = {
@@ -274,9 +276,10 @@ def _live_reservations(
         ProvisioningAttempt.objects.filter(pk__in=owners).values_list("id", flat=True)
     )
     known_jobs = set(AsyncJob.objects.filter(pk__in=owners).values_list("id", flat=True))
+    # A job is live while it is runnable and unfinished (SPEC §11.1), however long it waits.
     live_jobs = set(
         AsyncJob.objects.filter(
-            pk__in=owners, status=JobStatus.IN_PROGRESS, updated_at__gte=cutoff
+            pk__in=owners, status=JobStatus.IN_PROGRESS, run_after__isnull=False
         ).values_list("id", flat=True)
     )
     out: dict[str, list[Slice]] = defaultdict(list)
@@ -417,9 +420,9 @@ def _stuck_attempts(*, now: datetime, cutoff: datetime) -> list[StuckAttempt]:
             brand_id=brand_id,
             age_seconds=max(int((now - updated_at).total_seconds()), 0),
         )
-        for attempt_id, brand_id, updated_at in ProvisioningAttempt.objects.filter(
-            Q(status=AttemptStatus.PENDING) & Q(updated_at__lt=cutoff)
-        ).values_list("id", "brand_id", "updated_at")
+        for attempt_id, brand_id, updated_at in attempts_stale().values_list(
+            "id", "brand_id", "updated_at"
+        )
     ]
 
 

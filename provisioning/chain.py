@@ -53,6 +53,7 @@ from provisioning.exceptions import (
 )
 from provisioning.models import AttemptReason, AttemptStartedBy, AttemptStatus, ProvisioningAttempt
 from provisioning.outcome import Outcome
+from provisioning.selectors import settle_seconds_learned
 from provisioning.upstream import client_for_org
 from provisioning.workspace import (
     Promotion,
@@ -67,7 +68,7 @@ from provisioning.workspace import (
     workspace_promote,
     workspace_read_readiness,
 )
-from serenity.models import Brand, BrandStatus
+from serenity.models import Brand, BrandStatus, Organization
 
 logger = logging.getLogger("serenity.provisioning")
 
@@ -80,6 +81,12 @@ class Promoted:
 @dataclass(frozen=True)
 class SettleLater:
     delay_seconds: float
+    # The hop made no status read: the first waits the learned settle time (SPEC §11.1).
+    first_read_deferred: bool = False
+
+
+# Metadata of a chain's settle rows whose first hop deferred its status read.
+FIRST_READ_DEFERRED = "firstReadDeferred"
 
 
 @dataclass(frozen=True)
@@ -130,9 +137,25 @@ def quota_deferring(handler: StepHandler) -> StepHandler:
                     "step re-scheduled for the upstream quota",
                     extra={"retry_in_s": round(deferred.retry_in, 3)},
                 )
-                step_commit(run, JobDefer(delay_seconds=deferred.retry_in))
+                step_commit(
+                    run, JobDefer(delay_seconds=deferred.retry_in), effects=_attempt_touched(run)
+                )
 
     return run_with_permits
+
+
+def _attempt_touched(run: StepRun) -> Callable[[], bool]:
+    """Effects of a re-scheduled step: its attempt's `updatedAt` is bumped (every step run
+    does, SPEC §11.1: an operator sees the chain moving); an attempt that has ended is left
+    alone and the re-run stands down."""
+
+    def touch() -> bool:
+        attempt_id = run.job.metadata.get("attemptId")
+        if attempt_id:
+            states.touch(attempt_id=attempt_id)
+        return True
+
+    return touch
 
 
 def attempt_of(run: StepRun) -> ProvisioningAttempt | None:
@@ -153,7 +176,11 @@ def step_end(run: StepRun, attempt: ProvisioningAttempt | None, end: StepEnd) ->
         return
     if isinstance(end, SettleLater):
         assert attempt is not None
-        repeat = Repeat(result={"workspaceStatus": "notReady"}, delay_seconds=end.delay_seconds)
+        repeat = Repeat(
+            result={"workspaceStatus": "notRead" if end.first_read_deferred else "notReady"},
+            delay_seconds=end.delay_seconds,
+            metadata={FIRST_READ_DEFERRED: True} if end.first_read_deferred else None,
+        )
         if not step_commit(run, repeat, effects=lambda: states.touch(attempt_id=attempt.id)):
             _stand_down_if_ended(run, attempt)
         return
@@ -161,7 +188,7 @@ def step_end(run: StepRun, attempt: ProvisioningAttempt | None, end: StepEnd) ->
         _end_failed(run, attempt, end.error)
         return
     if isinstance(end, RetryLater):
-        step_commit(run, JobDefer(delay_seconds=end.delay_seconds))
+        step_commit(run, JobDefer(delay_seconds=end.delay_seconds), effects=_attempt_touched(run))
         return
     ending, effects = _final(run, attempt, end)
     step_commit(run, ending, effects=effects)
@@ -218,7 +245,10 @@ def _end_promoted(run: StepRun, attempt: ProvisioningAttempt | None, workspace_i
     def promote() -> bool:
         nonlocal promotion
         promotion = workspace_promote(
-            attempt_id=attempt.id, brand_id=brand.pk, workspace_id=workspace_id
+            attempt_id=attempt.id,
+            brand_id=brand.pk,
+            workspace_id=workspace_id,
+            settle_seconds=_settle_sample(run, attempt),
         )
         if promotion is Promotion.PROMOTED and not chained:
             states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
@@ -247,6 +277,14 @@ def _end_promoted(run: StepRun, attempt: ProvisioningAttempt | None, workspace_i
             "promotion superseded: the brand points elsewhere", extra={"workspace_id": workspace_id}
         )
         _end_failed(run, attempt, UpstreamError("The brand's workspace changed meanwhile."))
+
+
+def _settle_sample(run: StepRun, attempt: ProvisioningAttempt) -> float | None:
+    """A freshly created candidate's age when the read that found it ready was due (SPEC
+    §11.1; `selectors.settle_seconds_learned`)."""
+    if not attempt.freshly_created or attempt.candidate_at is None or run.job.run_after is None:
+        return None
+    return max((run.job.run_after - attempt.candidate_at).total_seconds(), 0.0)
 
 
 def _end_failed(run: StepRun, attempt: ProvisioningAttempt | None, error: DomainError) -> None:
@@ -311,7 +349,10 @@ def _provision_hop(run: StepRun, attempt: ProvisioningAttempt) -> StepEnd:
             found = _candidate_find(run, client, attempt)
             if isinstance(found, StoodDown):
                 return found
-            candidate = found
+            candidate = found.id
+            learned = _first_read_delay(organization, found)
+            if learned is not None:
+                return learned
         elif (
             attempt.started_by != AttemptStartedBy.CREATE_BRAND
             and not attempt.freshly_created
@@ -351,7 +392,7 @@ def _provision_hop(run: StepRun, attempt: ProvisioningAttempt) -> StepEnd:
             found = _candidate_find(run, client, attempt)
             if isinstance(found, StoodDown):
                 return found
-            candidate = found
+            candidate = found.id
             readiness = workspace_read_readiness(client=client, workspace_id=candidate)
     except UpstreamRateLimitedError as exc:
         return RetryLater(exc.retry_after or 30.0)
@@ -362,29 +403,44 @@ def _provision_hop(run: StepRun, attempt: ProvisioningAttempt) -> StepEnd:
     if readiness is Readiness.TERMINAL:
         return Failed(SubworkspaceCreationFailedError())
     backoff = settings.SERENITY_PROVISION_BACKOFF_SECONDS
-    reads_done = run.job.position  # settle reads are positions 0, 1, 2, ...
+    # Settle reads are positions 0, 1, 2, ... (1, 2, ... when the first hop deferred its read).
+    reads_done = run.job.position - (1 if run.job.metadata.get(FIRST_READ_DEFERRED) else 0)
     if reads_done < len(backoff):
         return SettleLater(backoff[reads_done])
     return Failed(SubworkspaceCreationTimeoutError())
 
 
-def _candidate_find(run: StepRun, client: Any, attempt: ProvisioningAttempt) -> str | StoodDown:
-    """Create-or-adopt the attempt's candidate and record it (once). Raises domain errors."""
+def _first_read_delay(organization: Organization, found: Workspace) -> SettleLater | None:
+    """A workspace this hop created is not read at once when the parent's workspaces are known
+    to take a while (SPEC §11.1): the first read waits the learned settle time. An adopted one
+    is ready already (adoption requires it), so it is read now, as without history."""
+    if not found.freshly_created:
+        return None
+    learned = settle_seconds_learned(parent_id=organization.semrush_parent_workspace_id or "")
+    if not learned:
+        return None
+    return SettleLater(learned, first_read_deferred=True)
+
+
+def _candidate_find(
+    run: StepRun, client: Any, attempt: ProvisioningAttempt
+) -> Workspace | StoodDown:
+    """Create-or-adopt the attempt's candidate and record it (once): the candidate, freshly
+    created when this hop created it. Raises domain errors."""
     workspace = workspace_create_or_adopt(
         client=client,
         brand=attempt.brand,
         parent_id=attempt.brand.organization.semrush_parent_workspace_id or "",
         attempt_id=attempt.id,
     )
-    candidate: str | None = workspace.id
     if not candidate_record(attempt_id=attempt.id, workspace=workspace):
         current = _candidate_taken(client, attempt, workspace)
         if current.status != AttemptStatus.PENDING:
             return StoodDown(current)
-        candidate = current.candidate_workspace_id
+        assert current.candidate_workspace_id is not None
+        workspace = Workspace(id=current.candidate_workspace_id, freshly_created=False)
     run.keep_alive()
-    assert candidate is not None
-    return candidate
+    return workspace
 
 
 def _candidate_taken(

@@ -7,10 +7,11 @@ and async).
 
 One short transaction: lock the brand row (`select_for_update`), run the caller's refusals
 (`checks`, under the lock, before the guard's own answer), then the guard: no pending attempt →
-insert ours; a fresh pending attempt → 409 `semrush_provisioning_in_progress` naming its job; a
-stale one → reconciled (`failed`/`stale`, its chain FAILED) and we proceed. The lock is released
-at commit, long before any upstream call. The partial unique constraint (one pending attempt per
-brand) is the last line of defence: its violation is the same 409, never a 500.
+insert ours; a live pending attempt → 409 `semrush_provisioning_in_progress` naming its job; a
+stale one (`services.attempts_stale`: nothing drives it any more) → reconciled (`failed`/`stale`,
+or `ready` if its workspace was promoted; its chain's leftovers FAILED) and we proceed. The lock
+is released at commit, long before any upstream call. The partial unique constraint (one pending
+attempt per brand) is the last line of defence: its violation is the same 409, never a 500.
 
 A deploy may run ahead of its migration: when the attempts table or column does not exist yet
 (PostgreSQL 42P01/42703, read inside a savepoint so the transaction survives), sync work proceeds
@@ -24,9 +25,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db import IntegrityError, ProgrammingError, transaction
 from django.utils import timezone
 
@@ -159,7 +158,7 @@ def _pass_and_insert(
     if not schema_present:
         return None
     if blocking is not None:
-        if blocking.updated_at is None or blocking.updated_at >= _stale_cutoff():
+        if blocking.updated_at is None or not services.attempt_is_stale(attempt_id=blocking.id):
             raise ProvisioningInProgressError(
                 details={"jobId": str(blocking.job_id) if blocking.job_id else None}
             )
@@ -190,7 +189,3 @@ def _read_pending(
             logger.warning("attempts table missing; guard proceeds (migration pending)")
             return False, None
         raise
-
-
-def _stale_cutoff() -> datetime:
-    return timezone.now() - timedelta(seconds=settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS)

@@ -65,6 +65,9 @@ class ProvisioningAttempt(models.Model):
     # The timeline an operator reads (SPEC §10.4): began = created_at.
     candidate_at = models.DateTimeField(null=True, blank=True)
     promoted_at = models.DateTimeField(null=True, blank=True)
+    # A freshly created candidate's age when the status read that found it ready was due
+    # (seconds): what `selectors.settle_seconds_learned` learns from (SPEC §11.1).
+    settle_seconds = models.FloatField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     # Who began and who cancelled it: "user (token name)" for the API, "admin: user" for the
     # admin, with the request id of the request that did it (`kernel.context`).
@@ -106,6 +109,21 @@ class UpstreamBucket(models.Model):
     pause_end = models.FloatField(default=0.0)
     slow = models.FloatField(default=0.0)
     slow_at = models.FloatField(default=0.0)
+    # Each waiting org's next place in the credential's queue (round-robin, `quota`).
+    queues = models.JSONField(default=dict)
 
     def __str__(self) -> str:
         return self.key
+
+
+class UpstreamSlot(models.Model):
+    """One call in flight on a credential when PostgreSQL holds the concurrency limit
+    (`provisioning.slots`): deleted when the call ends, ignored once `expires_at` (epoch
+    seconds) has passed, so a killed process cannot leak one."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    key = models.CharField(max_length=64, db_index=True)
+    expires_at = models.FloatField()
+
+    def __str__(self) -> str:
+        return f"{self.key} until {self.expires_at}"

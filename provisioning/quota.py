@@ -101,10 +101,11 @@ import hmac
 import logging
 import math
 import os
+import random
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import redis
@@ -117,7 +118,9 @@ from kernel.metrics import (
     UPSTREAM_PERMIT_WAIT,
     UPSTREAM_PERMITS,
     UPSTREAM_RATE_LIMITED,
+    UPSTREAM_SLOT_REFUSALS,
 )
+from provisioning import slots as slots_module
 from provisioning.models import UpstreamBucket
 from provisioning.semrush.errors import SemrushBusyError
 
@@ -143,10 +146,18 @@ class Reservation:
 
 class Buckets(Protocol):
     """Where buckets live. `reserve` and `pause` are atomic across every process sharing it.
-    `first`: the caller's first permit (a step starting), which the queue's spacing counts."""
+    `first`: the caller's first permit (a step starting), which the queue's spacing counts;
+    `org`: whose queue a refused caller joins."""
 
     def reserve(
-        self, key: str, *, rate: float, burst: int, max_wait: float, first: bool = False
+        self,
+        key: str,
+        *,
+        rate: float,
+        burst: int,
+        max_wait: float,
+        first: bool = False,
+        org: str = "",
     ) -> Reservation: ...
 
     def pause(self, key: str, *, rate: float, burst: int, seconds: float) -> None: ...
@@ -163,7 +174,8 @@ class BucketState:
     how many of them were a caller's first, decayed, so `grants / starts` is the permits an
     average caller (a step) takes: the spacing of the queue's places; `pause_end`: when the
     last 429's pause ends; `slow` (a fraction, set at `slow_at`, decaying): how much slower than
-    its rate the bucket paces after recent 429s."""
+    its rate the bucket paces after recent 429s; `queues`: each waiting org's next place (its
+    own queue; `queue` is then only the floor a pause sets)."""
 
     tat: float | None = None
     queue: float = 0.0
@@ -172,6 +184,7 @@ class BucketState:
     pause_end: float = 0.0
     slow: float = 0.0
     slow_at: float = 0.0
+    queues: Mapping[str, float] = field(default_factory=dict)
 
 
 # The counts behind the permits-per-caller estimate are halved past this many starts (a moving
@@ -190,7 +203,14 @@ def _slowdown(state: BucketState, now: float) -> float:
 
 
 def _gcra(
-    state: BucketState, *, now: float, rate: float, burst: int, max_wait: float, first: bool
+    state: BucketState,
+    *,
+    now: float,
+    rate: float,
+    burst: int,
+    max_wait: float,
+    first: bool,
+    org: str = "",
 ) -> tuple[Reservation, BucketState]:
     """The bucket's arithmetic (module docstring): the answer and the new state. The Lua script
     of :class:`RedisBuckets` is this, line for line."""
@@ -207,8 +227,13 @@ def _gcra(
             state, tat=start + interval, grants=grants, starts=starts
         )
     per_caller = max(state.grants / state.starts, 1.0) if state.starts >= _TRUSTED_FROM else 1.0
-    place = max(state.queue, permit_at)
-    return Reservation(False, place - now), replace(state, queue=place + interval * per_caller)
+    # Round-robin across the orgs waiting (module docstring, "Fairness"): each org has its own
+    # queue; its places are spaced by the pace times the number of orgs waiting.
+    queues = {o: place for o, place in state.queues.items() if place > now}
+    waiting = len(queues) + (0 if org in queues else 1)
+    place = max(queues.get(org, 0.0), state.queue, permit_at)
+    queues[org] = place + interval * per_caller * waiting
+    return Reservation(False, place - now), replace(state, queues=queues)
 
 
 def _paused(
@@ -238,7 +263,14 @@ class MemoryBuckets:
         self._state: dict[str, BucketState] = {}
 
     def reserve(
-        self, key: str, *, rate: float, burst: int, max_wait: float, first: bool = False
+        self,
+        key: str,
+        *,
+        rate: float,
+        burst: int,
+        max_wait: float,
+        first: bool = False,
+        org: str = "",
     ) -> Reservation:
         with self._lock:
             answer, self._state[key] = _gcra(
@@ -248,6 +280,7 @@ class MemoryBuckets:
                 burst=burst,
                 max_wait=max_wait,
                 first=first,
+                org=org,
             )
             return answer
 
@@ -279,7 +312,14 @@ class DatabaseBuckets:
     def _locked(self, key: str) -> BucketState:
         row, _ = UpstreamBucket.objects.select_for_update().get_or_create(key=key)
         return BucketState(
-            row.tat, row.queue or 0.0, row.grants, row.starts, row.pause_end, row.slow, row.slow_at
+            row.tat,
+            row.queue or 0.0,
+            row.grants,
+            row.starts,
+            row.pause_end,
+            row.slow,
+            row.slow_at,
+            row.queues or {},
         )
 
     def _write(self, key: str, state: BucketState) -> None:
@@ -291,6 +331,7 @@ class DatabaseBuckets:
             pause_end=state.pause_end,
             slow=state.slow,
             slow_at=state.slow_at,
+            queues=dict(state.queues),
         )
 
     def pause_remaining(self, key: str) -> float:
@@ -300,7 +341,14 @@ class DatabaseBuckets:
         return (pause_end or 0.0) - self._clock()
 
     def reserve(
-        self, key: str, *, rate: float, burst: int, max_wait: float, first: bool = False
+        self,
+        key: str,
+        *,
+        rate: float,
+        burst: int,
+        max_wait: float,
+        first: bool = False,
+        org: str = "",
     ) -> Reservation:
         with transaction.atomic():
             answer, state = _gcra(
@@ -310,6 +358,7 @@ class DatabaseBuckets:
                 burst=burst,
                 max_wait=max_wait,
                 first=first,
+                org=org,
             )
             self._write(key, state)
         return answer
@@ -322,9 +371,10 @@ class DatabaseBuckets:
             self._write(key, state)
 
 
-# KEYS[1]: the bucket (a hash {tat, queue, grants, starts}). ARGV: interval, tolerance,
-# max_wait (reserve) or seconds (pause), mode ("reserve" | "pause"), idle TTL, first ("1"),
-# decay threshold, trusted-from. Floats travel as strings: a Lua number returned to Redis
+# KEYS[1]: the bucket (a hash {tat, queue, grants, starts, pause, slow, slow_at, and q:<org>
+# per waiting org}). ARGV: interval, tolerance, max_wait (reserve) or seconds (pause), mode
+# ("reserve" | "pause"), idle TTL, first ("1"), decay threshold, trusted-from, the slow-down
+# step, maximum and decay, the org. Floats travel as strings: a Lua number returned to Redis
 # would be truncated to an integer.
 _BUCKET_SCRIPT = """
 local t = redis.call('TIME')
@@ -351,6 +401,7 @@ local slow = math.max(slow_set - slow_decay * (now - slow_at), 0)
 if tat == nil or tat < now then tat = now end
 local granted = 0
 local wait = 0
+local horizon_queue = 0
 if ARGV[4] == 'pause' then
   local pause_end = now + amount
   tat = math.max(tat, pause_end + tolerance - interval)
@@ -379,15 +430,33 @@ else
   else
     local per_caller = 1
     if starts >= trusted_from then per_caller = math.max(grants / starts, 1) end
-    local place = math.max(queue, permit_at)
+    local org_field = 'q:' .. ARGV[12]
+    local own = 0
+    local waiting = 0
+    local fields = redis.call('HGETALL', KEYS[1])
+    for i = 1, #fields, 2 do
+      local name = fields[i]
+      if string.sub(name, 1, 2) == 'q:' then
+        local at = tonumber(fields[i + 1]) or 0
+        if at > now then
+          waiting = waiting + 1
+          if name == org_field then own = at end
+        else
+          redis.call('HDEL', KEYS[1], name)
+        end
+      end
+    end
+    if own == 0 then waiting = waiting + 1 end
+    local place = math.max(own, queue, permit_at)
     wait = place - now
-    queue = place + interval * per_caller
+    redis.call('HSET', KEYS[1], org_field, tostring(place + interval * per_caller * waiting))
+    horizon_queue = place + interval * per_caller * waiting
   end
 end
 redis.call('HSET', KEYS[1], 'tat', tostring(tat), 'queue', tostring(queue),
   'grants', tostring(grants), 'starts', tostring(starts), 'pause', tostring(paused),
   'slow', tostring(slow_set), 'slow_at', tostring(slow_at))
-local horizon = math.max(tat, queue) - now + ttl
+local horizon = math.max(tat, queue, horizon_queue) - now + ttl
 redis.call('PEXPIRE', KEYS[1], math.ceil(horizon * 1000))
 return {granted, tostring(wait)}
 """
@@ -406,15 +475,23 @@ class RedisBuckets:
 
     def __init__(self, url: str) -> None:
         timeout = max(float(settings.JOBS_PUBLISH_TIMEOUT_SECONDS), 0.1)
-        self._client = redis.Redis.from_url(
+        self.client = redis.Redis.from_url(
             url, socket_timeout=timeout, socket_connect_timeout=timeout
         )
-        self._script = self._client.register_script(_BUCKET_SCRIPT)
-        self._pause_script = self._client.register_script(_PAUSE_SCRIPT)
+        self._script = self.client.register_script(_BUCKET_SCRIPT)
+        self._pause_script = self.client.register_script(_PAUSE_SCRIPT)
         self._down_until = 0.0
 
     def _call(
-        self, key: str, *, rate: float, burst: int, amount: float, mode: str, first: bool
+        self,
+        key: str,
+        *,
+        rate: float,
+        burst: int,
+        amount: float,
+        mode: str,
+        first: bool,
+        org: str = "",
     ) -> Reservation:
         if time.monotonic() < self._down_until:
             return Reservation(True, 0.0)
@@ -431,6 +508,7 @@ class RedisBuckets:
             repr(SLOW_STEP),
             repr(SLOW_MAX),
             repr(SLOW_DECAY),
+            org,
         ]
         try:
             granted, wait = self._script(keys=[key], args=args)
@@ -443,9 +521,18 @@ class RedisBuckets:
         return Reservation(bool(int(granted)), float(wait))
 
     def reserve(
-        self, key: str, *, rate: float, burst: int, max_wait: float, first: bool = False
+        self,
+        key: str,
+        *,
+        rate: float,
+        burst: int,
+        max_wait: float,
+        first: bool = False,
+        org: str = "",
     ) -> Reservation:
-        return self._call(key, rate=rate, burst=burst, amount=max_wait, mode="reserve", first=first)
+        return self._call(
+            key, rate=rate, burst=burst, amount=max_wait, mode="reserve", first=first, org=org
+        )
 
     def pause(self, key: str, *, rate: float, burst: int, seconds: float) -> None:
         self._call(key, rate=rate, burst=burst, amount=seconds, mode="pause", first=False)
@@ -459,8 +546,16 @@ class RedisBuckets:
             return 0.0
 
 
-_buckets: dict[tuple[int, str], Buckets] = {}
-_buckets_lock = threading.Lock()
+@dataclass(frozen=True)
+class Stores:
+    """This process's bucket store and slot store, of one backend."""
+
+    buckets: Buckets
+    slots: slots_module.Slots
+
+
+_stores: dict[tuple[int, str], Stores] = {}
+_stores_lock = threading.Lock()
 
 
 def backend_name() -> str:
@@ -480,23 +575,29 @@ def _redis_url() -> str:
     return str(getattr(settings, "SEMRUSH_RATE_LIMIT_REDIS_URL", "") or settings.CELERY_BROKER_URL)
 
 
-def buckets() -> Buckets:
-    """This process's buckets (one per process and backend; a forked child builds its own)."""
+def stores() -> Stores:
+    """This process's stores (one per process and backend; a forked child builds its own)."""
     name = backend_name()
     cache_key = (os.getpid(), f"{name}:{_redis_url() if name == 'redis' else ''}")
-    with _buckets_lock:
-        found = _buckets.get(cache_key)
+    with _stores_lock:
+        found = _stores.get(cache_key)
         if found is None:
             if name == "redis":
-                found = RedisBuckets(_redis_url())
+                bucket_store = RedisBuckets(_redis_url())
+                found = Stores(bucket_store, slots_module.RedisSlots(bucket_store.client))
             elif name == "database":
-                found = DatabaseBuckets()
+                found = Stores(DatabaseBuckets(), slots_module.DatabaseSlots())
             elif name == "memory":
-                found = MemoryBuckets()
+                found = Stores(MemoryBuckets(), slots_module.MemorySlots())
             else:
                 raise ValueError(f"unknown SEMRUSH_RATE_LIMIT_BACKEND {name!r}")
-            _buckets[cache_key] = found
+            _stores[cache_key] = found
         return found
+
+
+def buckets() -> Buckets:
+    """This process's buckets."""
+    return stores().buckets
 
 
 def credential_key(credential: str) -> str:
@@ -552,26 +653,38 @@ def patient_permits() -> Iterator[None]:
 class Limits:
     rate: float
     burst: int
+    concurrency: int = 0
 
 
-def limits_for(*, rate: float | None, burst: int | None) -> Limits:
-    """The org's override where it has one, else `SEMRUSH_RATE_LIMIT_PER_SECOND` / `_BURST`;
-    the bucket paces `SEMRUSH_RATE_LIMIT_MARGIN` below that rate (module docstring)."""
+def limits_for(*, rate: float | None, burst: int | None, concurrency: int | None = None) -> Limits:
+    """The override where there is one (an org with a credential of its own), else
+    `SEMRUSH_RATE_LIMIT_PER_SECOND` / `_BURST` and `SEMRUSH_CONCURRENCY_LIMIT`; the bucket paces
+    `SEMRUSH_RATE_LIMIT_MARGIN` below that rate (module docstring)."""
     configured = float(rate if rate else settings.SEMRUSH_RATE_LIMIT_PER_SECOND)
     margin = min(max(float(settings.SEMRUSH_RATE_LIMIT_MARGIN), 0.0), 0.5)
     return Limits(
         rate=configured * (1.0 - margin),
         burst=max(int(burst if burst else settings.SEMRUSH_RATE_LIMIT_BURST), 1),
+        concurrency=max(int(concurrency if concurrency else settings.SEMRUSH_CONCURRENCY_LIMIT), 0),
     )
+
+
+# A 429 without Retry-After pauses the credential this long (SPEC §11.1).
+DEFAULT_PAUSE_SECONDS = 1.0
+# Waiting for a free slot: polls start this far apart and double up to the cap.
+SLOT_POLL_SECONDS = 0.02
+SLOT_POLL_MAX_SECONDS = 0.2
 
 
 class CredentialPermits:
     """The permits of one client (one request, one step run): the protocol
-    :class:`~provisioning.semrush.calls.SemrushCaller` calls before every attempt.
+    :class:`~provisioning.semrush.calls.SemrushCaller` calls around every attempt.
 
-    `acquire` returns once a permit is due (after sleeping until then), or raises
-    :class:`PermitDeferredError` (in a step) / :class:`SemrushBusyError` (elsewhere).
-    `pause` records a 429's Retry-After for every process."""
+    `acquire` returns once a permit is due (after sleeping until then) and a slot of the
+    credential's concurrency limit is held (:mod:`provisioning.slots`), or raises
+    :class:`PermitDeferredError` (in a step) / :class:`SemrushBusyError` (elsewhere); `release`
+    gives the slot back once the attempt has its answer. `pause` records a 429's Retry-After
+    (1 s without one) for every process."""
 
     def __init__(
         self,
@@ -581,7 +694,9 @@ class CredentialPermits:
         org_id: str,
         in_step: bool | None = None,
         store: Buckets | None = None,
+        slot_store: slots_module.Slots | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._key = key
         self._limits = limits
@@ -589,16 +704,25 @@ class CredentialPermits:
         self._in_step = _in_step.get() if in_step is None else in_step
         self._patient = _patient.get() and not self._in_step
         self._store = store
+        self._slot_store = slot_store
         self._sleep = sleep
+        self._clock = clock
         self._granted = 0
         self._waited = 0.0
         self._refused = False
+        self._slot: str | None = None
 
     @property
     def store(self) -> Buckets:
         if self._store is None:
             self._store = buckets()
         return self._store
+
+    @property
+    def slot_store(self) -> slots_module.Slots:
+        if self._slot_store is None:
+            self._slot_store = stores().slots
+        return self._slot_store
 
     def _patience(self) -> float:
         sync_wait = float(settings.SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS)
@@ -613,12 +737,28 @@ class CredentialPermits:
         return max(sync_wait - self._waited, 0.0)
 
     def acquire(self, operation: str) -> None:
-        if self._limits.rate <= 0:
-            return
-        while not self._acquired(operation):
-            # A 429 paused the credential while this permit was waiting to be due: it was
-            # granted before the pause and must not be sent into it; ask again.
-            pass
+        if self._limits.rate > 0:
+            while not self._acquired(operation):
+                # A 429 paused the credential while this permit was waiting to be due: it was
+                # granted before the pause and must not be sent into it; ask again.
+                pass
+        if self._limits.concurrency > 0:
+            self._take_slot(operation)
+
+    def release(self) -> None:
+        """The attempt has its answer (or failed): its slot is free for the next call."""
+        if self._slot is not None:
+            slot, self._slot = self._slot, None
+            self.slot_store.give_back(self._key, slot)
+
+    def _refuse(self, operation: str, retry_in: float) -> None:
+        """No permit or slot within this caller's patience: defer the step or refuse."""
+        if self._in_step:
+            UPSTREAM_PERMIT_DEFERRALS.labels(self._org).inc()
+            raise PermitDeferredError(retry_in)
+        self._refused = True
+        UPSTREAM_PERMIT_REFUSALS.labels(self._org).inc()
+        raise SemrushBusyError(operation=operation, retry_after=math.ceil(retry_in))
 
     def _acquired(self, operation: str) -> bool:
         answer = self.store.reserve(
@@ -627,15 +767,10 @@ class CredentialPermits:
             burst=self._limits.burst,
             max_wait=self._patience(),
             first=self._granted == 0,
+            org=self._org,
         )
         if not answer.granted:
-            retry_in = max(answer.wait, 0.001)
-            if self._in_step:
-                UPSTREAM_PERMIT_DEFERRALS.labels(self._org).inc()
-                raise PermitDeferredError(retry_in)
-            self._refused = True
-            UPSTREAM_PERMIT_REFUSALS.labels(self._org).inc()
-            raise SemrushBusyError(operation=operation, retry_after=math.ceil(retry_in))
+            self._refuse(operation, max(answer.wait, 0.001))
         self._granted += 1
         UPSTREAM_PERMITS.labels(self._org).inc()
         UPSTREAM_PERMIT_WAIT.labels(self._org).observe(answer.wait)
@@ -647,10 +782,39 @@ class CredentialPermits:
                 return False
         return True
 
+    def _take_slot(self, operation: str) -> None:
+        """Hold one of the credential's slots, polling within this caller's patience for the
+        slot (a step: `SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS`; a sync request: what is left of
+        its budget), else refuse as for a late permit."""
+        ttl = slots_module.slot_ttl()
+        if self._in_step:
+            patience = float(settings.SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS)
+        elif self._refused or self._patient:
+            patience = COMPENSATION_WAIT_SECONDS
+        else:
+            patience = max(float(settings.SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS) - self._waited, 0)
+        started = self._clock()
+        poll = SLOT_POLL_SECONDS
+        while True:
+            slot = self.slot_store.take(self._key, limit=self._limits.concurrency, ttl=ttl)
+            if slot is not None:
+                self._slot = slot
+                return
+            waited = self._clock() - started
+            if waited + poll > patience:
+                self._waited += waited
+                UPSTREAM_SLOT_REFUSALS.labels(self._org).inc()
+                # Calls end in well under a second as a rule: come back about then.
+                self._refuse(operation, 0.5 + random.random() * 0.5)
+            self._sleep(poll)
+            poll = min(poll * 2, SLOT_POLL_MAX_SECONDS)
+
     def pause(self, seconds: float | None) -> None:
         UPSTREAM_RATE_LIMITED.labels(self._org).inc()
-        if seconds is None or seconds <= 0 or self._limits.rate <= 0:
+        if self._limits.rate <= 0:
             return
+        if seconds is None or seconds <= 0:
+            seconds = DEFAULT_PAUSE_SECONDS
         self.store.pause(
             self._key, rate=self._limits.rate, burst=self._limits.burst, seconds=seconds
         )

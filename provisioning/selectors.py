@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import statistics
+import threading
+import time
 import uuid
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db.models import OuterRef, QuerySet, Subquery
 
 from kernel.pagination import Page, keyset_page
@@ -96,3 +100,52 @@ def brand_list(
 
 def brand_get(*, brand_id: uuid.UUID) -> Brand:
     return brands_with_provisioning_state(Brand.objects.filter(pk=brand_id)).get()
+
+
+# Learned settle times, per parent, for this long in this process (a burst of chains asks once).
+_LEARNED_TTL_SECONDS = 30.0
+_learned: dict[str, tuple[float, float | None]] = {}
+_learned_lock = threading.Lock()
+
+
+def settle_seconds_learned(*, parent_id: str) -> float | None:
+    """How long workspaces created under `parent_id` take to settle: the median of the last
+    `SERENITY_SETTLE_HISTORY` freshly created candidates' settle times (SPEC §11.1), or None
+    with no history. A chain schedules its first status read then: a read that answers "not
+    ready" is spent quota.
+
+    A sample is the candidate's age when the read that found it ready was *due*, not when a
+    busy quota let it run: queueing behind the quota says nothing of Semrush. It is an upper
+    bound (the workspace may have settled before): the estimate converges to the earliest first
+    read time that has worked, so it rarely undershoots into a wasted read. Cached per process for
+    `_LEARNED_TTL_SECONDS`."""
+    history = int(settings.SERENITY_SETTLE_HISTORY)
+    if history <= 0 or not parent_id:
+        return None
+    now = time.monotonic()
+    with _learned_lock:
+        cached = _learned.get(parent_id)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+    samples = [
+        sample
+        for sample in ProvisioningAttempt.objects.filter(
+            brand__organization__semrush_parent_workspace_id=parent_id,
+            freshly_created=True,
+            workspace_promoted=True,
+            settle_seconds__isnull=False,
+        )
+        .order_by("-promoted_at")
+        .values_list("settle_seconds", flat=True)[:history]
+        if sample is not None
+    ]
+    learned = max(statistics.median(samples), 0.0) if samples else None
+    with _learned_lock:
+        _learned[parent_id] = (now + _LEARNED_TTL_SECONDS, learned)
+    return learned
+
+
+def settle_learning_forget() -> None:
+    """Drop this process's cached estimates (tests)."""
+    with _learned_lock:
+        _learned.clear()

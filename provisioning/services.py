@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from jobs import services as job_services
@@ -45,19 +45,53 @@ def _stale_cutoff() -> Any:
     return timezone.now() - timedelta(seconds=settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS)
 
 
-def attempt_reconcile_stale(*, attempt: ProvisioningAttempt) -> bool:
-    """Mark an abandoned attempt `failed`/`stale` and its chain FAILED `provisioningStale`.
-    Its freshly created candidate is emptied by the sweep (a worker), never here."""
-    changed = states.transition(
-        attempt_id=attempt.id,
-        to=AttemptStatus.FAILED,
-        reason=AttemptReason.STALE,
-        error="Provisioning was abandoned and reconciled as stale.",
+def attempts_stale() -> QuerySet[ProvisioningAttempt]:
+    """Pending attempts that nothing drives any more: the one staleness rule (SPEC §11.1), used
+    by the guard, the sweep, the audit and the admin.
+
+    An attempt driven by a chain is alive while any job of its chain is unfinished and
+    runnable: running under a lease, waiting for its `runAfter` (a settle wait, a quota
+    re-schedule) or due and waiting for a worker; the dispatcher keeps such jobs moving however
+    old they are, and a job that keeps killing its workers ends by `JOBS_MAX_DELIVERIES`. It is
+    stale only when no such job is left (a successor never made runnable does not count). A
+    sync attempt (no job: its request does the work) is stale when its `updatedAt` is older
+    than `SERENITY_PROVISIONING_STALE_AFTER_SECONDS`."""
+    chain_alive = AsyncJob.objects.filter(
+        Q(pk=OuterRef("job_id")) | Q(root_id=OuterRef("job_id")),
+        status=JobStatus.IN_PROGRESS,
+        run_after__isnull=False,
     )
+    return ProvisioningAttempt.objects.filter(status=AttemptStatus.PENDING).filter(
+        Q(job_id__isnull=True, updated_at__lt=_stale_cutoff())
+        | Q(job_id__isnull=False) & ~Exists(chain_alive)
+    )
+
+
+def attempt_is_stale(*, attempt_id: uuid.UUID) -> bool:
+    return attempts_stale().filter(pk=attempt_id).exists()
+
+
+def attempt_reconcile_stale(*, attempt: ProvisioningAttempt) -> bool:
+    """End an abandoned attempt (`attempts_stale`): `failed`/`stale`, or `ready` when its
+    workspace was promoted (the workspace is valid and stays, SPEC §11.1); its chain's
+    leftover jobs FAILED `provisioningStale`. A freshly created candidate is emptied by the
+    sweep (a worker), never here."""
+    if attempt.workspace_promoted:
+        changed = states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
+    else:
+        changed = states.transition(
+            attempt_id=attempt.id,
+            to=AttemptStatus.FAILED,
+            reason=AttemptReason.STALE,
+            error="Provisioning was abandoned and reconciled as stale.",
+        )
     if changed and attempt.job_id:
         job_services.chain_fail(root_id=attempt.job_id, error=stale_error())
     if changed:
-        logger.warning("stale attempt reconciled", extra={"attempt_id": str(attempt.id)})
+        logger.warning(
+            "stale attempt reconciled",
+            extra={"attempt_id": str(attempt.id), "promoted": attempt.workspace_promoted},
+        )
     return changed
 
 
@@ -146,11 +180,7 @@ def attempts_needing_cleanup() -> list[ProvisioningAttempt]:
 
 
 def stale_attempts() -> list[ProvisioningAttempt]:
-    return list(
-        ProvisioningAttempt.objects.filter(
-            status=AttemptStatus.PENDING, updated_at__lt=_stale_cutoff()
-        )
-    )
+    return list(attempts_stale())
 
 
 def job_cancel(*, brand_id: uuid.UUID, job_id: uuid.UUID) -> None:

@@ -34,19 +34,25 @@ from serenity.models import Organization
 
 def client_for_org(organization: Organization, **log_context: object) -> SemrushClient:
     """A client with the org's own credential, else the service default, taking every call's
-    permit from that credential's shared bucket at the org's rate (SPEC §10.6): inside a
-    chained step (`quota.step_permits`) a late permit re-schedules the step; elsewhere it
-    raises `SemrushBusyError` (503 `upstreamBusy`)."""
+    permit from that credential's shared bucket and a slot of its concurrency limit (SPEC
+    §10.6, §11.1): inside a chained step (`quota.step_permits`) a late permit re-schedules the
+    step; elsewhere it raises `SemrushBusyError` (503 `upstreamBusy`).
+
+    One credential, one set of limits: orgs sharing the service-wide credential share its
+    bucket at the service-wide limits (an org's override would conflict with the others'); an
+    org with a credential of its own has its own bucket, at its override where it has one."""
     try:
         token = organization.semrush_credential()
     except ValueError as exc:
         raise ConfigurationError("The organization's Semrush credential cannot be read.") from exc
     credential = token if token is not None else str(settings.SEMRUSH_API_TOKEN or "")
+    own = token is not None
     permits = quota.CredentialPermits(
         key=quota.credential_key(credential),
         limits=quota.limits_for(
-            rate=organization.semrush_rate_limit_per_second,
-            burst=organization.semrush_rate_limit_burst,
+            rate=organization.semrush_rate_limit_per_second if own else None,
+            burst=organization.semrush_rate_limit_burst if own else None,
+            concurrency=organization.semrush_concurrency_limit if own else None,
         ),
         org_id=str(organization.id),
     )

@@ -282,17 +282,26 @@ class Promotion(enum.Enum):
 
 
 def workspace_promote(
-    *, attempt_id: uuid.UUID | None, brand_id: uuid.UUID, workspace_id: str
+    *,
+    attempt_id: uuid.UUID | None,
+    brand_id: uuid.UUID,
+    workspace_id: str,
+    settle_seconds: float | None = None,
 ) -> Promotion:
     """The candidate becomes the brand's workspace: the attempt is marked promoted and the
     brand's pointer set, in the caller's transaction (which may add the chain's hand-over to
     it), or in one of its own. The pointer write is conditional (`pointer IS NULL OR pointer =
     candidate`, brand not deleted). Nothing stands unless both writes succeed: a refusal rolls
     the transaction back, and a workspace that another brand points at (the pointer is unique)
-    raises `IntegrityError` out of it, which the caller reads as `SUPERSEDED`."""
+    raises `IntegrityError` out of it, which the caller reads as `SUPERSEDED`.
+    `settle_seconds`: how long a freshly created candidate took to settle, recorded for
+    `selectors.settle_seconds_learned`."""
     with transaction.atomic(savepoint=False):
         if attempt_id is not None and not states.update_pending(
-            attempt_id=attempt_id, workspace_promoted=True, promoted_at=timezone.now()
+            attempt_id=attempt_id,
+            workspace_promoted=True,
+            promoted_at=timezone.now(),
+            settle_seconds=settle_seconds,
         ):
             return Promotion.ATTEMPT_ENDED
         pointed = Brand.objects.filter(

@@ -50,6 +50,7 @@ class OrganizationAdminForm(forms.ModelForm):
             "workspace_mode",
             "semrush_rate_limit_per_second",
             "semrush_rate_limit_burst",
+            "semrush_concurrency_limit",
         ]
 
     def clean(self) -> dict[str, Any]:
@@ -93,6 +94,7 @@ class OrganizationAdmin(admin.ModelAdmin):
         "clear_semrush_credential",
         "semrush_rate_limit_per_second",
         "semrush_rate_limit_burst",
+        "semrush_concurrency_limit",
         "created_at",
         "updated_at",
     ]

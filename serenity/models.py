@@ -42,6 +42,14 @@ class Organization(models.Model):
         validators=[MinValueValidator(1)],
         help_text="Upstream requests allowed at once after an idle spell (empty: the default).",
     )
+    # Calls in flight at once on the org's credential (SPEC §11.1); NULL: SEMRUSH_CONCURRENCY_LIMIT.
+    semrush_concurrency_limit = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Upstream calls in flight at once for this org's credential (empty: the "
+        "default). Like the rate, it applies only to an org with a credential of its own.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -17,10 +17,11 @@ Guarantees of every call (SPEC §5):
   only (our one PATCH sets a value); a POST is never replayed after a 5xx or a lost answer, it
   raises with ``ambiguous=True`` and the caller reconciles before creating again.
 - Before every attempt (retries included) the call takes a permit from ``permits``, the shared
-  bucket of its credential (SPEC §10.6, :mod:`provisioning.quota`); whatever ``acquire`` raises
-  (a busy bucket) leaves the call unsent. A 429 with ``Retry-After`` pauses that bucket for
-  every process (``permits.pause``), so the retry waits for its permit rather than sleeping the
-  ``Retry-After`` itself.
+  bucket of its credential, and a slot of its concurrency limit (SPEC §10.6, §11.1,
+  :mod:`provisioning.quota`), released as soon as the attempt has its answer; whatever
+  ``acquire`` raises (a busy bucket, no free slot) leaves the call unsent. A 429 with
+  ``Retry-After`` pauses that bucket for every process (``permits.pause``), so the retry waits
+  for its permit rather than sleeping the ``Retry-After`` itself.
 - Waits go through the injected ``sleep``, durations through the injected ``clock``.
 - One line per attempt on the ``serenity.semrush`` logger: operation, method, path (no host,
   no query), status, duration, attempt and the tenant ids of ``log_context``; error lines add
@@ -73,6 +74,9 @@ class Permits(Protocol):
 
     def acquire(self, operation: str) -> None:
         """Return once this attempt may be sent; raise to leave it unsent."""
+
+    def release(self) -> None:
+        """The attempt that ``acquire`` let through has its answer (or failed)."""
 
     def pause(self, seconds: float | None) -> None:
         """Upstream answered 429 (``Retry-After`` = ``seconds``): hold every permit until then."""
@@ -196,7 +200,11 @@ class SemrushCaller:
             started = self._clock()
             failure: TransportError | None = None
             try:
-                response = self._transport.send(method, url, params=params, json_body=json_body)
+                try:
+                    response = self._transport.send(method, url, params=params, json_body=json_body)
+                finally:
+                    if self._permits is not None:
+                        self._permits.release()
             except TransportError as exc:
                 failure = exc
                 error: SemrushError = error_for_failure(

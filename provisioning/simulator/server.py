@@ -36,7 +36,8 @@ prompts) against a workspace whose status is not ``created`` → 500
 405 JSON.
 
 Request pipeline for every non-control request, in this order: the request is logged (arrival
-order) → ``latencyMs`` sleep → bearer check (401) → rate limit (429 with ``Retry-After``; only
+order) → concurrency limit (429, the token read at arrival) → ``latencyMs`` sleep → bearer
+check (401) → rate limit (429 with ``Retry-After``; only
 requests that pass it count toward the limit) → the first matching scripted fault, if any, is
 consumed → ``errorRate5xx`` (503 ``{"message": "service unavailable"}``, drawn from a
 ``random.Random`` seeded by ``seed``; never applied to a ``commit`` fault's operation) → the
@@ -62,14 +63,20 @@ Control routes (``/__sim/…``, no token, never logged):
   only workspaces created through the API (children), never the seeded parents, so "exactly one
   child was created" is ``len(state["workspaces"]) == 1``. Two extra top-level keys:
   ``parentWorkspaces`` (the parent ids) and ``prompts`` (``[{id, projectId, text}]``).
-- ``GET /__sim/requests`` — ``[{method, path, query, status, at}]``, oldest first.
+- ``GET /__sim/requests`` — ``[{method, path, query, status, at, durationMs}]``, oldest first
+  (``at`` the arrival, ``durationMs`` arrival to answer, null while in flight: calls in flight at
+  any moment can be counted from the log).
 - ``GET /__sim/health`` — ``{"status": "ok"}``.
 
 Times: workspaces take ``settleSeconds``/``settleOutcome`` from the configuration at their
 creation and projects take ``publishSeconds`` at publish; statuses are computed from the monotonic
 clock when read, so nothing runs in the background. ``rateLimitPerSecond`` null or 0 means no
-limit. ``retryAfterSeconds`` may be fractional; the header then carries e.g. ``0.5`` (whole
-numbers are rendered without a decimal point).
+limit. ``concurrencyLimit`` (per token, null or 0: none): a request arriving while that many of
+its token's requests are in flight (arrival to answer, ``latencyMs`` included) → 429 with
+``Retry-After: 1``; it is not counted in flight itself. ``retryAfterSeconds: null`` sends every
+429 (rate, concurrency, scripted) without ``Retry-After``. ``retryAfterSeconds`` may be
+fractional; the header then carries e.g. ``0.5`` (whole numbers are rendered without a decimal
+point).
 """
 
 from __future__ import annotations
@@ -108,6 +115,9 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "errorRate5xx": 0.0,
     "seed": 0,
     "rateLimitPerSecond": None,
+    # Calls of one token in flight at once (SPEC §11.1); null: no limit.
+    "concurrencyLimit": None,
+    # null: every 429 (rate, concurrency or scripted) carries no Retry-After.
     "retryAfterSeconds": 1,
     "publishSeconds": 0.0,
 }
@@ -221,7 +231,9 @@ def validate_config(updates: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in updates.items():
         if key not in DEFAULT_CONFIG:
             raise SimulatorConfigError(f"unknown config key {key!r}")
-        if key in ("settleSeconds", "latencyMs", "retryAfterSeconds", "publishSeconds"):
+        if key == "retryAfterSeconds" and value is None:
+            pass
+        elif key in ("settleSeconds", "latencyMs", "retryAfterSeconds", "publishSeconds"):
             if not _is_number(value) or value < 0:
                 raise SimulatorConfigError(f"{key} must be a number >= 0")
         elif key == "errorRate5xx":
@@ -234,9 +246,11 @@ def validate_config(updates: Mapping[str, Any]) -> dict[str, Any]:
             if value is not None and not _is_int(value):
                 raise SimulatorConfigError("seed must be an integer or null")
         elif (
-            key == "rateLimitPerSecond" and value is not None and (not _is_int(value) or value < 0)
+            key in ("rateLimitPerSecond", "concurrencyLimit")
+            and value is not None
+            and (not _is_int(value) or value < 0)
         ):
-            raise SimulatorConfigError("rateLimitPerSecond must be an integer >= 0 or null")
+            raise SimulatorConfigError(f"{key} must be an integer >= 0 or null")
         clean[key] = value
     return clean
 
@@ -329,12 +343,16 @@ class _Fault:
     def matches(self, method: str, path: str) -> bool:
         return (self.method is None or self.method == method) and bool(self.pattern.search(path))
 
-    def response(self, retry_after: float) -> _Response:
+    def response(self, retry_after: float | None) -> _Response:
         if self.status == 0:
             return _Response(0, drop=True)
         assert self.status is not None
         headers = dict(self.headers)
-        if self.status == 429 and not any(k.lower() == "retry-after" for k in headers):
+        if (
+            self.status == 429
+            and retry_after is not None
+            and not any(k.lower() == "retry-after" for k in headers)
+        ):
             headers["Retry-After"] = _format_seconds(retry_after)
         if self.body is None:
             return _Response(self.status, headers=headers)
@@ -537,6 +555,8 @@ class SemrushSimulator:
             self._requests: list[dict[str, Any]] = []
             # Per accepted token: the passing requests of the last second.
             self._rate_windows: dict[str, deque[float]] = {}
+            # Per accepted token: its requests in flight now.
+            self._in_flight: Counter[str] = Counter()
             for parent_id in self._startup_parents if parents is None else parents:
                 self.add_parent(parent_id)
 
@@ -704,6 +724,7 @@ class SemrushSimulator:
     def handle_api(
         self, method: str, path: str, query: str, authorization: str | None, body: bytes
     ) -> _Response:
+        arrived = time.monotonic()
         with self._lock:
             entry: dict[str, Any] = {
                 "method": method,
@@ -711,24 +732,38 @@ class SemrushSimulator:
                 "query": query,
                 "status": None,
                 "at": _now_iso(),
+                "durationMs": None,
             }
             self._requests.append(entry)
             latency_ms = self._config["latencyMs"]
-        _sleep_ms(latency_ms)
+            # In flight from arrival to answer, the latency included (SPEC §11.1).
+            token = self._authorized(authorization)
+            busy = self._concurrency_limit(token)
+            if token is not None and busy is None:
+                self._in_flight[token] += 1
         try:
-            response = self._answer(method, path, query, authorization, body)
-        except Exception:
-            # A simulator bug must still answer (and be logged), not hang the client.
-            response = _json(500, _INTERNAL)
+            if busy is not None:
+                response = busy
+            else:
+                _sleep_ms(latency_ms)
+                try:
+                    response = self._answer(method, path, query, token, body)
+                except Exception:
+                    # A simulator bug must still answer (and be logged), not hang the client.
+                    response = _json(500, _INTERNAL)
+        finally:
+            with self._lock:
+                if token is not None and busy is None:
+                    self._in_flight[token] -= 1
         with self._lock:
             entry["status"] = 0 if response.drop else response.status
+            entry["durationMs"] = round((time.monotonic() - arrived) * 1000, 1)
         return response
 
     def _answer(
-        self, method: str, path: str, query: str, authorization: str | None, body: bytes
+        self, method: str, path: str, query: str, token: str | None, body: bytes
     ) -> _Response:
         with self._lock:
-            token = self._authorized(authorization)
             if token is None:
                 return _json(401, _UNAUTHORIZED)
             limited = self._rate_limit(token)
@@ -752,6 +787,19 @@ class SemrushSimulator:
             if rate and self._rng.random() < rate:
                 return _json(503, _UNAVAILABLE)
             return self._route(method, path, query, body)
+
+    def _too_many(self, message: str, retry_after: float | None) -> _Response:
+        headers = {} if retry_after is None else {"Retry-After": _format_seconds(retry_after)}
+        return _json(429, {"message": message}, headers)
+
+    def _concurrency_limit(self, token: str | None) -> _Response | None:
+        """A request arriving while `concurrencyLimit` requests of its token are in flight →
+        429 with `Retry-After: 1` (none when `retryAfterSeconds` is null)."""
+        limit = self._config["concurrencyLimit"]
+        if token is None or not limit or self._in_flight[token] < limit:
+            return None
+        retry_after = None if self._config["retryAfterSeconds"] is None else 1
+        return self._too_many("too many concurrent requests", retry_after)
 
     def _authorized(self, authorization: str | None) -> str | None:
         """The accepted token the request carries, or None (→ 401)."""
@@ -777,8 +825,7 @@ class SemrushSimulator:
         while window and window[0] <= now - 1.0:
             window.popleft()
         if len(window) >= limit:
-            retry_after = _format_seconds(self._config["retryAfterSeconds"])
-            return _json(429, {"message": "rate limit exceeded"}, {"Retry-After": retry_after})
+            return self._too_many("rate limit exceeded", self._config["retryAfterSeconds"])
         window.append(now)
         return None
 

@@ -116,30 +116,76 @@ def test_a_fresh_pending_sync_attempt_answers_409_with_a_null_job(brand):
     assert ProvisioningAttempt.objects.filter(brand=brand).count() == 1
 
 
-def test_a_stale_pending_attempt_is_reconciled_and_the_new_one_begins(brand, settings):
-    # given: an abandoned chain, older than the stale threshold
+def test_a_chain_with_a_runnable_job_blocks_however_old_its_attempt(brand, settings):
+    # given: a chain whose next read is still to run (its lease even expired: the dispatcher
+    # re-publishes it), its attempt untouched for ten times the stale threshold
+    settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS = 900
+    root, read, _ = chain_for(brand)
+    AsyncJob.objects.filter(pk=read.pk).update(lease_expires_at=timezone.now() - timedelta(1))
+    blocking = pending(brand, job=root, candidate_workspace_id="ws-1", freshly_created=True)
+    age(blocking, 9000)
+    # when
+    with pytest.raises(ProvisioningInProgressError) as caught:
+        attempt_begin(brand_id=brand.id, started_by=AttemptStartedBy.ACTIVATE)
+    # then: 409 naming the chain; nothing was reconciled or begun
+    assert caught.value.details == {"jobId": str(root.id)}
+    assert ProvisioningAttempt.objects.get(brand=brand).status == AttemptStatus.PENDING
+    assert AsyncJob.objects.get(pk=read.pk).status == JobStatus.IN_PROGRESS
+
+
+def test_a_chain_with_no_runnable_job_left_is_reconciled_at_once(brand, settings):
+    # given: an abandoned chain (its settle reads ended, its chained job never made runnable),
+    # its attempt touched a moment ago
     settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS = 900
     root, read, chained = chain_for(brand)
+    AsyncJob.objects.filter(pk=read.pk).update(status=JobStatus.COMPLETED, claim_token=None)
     stale = pending(brand, job=root, candidate_workspace_id="ws-1", freshly_created=True)
-    age(stale, 901)
     # when
     attempt = attempt_begin(brand_id=brand.id, started_by=AttemptStartedBy.ACTIVATE)
     # then: the old attempt failed/stale ...
     stale.refresh_from_db()
     assert (stale.status, stale.reason) == (AttemptStatus.FAILED, AttemptReason.STALE)
     assert stale.error == "Provisioning was abandoned and reconciled as stale."
-    # ... its chain's unfinished jobs FAILED provisioningStale, finished ones untouched ...
-    for job in (read, chained):
+    # ... its chain's unfinished job FAILED provisioningStale, finished ones untouched ...
+    chained.refresh_from_db()
+    assert (chained.status, chained.error) == (JobStatus.FAILED, STALE_ERROR)
+    assert chained.finished_at is not None
+    for job in (root, read):
         job.refresh_from_db()
-        assert (job.status, job.error) == (JobStatus.FAILED, STALE_ERROR)
-        assert job.claim_token is None and job.finished_at is not None
-    root.refresh_from_db()
-    assert (root.status, root.error) == (JobStatus.COMPLETED, None)
+        assert (job.status, job.error) == (JobStatus.COMPLETED, None)
     # ... and the new attempt is the brand's one pending attempt
     assert attempt is not None
     assert list(ProvisioningAttempt.objects.filter(brand=brand, status=AttemptStatus.PENDING)) == [
         attempt
     ]
+
+
+def test_a_stale_promoted_attempt_becomes_ready_never_failed(brand, settings):
+    # given: an abandoned chain whose workspace was promoted (the chained job never ran)
+    root, read, chained = chain_for(brand)
+    AsyncJob.objects.filter(pk=read.pk).update(status=JobStatus.COMPLETED, claim_token=None)
+    stale = pending(brand, job=root, candidate_workspace_id="ws-1", workspace_promoted=True)
+    # when
+    attempt_begin(brand_id=brand.id, started_by=AttemptStartedBy.ACTIVATE)
+    # then: the promoted attempt is ready (its workspace is valid and stays), with no reason;
+    # the chained job that never ran is FAILED provisioningStale
+    stale.refresh_from_db()
+    assert (stale.status, stale.reason, stale.error) == (AttemptStatus.READY, None, None)
+    chained.refresh_from_db()
+    assert (chained.status, chained.error) == (JobStatus.FAILED, STALE_ERROR)
+
+
+def test_a_sync_attempt_past_the_threshold_is_reconciled(brand, settings):
+    # given: sync work (no job) untouched for longer than the threshold
+    settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS = 900
+    stale = pending(brand)
+    age(stale, 901)
+    # when
+    attempt = attempt_begin(brand_id=brand.id, started_by=AttemptStartedBy.ACTIVATE)
+    # then
+    stale.refresh_from_db()
+    assert (stale.status, stale.reason) == (AttemptStatus.FAILED, AttemptReason.STALE)
+    assert attempt is not None and attempt.status == AttemptStatus.PENDING
 
 
 def test_an_attempt_just_under_the_threshold_still_blocks(brand, settings):

@@ -248,7 +248,14 @@ class ScriptedStore:
         self.paused: list[float] = []
 
     def reserve(
-        self, key: str, *, rate: float, burst: int, max_wait: float, first: bool = False
+        self,
+        key: str,
+        *,
+        rate: float,
+        burst: int,
+        max_wait: float,
+        first: bool = False,
+        org: str = "",
     ) -> Reservation:
         self.asked.append(max_wait)
         answer = self.answers.pop(0)
@@ -344,8 +351,11 @@ def test_the_org_override_and_the_margin(settings):
     settings.SEMRUSH_RATE_LIMIT_PER_SECOND = 10
     settings.SEMRUSH_RATE_LIMIT_BURST = 20
     settings.SEMRUSH_RATE_LIMIT_MARGIN = 0.05
-    assert quota_limits(rate=None, burst=None) == Limits(rate=9.5, burst=20)
-    assert quota_limits(rate=50.0, burst=1) == Limits(rate=47.5, burst=1)
+    settings.SEMRUSH_CONCURRENCY_LIMIT = 10
+    assert quota_limits(rate=None, burst=None) == Limits(rate=9.5, burst=20, concurrency=10)
+    assert quota_limits(rate=50.0, burst=1, concurrency=3) == Limits(
+        rate=47.5, burst=1, concurrency=3
+    )
 
 
 def test_an_operator_command_waits_for_each_permit_without_a_total_budget(settings):

@@ -728,6 +728,8 @@ def test_bad_fault_answers_400(sim, fault):
         {"latencyMs": -5},
         {"seed": 1.5},
         {"rateLimitPerSecond": -1},
+        {"concurrencyLimit": -1},
+        {"concurrencyLimit": 1.5},
         {"retryAfterSeconds": True},
         {"publishSeconds": None},
         {"settleSecs": 1},
@@ -758,6 +760,7 @@ def test_config_merges_and_fractional_settle_is_accepted(sim):
         "errorRate5xx": 0.0,
         "seed": 0,
         "rateLimitPerSecond": None,
+        "concurrencyLimit": None,
         "retryAfterSeconds": 1,
         "publishSeconds": 0.0,
     }
@@ -773,6 +776,80 @@ def test_rate_limit_answers_429_with_retry_after(api, sim):
     # then the third is refused with 429 and Retry-After
     assert [r.status_code for r in responses] == [200, 200, 429]
     assert responses[2].headers["Retry-After"] == "7"
+
+
+def test_retry_after_null_sends_429s_without_the_header(api, sim):
+    # given a rate limit of one request a second and no Retry-After
+    configure(sim, rateLimitPerSecond=1, retryAfterSeconds=None)
+
+    # when two requests are sent at once
+    responses = [api.get(f"{sim.base_url}{PE}/v1/languages", timeout=5) for _ in range(2)]
+
+    # then the second is refused with 429 and no Retry-After
+    assert [r.status_code for r in responses] == [200, 429]
+    assert "Retry-After" not in responses[1].headers
+
+
+def test_concurrency_limit_refuses_a_request_beyond_the_token_s_calls_in_flight(api, sim):
+    # given at most two calls in flight per token and a slow status read
+    configure(sim, concurrencyLimit=2)
+    workspace_id = create_child(api, sim).json()["id"]
+    control(sim, "POST", "faults", {"pathRegex": "/status$", "delayMs": 800, "times": 2})
+    url = f"{sim.base_url}{UM}/v1/workspaces/{workspace_id}/status"
+    slow: queue.Queue[int] = queue.Queue()
+
+    def slow_read() -> None:
+        slow.put(requests.get(url, headers={"Authorization": f"Bearer {TOKEN}"}).status_code)
+
+    # when two slow reads are in flight and a third request arrives
+    threads = [threading.Thread(target=slow_read) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)
+    third = api.get(f"{sim.base_url}{PE}/v1/languages", timeout=5)
+    for thread in threads:
+        thread.join(timeout=5)
+    after = api.get(f"{sim.base_url}{PE}/v1/languages", timeout=5)
+
+    # then the third is refused with 429 Retry-After: 1, the slow ones pass, and once they
+    # have answered a request passes again
+    assert (third.status_code, third.headers["Retry-After"]) == (429, "1")
+    assert sorted([slow.get_nowait(), slow.get_nowait()]) == [200, 200]
+    assert after.status_code == 200
+
+
+def test_concurrency_limit_is_per_token(api, sim):
+    # given one call in flight per token, a second token, and a slow read of the first token
+    configure(sim, concurrencyLimit=1)
+    control(sim, "POST", "tokens", {"token": "other-token"})
+    control(sim, "POST", "faults", {"pathRegex": "/languages$", "delayMs": 800})
+    thread = threading.Thread(target=lambda: api.get(f"{sim.base_url}{PE}/v1/languages", timeout=5))
+    thread.start()
+    time.sleep(0.3)
+
+    # when the other token calls meanwhile
+    other = requests.get(
+        f"{sim.base_url}{PE}/v1/languages",
+        headers={"Authorization": "Bearer other-token"},
+        timeout=5,
+    )
+    thread.join(timeout=5)
+
+    # then it is served
+    assert other.status_code == 200
+
+
+def test_request_log_has_each_call_s_duration(api, sim):
+    # given a latency of 150 ms
+    configure(sim, latencyMs=150)
+
+    # when the catalogue is read
+    api.get(f"{sim.base_url}{PE}/v1/languages", timeout=5)
+
+    # then its log entry has its duration, arrival to answer
+    (entry,) = control(sim, "GET", "requests")
+    assert entry["status"] == 200
+    assert 150 <= entry["durationMs"] < 2000
 
 
 def test_error_rate_is_reproducible_from_the_seed(api, sim):
@@ -829,7 +906,7 @@ def test_request_log_records_api_calls_oldest_first_and_skips_control_routes(api
     log = control(sim, "GET", "requests")
 
     # then it holds exactly the API calls, in order, with their status and an ISO time
-    assert [{k: v for k, v in entry.items() if k != "at"} for entry in log] == [
+    assert [{k: v for k, v in entry.items() if k not in ("at", "durationMs")} for entry in log] == [
         {
             "method": "POST",
             "path": f"{UM}/v2/workspaces/{PARENT}/child",
@@ -845,6 +922,7 @@ def test_request_log_records_api_calls_oldest_first_and_skips_control_routes(api
         {"method": "GET", "path": f"{PE}/v1/languages", "query": "", "status": 401},
     ]
     assert all(datetime.fromisoformat(entry["at"]).tzinfo is not None for entry in log)
+    assert all(entry["durationMs"] >= 0 for entry in log)
 
 
 def test_reset_forgets_state_and_replaces_seeds_until_the_next_bare_reset(api, sim):

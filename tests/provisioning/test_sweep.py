@@ -89,16 +89,18 @@ def ago(seconds: float) -> Any:
     return timezone.now() - timedelta(seconds=seconds)
 
 
-def chain_for(brand: Brand) -> tuple[AsyncJob, AsyncJob]:
+def chain_for(brand: Brand, *, runnable: bool = False) -> tuple[AsyncJob, AsyncJob]:
     """An async provisioning chain whose worker was lost: a settle read still in progress (its
-    lease long expired) and the chained create-market waiting for promotion."""
+    lease long expired) and the chained create-market waiting for promotion. Not `runnable`:
+    nothing will run it again (its read lost its `runAfter`, as no code path leaves it: the
+    abandoned chain the sweep exists for)."""
     chained = AsyncJobFactory(
         brand=brand, step=JobStep.CREATE_MARKET, position=CHAINED_POSITION, run_after=None
     )
     root = AsyncJobFactory(
         brand=brand,
         next=chained,
-        run_after=ago(1200),
+        run_after=ago(1200) if runnable else None,
         claim_token=uuid.uuid4(),
         lease_expires_at=ago(1000),
     )
@@ -150,6 +152,28 @@ def test_stale_attempt_is_reconciled_and_its_fresh_candidate_emptied(
         "stuckAttempts": [],
         "errors": [],
     }
+
+
+def test_a_chain_waiting_its_turn_is_alive_however_old(serenity_org, upstream, settings):
+    # given: a chain whose settle read is due (waiting for a worker or for quota) for far
+    # longer than the stale threshold, its attempt untouched as long
+    settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS = 900
+    brand = BrandFactory(organization=serenity_org, name="Acme")
+    candidate = upstream.child("Acme")
+    root, chained = chain_for(brand, runnable=True)
+    attempt = attempt_for(brand, job=root, candidate_workspace_id=candidate, freshly_created=True)
+    age(attempt, 5000)
+    mark = len(upstream.sim.requests_log())
+    # when
+    outcome = attempts_sweep()
+    # then: nothing is reconciled, no job ended, nothing called upstream
+    assert (outcome["reconciled"], outcome["cleaned"]) == (0, 0)
+    assert ProvisioningAttempt.objects.get(pk=attempt.pk).status == AttemptStatus.PENDING
+    assert [AsyncJob.objects.get(pk=j.pk).status for j in (root, chained)] == [
+        JobStatus.IN_PROGRESS,
+        JobStatus.IN_PROGRESS,
+    ]
+    assert upstream.calls_since(mark) == []
 
 
 def test_fresh_pending_attempt_is_left_alone(serenity_org, upstream, settings):
