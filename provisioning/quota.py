@@ -158,6 +158,7 @@ class Buckets(Protocol):
         max_wait: float,
         first: bool = False,
         org: str = "",
+        max_wait_alone: float = 0.0,
     ) -> Reservation: ...
 
     def pause(self, key: str, *, rate: float, burst: int, seconds: float) -> None: ...
@@ -211,6 +212,7 @@ def _gcra(
     max_wait: float,
     first: bool,
     org: str = "",
+    max_wait_alone: float = 0.0,
 ) -> tuple[Reservation, BucketState]:
     """The bucket's arithmetic (module docstring): the answer and the new state. The Lua script
     of :class:`RedisBuckets` is this, line for line."""
@@ -219,6 +221,10 @@ def _gcra(
     start = max(state.tat if state.tat is not None else now, now)
     permit_at = start + interval - tolerance
     wait = max(permit_at - now, 0.0)
+    if state.queues.get(org, 0.0) <= now:
+        # The org has no step waiting in the queue: its step is served at the next free
+        # permit rather than sent behind the other orgs' backlog (module docstring).
+        max_wait = max(max_wait, max_wait_alone)
     if wait <= max_wait:
         grants, starts = state.grants + 1, state.starts + (1 if first else 0)
         if starts > _DECAY_AT:
@@ -271,6 +277,7 @@ class MemoryBuckets:
         max_wait: float,
         first: bool = False,
         org: str = "",
+        max_wait_alone: float = 0.0,
     ) -> Reservation:
         with self._lock:
             answer, self._state[key] = _gcra(
@@ -281,6 +288,7 @@ class MemoryBuckets:
                 max_wait=max_wait,
                 first=first,
                 org=org,
+                max_wait_alone=max_wait_alone,
             )
             return answer
 
@@ -349,6 +357,7 @@ class DatabaseBuckets:
         max_wait: float,
         first: bool = False,
         org: str = "",
+        max_wait_alone: float = 0.0,
     ) -> Reservation:
         with transaction.atomic():
             answer, state = _gcra(
@@ -359,6 +368,7 @@ class DatabaseBuckets:
                 max_wait=max_wait,
                 first=first,
                 org=org,
+                max_wait_alone=max_wait_alone,
             )
             self._write(key, state)
         return answer
@@ -374,8 +384,8 @@ class DatabaseBuckets:
 # KEYS[1]: the bucket (a hash {tat, queue, grants, starts, pause, slow, slow_at, and q:<org>
 # per waiting org}). ARGV: interval, tolerance, max_wait (reserve) or seconds (pause), mode
 # ("reserve" | "pause"), idle TTL, first ("1"), decay threshold, trusted-from, the slow-down
-# step, maximum and decay, the org. Floats travel as strings: a Lua number returned to Redis
-# would be truncated to an integer.
+# step, maximum and decay, the org, the patience of an org with no step in the queue. Floats
+# travel as strings: a Lua number returned to Redis would be truncated to an integer.
 _BUCKET_SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -418,6 +428,9 @@ else
   interval = interval * (1 + slow)
   local permit_at = tat + interval - tolerance
   wait = math.max(permit_at - now, 0)
+  local org_field = 'q:' .. ARGV[12]
+  local own = tonumber(redis.call('HGET', KEYS[1], org_field) or '') or 0
+  if own <= now then amount = math.max(amount, tonumber(ARGV[13])) end
   if wait <= amount then
     granted = 1
     tat = tat + interval
@@ -430,8 +443,7 @@ else
   else
     local per_caller = 1
     if starts >= trusted_from then per_caller = math.max(grants / starts, 1) end
-    local org_field = 'q:' .. ARGV[12]
-    local own = 0
+    own = 0
     local waiting = 0
     local fields = redis.call('HGETALL', KEYS[1])
     for i = 1, #fields, 2 do
@@ -449,8 +461,8 @@ else
     if own == 0 then waiting = waiting + 1 end
     local place = math.max(own, queue, permit_at)
     wait = place - now
-    redis.call('HSET', KEYS[1], org_field, tostring(place + interval * per_caller * waiting))
     horizon_queue = place + interval * per_caller * waiting
+    redis.call('HSET', KEYS[1], org_field, tostring(horizon_queue))
   end
 end
 redis.call('HSET', KEYS[1], 'tat', tostring(tat), 'queue', tostring(queue),
@@ -492,6 +504,7 @@ class RedisBuckets:
         mode: str,
         first: bool,
         org: str = "",
+        max_wait_alone: float = 0.0,
     ) -> Reservation:
         if time.monotonic() < self._down_until:
             return Reservation(True, 0.0)
@@ -509,6 +522,7 @@ class RedisBuckets:
             repr(SLOW_MAX),
             repr(SLOW_DECAY),
             org,
+            repr(max_wait_alone),
         ]
         try:
             granted, wait = self._script(keys=[key], args=args)
@@ -529,9 +543,17 @@ class RedisBuckets:
         max_wait: float,
         first: bool = False,
         org: str = "",
+        max_wait_alone: float = 0.0,
     ) -> Reservation:
         return self._call(
-            key, rate=rate, burst=burst, amount=max_wait, mode="reserve", first=first, org=org
+            key,
+            rate=rate,
+            burst=burst,
+            amount=max_wait,
+            mode="reserve",
+            first=first,
+            org=org,
+            max_wait_alone=max_wait_alone,
         )
 
     def pause(self, key: str, *, rate: float, burst: int, seconds: float) -> None:
@@ -713,6 +735,14 @@ class CredentialPermits:
         self._slot: str | None = None
 
     @property
+    def key(self) -> str:
+        return self._key
+
+    @property
+    def limits(self) -> Limits:
+        return self._limits
+
+    @property
     def store(self) -> Buckets:
         if self._store is None:
             self._store = buckets()
@@ -761,11 +791,12 @@ class CredentialPermits:
         raise SemrushBusyError(operation=operation, retry_after=math.ceil(retry_in))
 
     def _acquired(self, operation: str) -> bool:
+        patience = self._patience()
         answer = self.store.reserve(
             self._key,
             rate=self._limits.rate,
             burst=self._limits.burst,
-            max_wait=self._patience(),
+            max_wait=patience,
             first=self._granted == 0,
             org=self._org,
         )

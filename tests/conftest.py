@@ -196,10 +196,14 @@ def worker_env(*, simulator, db_name: str, **overrides: str) -> dict[str, str]: 
 class WorkerProcess:
     """A real `celery worker` subprocess on the test database, queue and simulator."""
 
-    def __init__(self, env: dict[str, str], log_path: Path, concurrency: int = 2) -> None:
+    def __init__(
+        self, env: dict[str, str], log_path: Path, concurrency: int = 2, pool: str | None = None
+    ) -> None:
         self.env = env
         self.log_path = log_path
         self.concurrency = concurrency
+        # None: Celery's default (prefork); "threads" is the README's recommended pool.
+        self.pool = pool
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> WorkerProcess:
@@ -216,6 +220,7 @@ class WorkerProcess:
                 TEST_QUEUE,
                 "-c",
                 str(self.concurrency),
+                *(["-P", self.pool] if self.pool else []),
                 "-l",
                 "INFO",
                 "--without-gossip",

@@ -132,6 +132,11 @@ class SemrushCaller:
         self._on_call = on_call
         self._permits = permits
 
+    @property
+    def permits(self) -> Permits | None:
+        """The quota every attempt asks first (None: unmetered)."""
+        return self._permits
+
     def close(self) -> None:
         """Close the HTTP session if this caller created it."""
         self._transport.close()

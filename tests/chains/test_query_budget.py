@@ -69,10 +69,14 @@ def first_delivery_sql(caller, sim, *, settle_seconds: float):  # type: ignore[n
     deliver the chain's first message in-process: (the accepted body, the SQL it ran, a listing
     of that SQL for assertion messages)."""
     from provisioning import tasks
+    from provisioning.selectors import settle_seconds_learned
     from tests.chains.helpers import start_async_brand_with_market
 
     sim.configure({"settleSeconds": settle_seconds})
     accepted = start_async_brand_with_market(caller)
+    # The parent's learned settle time is read once per process every 30 s (SPEC §11.1), not
+    # per chain: read it first, as a busy worker has, to count a chain's own statements.
+    settle_seconds_learned(parent_id=caller.org.semrush_parent_workspace_id)
     with CaptureQueriesContext(connection) as captured:
         tasks.provision_workspace(accepted["jobId"])
     sql = [q["sql"] for q in captured.captured_queries]

@@ -1,0 +1,445 @@
+"""SPEC §11.1's upstream limits: the credential's queue served round-robin across the orgs that
+wait on it, the concurrency limit (slots shared by every process, expiring on their own), the
+pause after a 429 without Retry-After, and one set of limits per credential."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+import redis
+import requests
+from django.conf import settings
+
+from provisioning import quota
+from provisioning.quota import (
+    CredentialPermits,
+    DatabaseBuckets,
+    Limits,
+    MemoryBuckets,
+    PermitDeferredError,
+    RedisBuckets,
+    credential_key,
+)
+from provisioning.semrush import SemrushBusyError, semrush_client_for
+from provisioning.simulator import SemrushSimulator
+from provisioning.slots import DatabaseSlots, MemorySlots, RedisSlots
+from provisioning.upstream import client_for_org
+from tests.conftest import ROOT, TEST_BROKER_URL
+from tests.factories import OrganizationFactory
+
+
+@contextlib.contextmanager
+def override_base_url(base_url: str):  # type: ignore[no-untyped-def]
+    from django.test import override_settings
+
+    with override_settings(SEMRUSH_BASE_URL=base_url):
+        yield
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _key() -> str:
+    return credential_key(f"token-{uuid.uuid4()}")
+
+
+@pytest.fixture
+def redis_keys():  # type: ignore[no-untyped-def]
+    keys: list[str] = []
+    yield keys
+    if keys:
+        redis.Redis.from_url(TEST_BROKER_URL).delete(*keys, *[f"{k}:slots" for k in keys])
+
+
+# --- round-robin across the orgs waiting on one credential ------------------------------------
+
+
+@pytest.fixture(params=["memory", "database", "redis"])
+def bucket_store(request, db, redis_keys):  # type: ignore[no-untyped-def]
+    if request.param == "memory":
+        return MemoryBuckets(FakeClock())
+    if request.param == "database":
+        return DatabaseBuckets(FakeClock())
+    return RedisBuckets(TEST_BROKER_URL)
+
+
+def test_a_second_org_is_not_queued_behind_the_first_org_s_backlog(bucket_store, redis_keys):
+    # given one credential at 1 permit/s (burst 1), drained, and org A's 100 steps refused:
+    # A's queue reaches about 100 s ahead
+    key = _key()
+    redis_keys.append(key)
+    assert bucket_store.reserve(key, rate=1.0, burst=1, max_wait=0.0, org="a").granted
+    places_a = [
+        bucket_store.reserve(key, rate=1.0, burst=1, max_wait=0.0, org="a").wait for _ in range(100)
+    ]
+    assert places_a[-1] == pytest.approx(100.0, abs=1.0)
+    # when org B's first step is refused, then A's next one
+    place_b = bucket_store.reserve(key, rate=1.0, burst=1, max_wait=0.0, org="b").wait
+    next_a = bucket_store.reserve(key, rate=1.0, burst=1, max_wait=0.0, org="a").wait
+    second_b = bucket_store.reserve(key, rate=1.0, burst=1, max_wait=0.0, org="b").wait
+    # then B's place is the next free permit, not the end of A's backlog; while both wait,
+    # each org's places are two intervals apart (round-robin)
+    assert place_b == pytest.approx(1.0, abs=0.5)
+    assert next_a == pytest.approx(101.0, abs=1.0)
+    assert second_b - place_b == pytest.approx(2.0, abs=0.5)
+
+
+def test_an_org_alone_gets_places_one_interval_apart(bucket_store, redis_keys):
+    key = _key()
+    redis_keys.append(key)
+    bucket_store.reserve(key, rate=2.0, burst=1, max_wait=0.0, org="a")
+    places = [
+        bucket_store.reserve(key, rate=2.0, burst=1, max_wait=0.0, org="a").wait for _ in range(3)
+    ]
+    assert [round(b - a, 2) for a, b in itertools.pairwise(places)] == [0.5, 0.5]
+
+
+# --- slots: the concurrency limit --------------------------------------------------------------
+
+
+@pytest.fixture(params=["memory", "database", "redis"])
+def slot_store(request, db, redis_keys):  # type: ignore[no-untyped-def]
+    if request.param == "memory":
+        clock = FakeClock()
+        return MemorySlots(clock), clock
+    if request.param == "database":
+        clock = FakeClock()
+        return DatabaseSlots(clock), clock
+    return RedisSlots(redis.Redis.from_url(TEST_BROKER_URL)), None
+
+
+def test_slots_up_to_the_limit_then_none_until_one_is_given_back(slot_store, redis_keys):
+    store, _clock = slot_store
+    key = _key()
+    redis_keys.append(key)
+    # when three slots are asked for with a limit of two
+    taken = [store.take(key, limit=2, ttl=60.0) for _ in range(3)]
+    # then two are held and the third is refused
+    assert taken[0] is not None and taken[1] is not None and taken[2] is None
+    assert store.held(key) == 2
+    # and once one is given back, the next is granted
+    store.give_back(key, taken[0])
+    assert store.take(key, limit=2, ttl=60.0) is not None
+    assert store.held(key) == 2
+
+
+def test_a_slot_expires_on_its_own(slot_store, redis_keys):
+    store, clock = slot_store
+    key = _key()
+    redis_keys.append(key)
+    # given the one slot held by a call whose process died (never given back)
+    assert store.take(key, limit=1, ttl=0.3 if clock is None else 5.0) is not None
+    assert store.take(key, limit=1, ttl=5.0) is None
+    # when its time runs out
+    if clock is None:
+        time.sleep(0.4)
+    else:
+        clock.now += 5.01
+    # then it is free again
+    assert store.held(key) == 0
+    assert store.take(key, limit=1, ttl=5.0) is not None
+
+
+def test_redis_unreachable_lets_calls_through_for_slots():
+    store = RedisSlots(redis.Redis.from_url("redis://127.0.0.1:1/0"))
+    assert store.take(_key(), limit=1, ttl=5.0) is not None
+
+
+_HOLD_AND_DIE = """
+import sys, time
+import django
+django.setup()
+import redis
+from provisioning.slots import RedisSlots
+store = RedisSlots(redis.Redis.from_url(sys.argv[1]))
+assert store.take(sys.argv[2], limit=1, ttl=float(sys.argv[3])) is not None
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_killed_process_s_slot_comes_back(redis_keys):
+    # given a process holding the credential's only slot (limit 1, expiring after 1.5 s)
+    key = _key()
+    redis_keys.append(key)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_AND_DIE, TEST_BROKER_URL, key, "1.5"],
+        cwd=str(ROOT),
+        stdout=subprocess.PIPE,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"},
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == b"held"
+    store = RedisSlots(redis.Redis.from_url(TEST_BROKER_URL))
+    assert store.take(key, limit=1, ttl=5.0) is None
+    # when it is killed in the middle of its call (it never gives the slot back)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    # then the slot is refused until it expires, then granted
+    assert store.take(key, limit=1, ttl=5.0) is None
+    deadline = time.monotonic() + 5
+    taken = None
+    while taken is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+        taken = store.take(key, limit=1, ttl=5.0)
+    assert taken is not None
+
+
+def test_the_slot_lives_longer_than_any_one_call(settings):
+    from provisioning.slots import slot_ttl
+
+    settings.SEMRUSH_TIMEOUT_SECONDS = 15
+    assert slot_ttl() == 20.0
+
+
+# --- two real processes never exceed the limit together ---------------------------------------
+
+_CALLS = """
+import sys, threading
+import django
+django.setup()
+from provisioning.quota import CredentialPermits, Limits, credential_key
+from provisioning.semrush import semrush_client_for
+base_url, token, limit = sys.argv[1], sys.argv[2], int(sys.argv[3])
+statuses = []
+
+def call_three() -> None:
+    for _ in range(3):
+        permits = CredentialPermits(
+            key=credential_key(token),
+            limits=Limits(rate=1000.0, burst=1000, concurrency=limit),
+            org_id="org-" + sys.argv[4],
+            in_step=False,
+        )
+        client = semrush_client_for(token=token, permits=permits)
+        client.list_languages()
+        statuses.append(200)
+
+threads = [threading.Thread(target=call_three) for _ in range(6)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(len(statuses))
+"""
+
+
+def _in_flight_peak(log: list[dict[str, Any]]) -> int:
+    """The most calls in flight at once, from the simulator's log (arrival + duration)."""
+    events: list[tuple[datetime, int]] = []
+    for entry in log:
+        start = datetime.fromisoformat(entry["at"])
+        events.append((start, 1))
+        events.append((start + timedelta(milliseconds=entry["durationMs"]), -1))
+    peak = current = 0
+    for _, delta in sorted(events, key=lambda e: (e[0], e[1])):
+        current += delta
+        peak = max(peak, current)
+    return peak
+
+
+def test_two_processes_never_exceed_the_concurrency_limit_together(transactional_db):
+    # given a simulator that refuses a fourth call in flight per token, 150 ms per call
+    sim = SemrushSimulator(port=0, token="limit-token", parents=[]).start()
+    try:
+        sim.configure({"latencyMs": 150, "concurrencyLimit": 3})
+        env = {
+            **os.environ,
+            "CELERY_BROKER_URL": TEST_BROKER_URL,
+            "SEMRUSH_BASE_URL": sim.base_url,
+            "SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS": "30",
+            "SECRET_KEY": settings.SECRET_KEY,
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+        }
+        # when two processes of six threads each make 18 calls each on the one credential,
+        # with a concurrency limit of 3
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _CALLS, sim.base_url, "limit-token", "3", str(n)],
+                env=env,
+                cwd=str(ROOT),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for n in range(2)
+        ]
+        for proc in procs:
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err.decode()[-3000:]
+            assert out.decode().strip().splitlines()[-1] == "18"
+        log = requests.get(f"{sim.base_url}/__sim/requests", timeout=5).json()
+    finally:
+        sim.stop()
+        redis.Redis.from_url(TEST_BROKER_URL).delete(f"{credential_key('limit-token')}:slots")
+    # then upstream never refused one (no 429), and never more than 3 were in flight at once
+    assert [entry["status"] for entry in log] == [200] * 36
+    assert _in_flight_peak(log) <= 3
+
+
+# --- the patience of each caller for a slot ----------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def _full(limit: int) -> tuple[MemorySlots, str, list[str]]:
+    store = MemorySlots()
+    key = _key()
+    held = [store.take(key, limit=limit, ttl=60.0) for _ in range(limit)]
+    assert None not in held
+    return store, key, [slot for slot in held if slot is not None]
+
+
+def _slot_permits(store: MemorySlots, key: str, clock: Clock, *, in_step: bool) -> Any:
+    return CredentialPermits(
+        key=key,
+        limits=Limits(rate=0.0, burst=1, concurrency=2),
+        org_id="org-1",
+        in_step=in_step,
+        slot_store=store,
+        sleep=clock.sleep,
+        clock=clock,
+    )
+
+
+def test_a_step_with_no_slot_within_a_second_is_deferred(settings):
+    settings.SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS = 1.0
+    store, key, _ = _full(2)
+    clock = Clock()
+    with pytest.raises(PermitDeferredError) as deferred:
+        _slot_permits(store, key, clock, in_step=True).acquire("create_project")
+    assert clock.now <= 1.0
+    assert 0.5 <= deferred.value.retry_in <= 1.0
+
+
+def test_a_sync_request_waits_for_a_slot_within_its_budget_then_is_busy(settings):
+    settings.SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS = 5.0
+    store, key, _ = _full(2)
+    clock = Clock()
+    with pytest.raises(SemrushBusyError) as busy:
+        _slot_permits(store, key, clock, in_step=False).acquire("create_project")
+    assert 4.5 <= clock.now <= 5.0
+    assert busy.value.retry_after == 1
+
+
+def test_a_slot_given_back_meanwhile_is_taken_and_released_after_the_call(settings):
+    settings.SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS = 5.0
+    # given both slots held, and one given back after the caller's first poll
+    store, key, held = _full(2)
+    clock = Clock()
+    permits = _slot_permits(store, key, clock, in_step=False)
+    real_sleep = clock.sleep
+
+    def sleep_then_free(seconds: float) -> None:
+        real_sleep(seconds)
+        if held:
+            store.give_back(key, held.pop())
+
+    clock.sleep = sleep_then_free  # type: ignore[method-assign]
+    permits = _slot_permits(store, key, clock, in_step=False)
+    # when it asks
+    permits.acquire("create_project")
+    # then it holds the freed slot, and gives it back once its call has its answer
+    assert store.held(key) == 2
+    permits.release()
+    assert store.held(key) == 1
+
+
+# --- a 429 without Retry-After, and one set of limits per credential --------------------------
+
+
+class PauseRecorder:
+    def __init__(self) -> None:
+        self.paused: list[float] = []
+
+    def pause(self, key: str, *, rate: float, burst: int, seconds: float) -> None:
+        self.paused.append(seconds)
+
+
+def test_a_429_without_retry_after_pauses_the_credential_one_second():
+    recorder = PauseRecorder()
+    permits = CredentialPermits(
+        key="k",
+        limits=Limits(10.0, 20),
+        org_id="o",
+        store=recorder,  # type: ignore[arg-type]
+    )
+    permits.pause(None)
+    permits.pause(3.0)
+    assert recorder.paused == [1.0, 3.0]
+
+
+def test_a_429_without_retry_after_from_upstream_pauses_every_caller(redis_keys):
+    # given a simulator whose 429s carry no Retry-After, and a scripted 429
+    sim = SemrushSimulator(port=0, token="pause-token", parents=[]).start()
+    key = credential_key("pause-token")
+    redis_keys.append(key)
+    try:
+        sim.configure({"retryAfterSeconds": None})
+        sim.add_fault({"pathRegex": "/languages$", "status": 429})
+        permits = CredentialPermits(
+            key=key,
+            limits=Limits(rate=100.0, burst=100),
+            org_id="o",
+            in_step=False,
+            store=RedisBuckets(TEST_BROKER_URL),
+        )
+        # when a call meets it
+        with override_base_url(sim.base_url):
+            semrush_client_for(token="pause-token", permits=permits).list_languages()
+        log = sim.requests_log()
+    finally:
+        sim.stop()
+    # then the credential was paused for a second: the retry (the client's own backoff is at
+    # most 0.2 s) waited for its permit until the pause ended, then passed
+    assert [entry["status"] for entry in log] == [429, 200]
+    gap = datetime.fromisoformat(log[1]["at"]) - datetime.fromisoformat(log[0]["at"])
+    assert gap >= timedelta(seconds=0.9)
+
+
+def test_orgs_on_the_service_credential_share_its_limits_whatever_their_override(db, settings):
+    settings.SEMRUSH_RATE_LIMIT_PER_SECOND = 10
+    settings.SEMRUSH_RATE_LIMIT_BURST = 20
+    settings.SEMRUSH_CONCURRENCY_LIMIT = 10
+    settings.SEMRUSH_RATE_LIMIT_MARGIN = 0.0
+    shared = OrganizationFactory(
+        semrush_rate_limit_per_second=50, semrush_rate_limit_burst=5, semrush_concurrency_limit=3
+    )
+    own = OrganizationFactory(
+        semrush_rate_limit_per_second=50, semrush_rate_limit_burst=5, semrush_concurrency_limit=3
+    )
+    own.set_semrush_credential("own-token")
+    own.save()
+    shared_permits = client_for_org(shared).permits
+    own_permits = client_for_org(own).permits
+    assert isinstance(shared_permits, CredentialPermits)
+    assert isinstance(own_permits, CredentialPermits)
+    assert shared_permits.limits == Limits(rate=10.0, burst=20, concurrency=10)
+    assert own_permits.limits == Limits(rate=50.0, burst=5, concurrency=3)
+    assert shared_permits.key == quota.credential_key(settings.SEMRUSH_API_TOKEN)
+    assert own_permits.key == quota.credential_key("own-token")
