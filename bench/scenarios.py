@@ -731,7 +731,16 @@ def quota(
         per_second[int(when)] = per_second.get(int(when), 0) + 1
     horizon = max(per_second) + 1 if per_second else 0
     bound = 1.15 * (calls_total / rate) + SETTLE_SECONDS
+    from bench.quota import operation_of
+
+    by_operation: dict[str, int] = {}
+    for entry in log:
+        if entry["status"] != 429:
+            name = operation_of(entry["method"], entry["path"])
+            by_operation[name] = by_operation.get(name, 0) + 1
     return {
+        "calls_per_brand": round((calls_total - limited) / (count + 1), 2),
+        "calls_by_operation": by_operation,
         "count": count,
         "workers": workers.describe(),
         "rate_per_token": rate,

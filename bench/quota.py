@@ -1,0 +1,280 @@
+"""SPEC §11.6's quota measurements: an onboarding burst at Semrush's published limits (10
+requests/s and 10 calls in flight per token, 100 ms per call, S = 5 s, stale threshold 60 s)
+with a second org's create mid-run, on its own credential and on the first org's; and 1000
+single creates at 50 requests/s for the calls each brand costs."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import uuid
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+from bench.load import LoadResult, run_load, warm_up
+from bench.scenarios import (
+    SETTLE_SECONDS,
+    Tenant,
+    _brand_body,
+    _healthz,
+    _post_brand,
+    _since,
+    started,
+)
+from bench.stack import BenchStack, WorkerSetup
+from tests.harness import wait_for
+
+# Operations by the shape of their upstream path (the simulator logs method and path).
+_OPERATIONS = (
+    ("GET", re.compile(r"/family$"), "family"),
+    ("POST", re.compile(r"/child$"), "create workspace"),
+    ("GET", re.compile(r"/status$"), "status read"),
+    ("GET", re.compile(r"/projects$"), "list projects"),
+    ("POST", re.compile(r"/projects$"), "create project"),
+    ("PATCH", re.compile(r"/projects/[^/]+$"), "tracked URL"),
+    ("POST", re.compile(r"/publish$"), "publish"),
+    ("GET", re.compile(r"/languages$"), "languages"),
+)
+
+
+def operation_of(method: str, path: str) -> str:
+    for wanted, pattern, name in _OPERATIONS:
+        if method == wanted and pattern.search(path):
+            return name
+    return f"{method} other"
+
+
+def _at(entry: dict[str, Any]) -> float:
+    return datetime.fromisoformat(entry["at"].replace("Z", "+00:00")).timestamp()
+
+
+def in_flight(log: list[dict[str, Any]], origin: float) -> tuple[int, list[int]]:
+    """The most calls in flight at once, overall and per second since `origin`, from each
+    entry's arrival (`at`) and `durationMs`."""
+    events: list[tuple[float, int]] = []
+    for entry in log:
+        start = _at(entry) - origin
+        events.append((start, 1))
+        events.append((start + (entry.get("durationMs") or 0.0) / 1000.0, -1))
+    events.sort(key=lambda e: (e[0], e[1]))
+    peak, current = 0, 0
+    per_second: dict[int, int] = {}
+    for when, delta in events:
+        current += delta
+        peak = max(peak, current)
+        second = max(int(when), 0)
+        per_second[second] = max(per_second.get(second, 0), current)
+    horizon = max(per_second) + 1 if per_second else 0
+    return peak, [per_second.get(i, 0) for i in range(horizon)]
+
+
+def _org(stack: BenchStack, token: str) -> Tenant:
+    """A Serenity org with the credential `token` (no override: the service's limits apply, as
+    SEMRUSH_RATE_LIMIT_PER_SECOND / SEMRUSH_CONCURRENCY_LIMIT say), and a writer token."""
+    completed = stack.manage(
+        "create_org",
+        "--name",
+        f"Quota {uuid.uuid4().hex[:8]}",
+        "--parent-workspace-id",
+        stack.parent_id,
+        "--serenity",
+        "--semrush-token",
+        token,
+        "--json",
+        check=True,
+    )
+    org_id = str(json.loads(completed.stdout)["id"])
+    return Tenant(org_id, stack.create_token(org_id))
+
+
+def _finished(stack: BenchStack, org_id: str) -> int:
+    rows = stack.query(
+        "SELECT count(*) AS n FROM jobs_asyncjob WHERE step = 'createMarket'"
+        " AND status <> 'IN_PROGRESS' AND organization_id = %s",
+        (org_id,),
+    )
+    return int(rows[0]["n"])
+
+
+def _create_and_wait(stack: BenchStack, who: Tenant, tag: str) -> dict[str, Any]:
+    """One async create with a market, polled to its end: seconds, status, its steps."""
+    client = who.client_factory(stack)()
+    try:
+        posted = time.monotonic()
+        posted_wall = time.time()
+        answer = client.post(client.brands_path, _brand_body(tag, market=("US", "en")))
+        job_id, brand_id = answer.body["jobId"], answer.body["id"]
+        polled = answer
+        while time.monotonic() - posted < 120:
+            polled = client.job(brand_id, job_id)
+            if polled.body.get("status") != "IN_PROGRESS":
+                break
+            time.sleep(0.05)
+        steps = stack.query(
+            "SELECT step, status, run_count, run_after, started_at, finished_at"
+            " FROM jobs_asyncjob WHERE id = %s OR root_id = %s ORDER BY position",
+            (job_id, job_id),
+        )
+        return {
+            "seconds": round(time.monotonic() - posted, 3),
+            "posted_wall": posted_wall,
+            "accept_status": answer.status,
+            "status": polled.body.get("status"),
+            "result_status": (polled.body.get("result") or {}).get("status"),
+            "steps": [
+                {
+                    "step": r["step"],
+                    "status": r["status"],
+                    "run_count": r["run_count"],
+                    "due_s": _since(r["run_after"], posted_wall),
+                    "started_s": _since(r["started_at"], posted_wall),
+                    "finished_s": _since(r["finished_at"], posted_wall),
+                }
+                for r in steps
+            ],
+        }
+    finally:
+        client.close()
+
+
+def published_limits(
+    *,
+    workers: WorkerSetup,
+    count: int = 300,
+    shared: bool = False,
+    rate: int = 10,
+    concurrency: int = 10,
+    latency_ms: int = 100,
+    stale_seconds: float = 60.0,
+    warm: int = 3,
+    clients: int = 8,
+) -> dict[str, Any]:
+    """`count` async brand creates with a market by org A at the simulator's published limits
+    (`rateLimitPerSecond` and `concurrencyLimit` per token, `latencyMs` per call), the service
+    at its defaults; `warm` creates first so that the parent's settle time is learned (steady
+    state). When half of A's chains are done, org B (its own credential, or A's with `shared`)
+    starts one async create. Wall from A's first burst request to its last chain's end against
+    1.1 x (calls ÷ rate) + S; calls per brand by operation; 429s; calls in flight."""
+    stack = BenchStack(
+        workers=workers,
+        settle_seconds=SETTLE_SECONDS,
+        env={
+            "SEMRUSH_RATE_LIMIT_PER_SECOND": str(rate),
+            "SEMRUSH_CONCURRENCY_LIMIT": str(concurrency),
+            "SERENITY_PROVISIONING_STALE_AFTER_SECONDS": str(stale_seconds),
+            "SERENITY_STALE_SWEEP_INTERVAL_SECONDS": "10",
+        },
+    )
+    with started(stack):
+        stack.sim_config(
+            rateLimitPerSecond=rate, concurrencyLimit=concurrency, latencyMs=latency_ms
+        )
+        token_a, token_b = f"bench-a-{uuid.uuid4().hex}", f"bench-b-{uuid.uuid4().hex}"
+        stack.sim_add_token(token_a)
+        stack.sim_add_token(token_b)
+        org_a = _org(stack, token_a)
+        org_b = _org(stack, token_a if shared else token_b)
+        make_a = org_a.client_factory(stack)
+        warm_up(make_a, _healthz, times=5)
+        warmers = [
+            threading.Thread(target=_create_and_wait, args=(stack, org_a, f"warm {i}"))
+            for i in range(warm)
+        ]
+        for thread in warmers:
+            thread.start()
+        for thread in warmers:
+            thread.join()
+        calls = [_post_brand(f"onboard {i}", market=("US", "en")) for i in range(count)]
+        box: dict[str, LoadResult] = {}
+        second: dict[str, Any] = {}
+
+        def second_org() -> None:
+            wait_for(
+                lambda: _finished(stack, org_a.org_id) >= warm + count // 2,
+                timeout=900,
+                what="half",
+                interval=0.2,
+            )
+            second.update(_create_and_wait(stack, org_b, "second"))
+
+        began_wall = time.time()
+        began = time.monotonic()
+        sender = threading.Thread(
+            target=lambda: box.setdefault(
+                "r", run_load(make_client=make_a, calls=calls, clients=clients)
+            )
+        )
+        watcher = threading.Thread(target=second_org)
+        sender.start()
+        watcher.start()
+        sender.join()
+        accepted_s = time.monotonic() - began
+        try:
+            wait_for(
+                lambda: _finished(stack, org_a.org_id) >= warm + count,
+                timeout=1800,
+                what="every chain to finish",
+                interval=0.2,
+            )
+        except Exception as exc:
+            return {"count": count, "shared": shared, "error": str(exc)}
+        wall = time.monotonic() - began
+        watcher.join(timeout=180)
+        log = [e for e in stack.sim_requests() if _at(e) >= began_wall]
+        rows = stack.query(
+            "SELECT j.status, j.result FROM jobs_asyncjob j WHERE j.step = 'createMarket'"
+            " AND j.organization_id = %s",
+            (org_a.org_id,),
+        )
+        stale = stack.query(
+            "SELECT count(*) AS n FROM provisioning_provisioningattempt WHERE reason = 'stale'"
+        )[0]["n"]
+        violations = stack.violations()
+    calls_total = len(log)
+    limited = sum(1 for e in log if e["status"] == 429)
+    created = sum(1 for r in rows if (r["result"] or {}).get("status") == 201)
+    by_operation = Counter(operation_of(e["method"], e["path"]) for e in log if e["status"] != 429)
+    brands = count + 1  # the burst and the second org's create
+    per_second: dict[int, int] = {}
+    for entry in log:
+        when = int(max(_at(entry) - began_wall, 0))
+        per_second[when] = per_second.get(when, 0) + 1
+    horizon = max(per_second) + 1 if per_second else 0
+    peak, flight = in_flight(log, began_wall)
+    bound = 1.1 * (calls_total / rate) + SETTLE_SECONDS
+    return {
+        "count": count,
+        "shared": shared,
+        "workers": workers.describe(),
+        "rate_per_token": rate,
+        "concurrency_per_token": concurrency,
+        "latency_ms": latency_ms,
+        "stale_seconds": stale_seconds,
+        "settle_seconds": SETTLE_SECONDS,
+        "warm": warm,
+        "clients": clients,
+        "accept_s": round(accepted_s, 3),
+        "accept": box["r"].summary() if "r" in box else None,
+        "wall_s": round(wall, 3),
+        "upstream_calls": calls_total,
+        "bound_s": round(bound, 2),
+        "within_bound": wall <= bound,
+        "rate_limited_429": limited,
+        "rate_limited_pct": round(100.0 * limited / calls_total, 3) if calls_total else 0.0,
+        "created_201": created - warm,
+        "failed_chains": count + warm - created,
+        "stale_attempts": int(stale),
+        "calls_per_brand": round((calls_total - limited) / brands, 2),
+        "calls_by_operation": dict(by_operation.most_common()),
+        "peak_in_flight": peak,
+        "in_flight_per_second": flight,
+        "calls_per_second": [per_second.get(i, 0) for i in range(horizon)],
+        "second_org": {**second, "bound_s": SETTLE_SECONDS + 2.0},
+        "second_org_within_bound": (second.get("seconds") or 1e9) <= SETTLE_SECONDS + 2.0
+        and second.get("status") == "COMPLETED",
+        "second_org_started_s": round(second.get("posted_wall", began_wall) - began_wall, 2),
+        "violations": violations,
+    }
