@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from bench import report_quota
 from bench.svg import Series, line_chart
 from tests.harness import ROOT
 
@@ -157,6 +158,7 @@ def _summary_rows(data: dict[str, Any]) -> list[list[str]]:
             ),
         ]
     )
+    rows.extend(report_quota.summary_rows(data))
     quota = _get(data, "current", "quota")
     if quota is not None:
         rows.extend(_quota_rows(quota))
@@ -212,7 +214,7 @@ def _quota_section(data: dict[str, Any]) -> str:
     q = _get(data, "current", "quota")
     if not q or "error" in q:
         return ""
-    out = ["## 6. Upstream quota and fairness\n"]
+    out = ["## 6. Upstream quota at 50 requests/s (`bench.run quota50`)\n"]
     out.append(
         f"{q['count']} async brand creates with a market (US/en) by one org, sent by "
         f"{q['clients']} client threads, against the simulator limited to "
@@ -633,7 +635,7 @@ def _guard_section(data: dict[str, Any]) -> str:
 
 
 def _profile_section(data: dict[str, Any]) -> str:
-    out = ["## 6. Profiles\n"]
+    out = ["## 8. Profiles\n"]
     sources = [
         ("accept", "API workers (gunicorn) during the accept phase"),
         ("fanout_1000", "Celery workers during the 1000-chain fan-out"),
@@ -722,7 +724,8 @@ HOW_TO = """\
 .venv/bin/python -m bench.run fanout --sizes 200        # one measurement; the others are kept
 .venv/bin/python -m bench.run fanout --repeat 1 --no-profile  # one run per size, no py-spy
 .venv/bin/python -m bench.run all --pool prefork --concurrency 2 --label before  # baseline
-.venv/bin/python -m bench.run quota --no-profile  # the upstream quota run (section 6)
+.venv/bin/python -m bench.run quota --no-profile  # the published limits (section 7), 2 runs
+.venv/bin/python -m bench.run quota50 --no-profile  # 1000 creates at 50/s (section 6)
 .venv/bin/python -m bench.run report          # re-render from docs/benchmarks.json
 .venv/bin/python -m bench.chaincpu --chains 50 --rounds 1 --calls  # our calls per chain
 .venv/bin/python -m bench.celerycost          # Celery's own CPU per delivered task
@@ -759,6 +762,7 @@ def write(data: dict[str, Any]) -> None:
         _polling_section(data),
         _guard_section(data),
         _quota_section(data),
+        report_quota.section(data, _table),
         _profile_section(data),
     ]
     if FINDINGS.exists():
