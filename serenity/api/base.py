@@ -31,7 +31,8 @@ class OrgScopedView(IdempotencyMixin):
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
-        extra = {"jobId": kwargs["job_id"]} if "job_id" in kwargs else None
+        path_ids = {"job_id": "jobId", "onboarding_id": "onboardingId"}
+        extra = {name: kwargs[key] for key, name in path_ids.items() if key in kwargs} or None
         self.scope = caller_scope_resolve(
             user=request.user,
             org_id=kwargs["org_id"],

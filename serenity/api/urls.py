@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from serenity.api import brands, health, jobs, prompts, serenity_routes
+from serenity.api import brands, health, jobs, onboardings, prompts, serenity_routes
 
 B = "v2/orgs/<str:org_id>/brands/<str:brand_id>"
 
@@ -33,6 +33,18 @@ urlpatterns = [
     ),
     path("v2/orgs/<str:org_id>/brands", brands.BrandCollectionView.as_view()),
     path("v2/orgs/<str:org_id>/serenity/languages", serenity_routes.LanguagesView.as_view()),
+    path(
+        "v2/orgs/<str:org_id>/serenity/onboardings",
+        onboardings.OnboardingCollectionView.as_view(),
+    ),
+    path(
+        "v2/orgs/<str:org_id>/serenity/onboardings/<str:onboarding_id>",
+        onboardings.OnboardingDetailView.as_view(),
+    ),
+    path(
+        "v2/orgs/<str:org_id>/serenity/onboardings/<str:onboarding_id>/cancel",
+        onboardings.OnboardingCancelView.as_view(),
+    ),
     path(B, brands.BrandDetailView.as_view()),
     path(f"{B}/serenity/markets", serenity_routes.MarketCollectionView.as_view()),
     path(
