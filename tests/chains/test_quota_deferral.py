@@ -124,8 +124,14 @@ def test_a_permit_refused_between_the_workspace_and_the_project_resumes_later(
     # when it runs again once due
     end_pause(sim.org_token)
     make_due(str(chained.id))
+    again = mark(sim)
     tasks.create_market(str(chained.id))
-    # then the market is created once, and the chain answers as the sync path would
+    # then it does not look for a project first (a re-schedule leaves none unrecorded: only a
+    # lost worker's re-run must look, SPEC §11.1's fewer calls)
+    workspace_id = ProvisioningAttempt.objects.get().candidate_workspace_id
+    assert [c for c in calls_since(sim, again) if c[0] == "GET"] == []
+    assert calls_since(sim, again)[0] == create_project(workspace_id)
+    # and the market is created once, and the chain answers as the sync path would
     polled = sw_writer.get(serenity_path(sw_writer, accepted["id"]) + f"/jobs/{root_id}").json()
     assert polled["status"] == "COMPLETED" and polled["result"]["status"] == 201, polled
     assert len(sim.state()["projects"]) == 1
