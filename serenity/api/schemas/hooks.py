@@ -36,6 +36,8 @@ PATH_PARAMETERS: dict[str, tuple[str, dict[str, Any], str]] = {
     "org_id": ("orgId", {"type": "string", "format": "uuid"}, "The organization's id."),
     "brand_id": ("brandId", {"type": "string", "format": "uuid"}, "The brand's id."),
     "job_id": ("jobId", {"type": "string", "format": "uuid"}, "The job's id."),
+    "webhook_id": ("webhookId", {"type": "string", "format": "uuid"}, "The webhook's id."),
+    "delivery_id": ("deliveryId", {"type": "string", "format": "uuid"}, "The delivery's id."),
     "geo_target_id": (
         "geoTargetId",
         {"type": "string", "pattern": GEO_TARGET_ID_PATTERN},
