@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -21,3 +22,14 @@ def receiver() -> Iterator[Receiver]:
     started = receiver_start()
     yield started
     started.stop()
+
+
+@pytest.fixture
+def published() -> Iterator[list[str]]:
+    """Record publishes instead of sending them (the job ids, in order): the test runs each
+    step itself (as tests/chains/conftest.py)."""
+    sent: list[str] = []
+    with mock.patch(
+        "jobs.services.publish_job", side_effect=lambda **kw: sent.append(str(kw["job_id"])) or True
+    ):
+        yield sent
