@@ -21,7 +21,11 @@ class Received:
 class Receiver:
     server: ThreadingHTTPServer
     received: list[Received] = field(default_factory=list)
+    # Every request as it arrives (before any hold): an attempt in flight is here already.
+    arrivals: list[Received] = field(default_factory=list)
     script: list[int] = field(default_factory=list)
+    # Seconds to hold each request before answering, in order (then `delay_seconds`).
+    holds: list[float] = field(default_factory=list)
     default_status: int = 204
     delay_seconds: float = 0.0
     extra_headers: dict[str, str] = field(default_factory=dict)
@@ -36,12 +40,16 @@ class Receiver:
         with self.lock:
             return self.script.pop(0) if self.script else self.default_status
 
-    def wait_for(self, count: int, timeout: float = 20.0) -> list[Received]:
+    def wait_for(
+        self, count: int, timeout: float = 20.0, *, arrived: bool = False
+    ) -> list[Received]:
+        """The first `count` requests answered (`arrived`: arrived, answered or not)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self.lock:
-                if len(self.received) >= count:
-                    return list(self.received)
+                seen = self.arrivals if arrived else self.received
+                if len(seen) >= count:
+                    return list(seen)
             time.sleep(0.02)
         raise AssertionError(f"{len(self.received)} requests received, {count} expected")
 
@@ -58,12 +66,14 @@ def receiver_start(**options: Any) -> Receiver:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)
             receiver = holder["receiver"]
-            if receiver.delay_seconds:
-                time.sleep(receiver.delay_seconds)
+            request = Received(path=self.path, headers=dict(self.headers.items()), body=body)
             with receiver.lock:
-                receiver.received.append(
-                    Received(path=self.path, headers=dict(self.headers.items()), body=body)
-                )
+                receiver.arrivals.append(request)
+                hold = receiver.holds.pop(0) if receiver.holds else receiver.delay_seconds
+            if hold:
+                time.sleep(hold)
+            with receiver.lock:
+                receiver.received.append(request)
             status = receiver.answer()
             self.send_response(status)
             for name, value in receiver.extra_headers.items():
