@@ -13,6 +13,7 @@ import statistics
 from typing import Any
 
 from bench.svg import Series, line_chart
+from bench.webhooks import report_section as webhooks_section
 from tests.harness import ROOT
 
 REPORT = ROOT / "docs" / "benchmarks.md"
@@ -723,6 +724,7 @@ HOW_TO = """\
 .venv/bin/python -m bench.run fanout --repeat 1 --no-profile  # one run per size, no py-spy
 .venv/bin/python -m bench.run all --pool prefork --concurrency 2 --label before  # baseline
 .venv/bin/python -m bench.run quota --no-profile  # the upstream quota run (section 6)
+.venv/bin/python -m bench.run webhooks --no-profile  # webhook latency and throughput (section 7)
 .venv/bin/python -m bench.run report          # re-render from docs/benchmarks.json
 .venv/bin/python -m bench.chaincpu --chains 50 --rounds 1 --calls  # our calls per chain
 .venv/bin/python -m bench.celerycost          # Celery's own CPU per delivered task
@@ -760,6 +762,7 @@ def write(data: dict[str, Any]) -> None:
         _guard_section(data),
         _quota_section(data),
         _profile_section(data),
+        webhooks_section(data),
     ]
     if FINDINGS.exists():
         parts.append(FINDINGS.read_text())

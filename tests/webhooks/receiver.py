@@ -15,6 +15,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    at: float = field(default_factory=time.time)  # wall clock of the arrival
 
 
 @dataclass
