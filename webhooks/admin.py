@@ -11,7 +11,7 @@ from django.http import HttpRequest
 from webhooks.models import Webhook, WebhookDelivery
 from webhooks.services import delivery_redeliver
 
-DELIVERY_FIELDS = [
+DELIVERY_FIELDS: list[str] = [
     "id",
     "event_id",
     "event_type",
@@ -26,8 +26,8 @@ DELIVERY_FIELDS = [
 
 class DeliveryInline(admin.TabularInline):
     model = WebhookDelivery
-    fields = DELIVERY_FIELDS
-    readonly_fields = DELIVERY_FIELDS
+    fields = tuple(DELIVERY_FIELDS)
+    readonly_fields = tuple(DELIVERY_FIELDS)
     extra = 0
     max_num = 0
     can_delete = False
@@ -44,8 +44,8 @@ class WebhookAdmin(admin.ModelAdmin):
     list_select_related = ["organization"]
     search_fields = ["=id", "=organization__id", "url"]
     # The secret is never shown (it is encrypted at rest and shown once, to the API caller).
-    fields = ["id", "organization", "url", "events", "created_at"]
-    readonly_fields = fields
+    fields = ("id", "organization", "url", "events", "created_at")
+    readonly_fields = ("id", "organization", "url", "events", "created_at")
     inlines = [DeliveryInline]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -67,8 +67,8 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
     list_filter = ["status", "event_type"]
     list_select_related = ["webhook"]
     search_fields = ["=id", "=event_id", "=webhook__id", "=webhook__organization__id"]
-    fields = [*DELIVERY_FIELDS, "webhook", "job_id", "body"]
-    readonly_fields = fields
+    fields = (*DELIVERY_FIELDS, "webhook", "job_id", "body")
+    readonly_fields = (*DELIVERY_FIELDS, "webhook", "job_id", "body")
     actions = ["redeliver"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
