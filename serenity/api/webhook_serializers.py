@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from serenity.api.fields import StrictCharField
+from serenity.api.fields import HttpUrlField
 from webhooks.addresses import URL_MAX_LENGTH
 from webhooks.models import DeliveryStatus, WebhookEventType
 
@@ -16,7 +16,7 @@ NEXT_CURSOR_HELP = "Pass as `?cursor=` for the next page; null on the last page.
 
 
 class WebhookCreateSerializer(serializers.Serializer):
-    url = StrictCharField(
+    url = HttpUrlField(
         max_length=URL_MAX_LENGTH,
         help_text="`https://` (`http://` only where private addresses are allowed); its host "
         "must resolve only to public addresses.",
