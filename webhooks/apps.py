@@ -1,0 +1,14 @@
+from django.apps import AppConfig
+
+
+class WebhooksConfig(AppConfig):
+    name = "webhooks"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # A root job's end is a webhook event: the receiver writes its deliveries in the
+        # transaction that ends the chain (the outbox).
+        from jobs.signals import chain_ended
+        from webhooks.events import job_chain_ended
+
+        chain_ended.connect(job_chain_ended, dispatch_uid="webhooks.job_chain_ended")
