@@ -14,6 +14,7 @@ from typing import Any
 
 from bench import report_quota
 from bench.svg import Series, line_chart
+from bench.webhooks import report_section as webhooks_section
 from tests.harness import ROOT
 
 REPORT = ROOT / "docs" / "benchmarks.md"
@@ -635,7 +636,7 @@ def _guard_section(data: dict[str, Any]) -> str:
 
 
 def _profile_section(data: dict[str, Any]) -> str:
-    out = ["## 8. Profiles\n"]
+    out = ["## 9. Profiles\n"]
     sources = [
         ("accept", "API workers (gunicorn) during the accept phase"),
         ("fanout_1000", "Celery workers during the 1000-chain fan-out"),
@@ -726,6 +727,7 @@ HOW_TO = """\
 .venv/bin/python -m bench.run all --pool prefork --concurrency 2 --label before  # baseline
 .venv/bin/python -m bench.run quota --no-profile  # the published limits (section 7), 2 runs
 .venv/bin/python -m bench.run quota50 --no-profile  # 1000 creates at 50/s (section 6)
+.venv/bin/python -m bench.run webhooks --no-profile  # webhook latency, throughput (section 8)
 .venv/bin/python -m bench.run report          # re-render from docs/benchmarks.json
 .venv/bin/python -m bench.chaincpu --chains 50 --rounds 1 --calls  # our calls per chain
 .venv/bin/python -m bench.celerycost          # Celery's own CPU per delivered task
@@ -763,6 +765,7 @@ def write(data: dict[str, Any]) -> None:
         _guard_section(data),
         _quota_section(data),
         report_quota.section(data, _table),
+        webhooks_section(data),
         _profile_section(data),
     ]
     if FINDINGS.exists():

@@ -22,12 +22,13 @@ import time
 from typing import Any
 
 from bench import quota, report, scenarios
+from bench import webhooks as webhook_bench
 from bench.stack import WorkerSetup, cpu_probe_ms, machine_info
 from tests.harness import ROOT
 
 DATA = ROOT / "docs" / "benchmarks.json"
 PROFILES = ROOT / "var" / "bench" / "profiles"
-NAMES = ("accept", "e2e", "fanout", "polling", "guard", "quota", "quota50")
+NAMES = ("accept", "e2e", "fanout", "polling", "guard", "quota", "quota50", "webhooks")
 
 
 def load_data() -> dict[str, Any]:
@@ -114,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
             results = {"quota": scenarios.quota(workers=workers, count=1000)}
         elif name == "polling":
             results = {"polling": scenarios.polling(workers=workers)}
+        elif name == "webhooks":
+            results = {"webhooks": webhook_bench.webhooks(workers=workers)}
+            print(_line(results["webhooks"]), flush=True)
         else:
             results = {"guard": scenarios.guard_contention(workers=workers)}
         for key, value in results.items():
@@ -167,6 +171,8 @@ def _line(value: dict[str, Any]) -> str:
         "rate_limited_429",
         "failed_chains",
         "second_org",
+        "idle",
+        "queued",
         "error",
     )
     picked = {k: value[k] for k in keys if k in value}

@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "serenity",
     "provisioning",
     "jobs",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
@@ -173,6 +174,7 @@ SPECTACULAR_SETTINGS = {
         "BrandStatusEnum": "serenity.models.BrandStatus",
         "UndeletedBrandStatusEnum": ["active", "pending"],
         "JobStatusEnum": "jobs.models.JobStatus",
+        "WebhookEventTypeEnum": "webhooks.models.WebhookEventType",
     },
 }
 
@@ -255,6 +257,10 @@ else:
         socket_timeout=max(JOBS_PUBLISH_TIMEOUT_SECONDS, 5.0),
         max_retries=0,
     )
+# A job re-scheduled further out than this (a webhook retry hours later) gets no countdown
+# message: the broker would redeliver it after its visibility timeout; the dispatcher publishes
+# it when due.
+JOBS_COUNTDOWN_MAX_SECONDS = float(CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]) / 2  # type: ignore[arg-type]
 CELERY_BROKER_CONNECTION_TIMEOUT = JOBS_PUBLISH_TIMEOUT_SECONDS
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
@@ -308,6 +314,10 @@ CELERY_BEAT_SCHEDULE["serenity-idempotency-purge"] = {
     "task": "serenity.purge_idempotency_keys",
     "schedule": IDEMPOTENCY_PURGE_INTERVAL_SECONDS,
 }
+# --- Webhooks (SPEC §11.3) ---------------------------------------------------------------------
+# Deliveries to loopback, private, link-local, multicast and reserved addresses (and http://
+# URLs) are refused unless this is on: for development and tests only.
+SERENITY_WEBHOOK_ALLOW_PRIVATE = env_bool("SERENITY_WEBHOOK_ALLOW_PRIVATE", False)
 # Pagination of the brand, market and job lists: `?limit=` bounds and default.
 SERENITY_PAGE_SIZE_DEFAULT = 100
 SERENITY_PAGE_SIZE_MAX = 500

@@ -7,7 +7,6 @@ Callers that combine a job write with a business write wrap both in one transact
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from django.utils import timezone
 from jobs import states
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.publishing import publish_job
+from jobs.signals import chain_ended_check, chain_ended_send
 from kernel import context
 
 logger = logging.getLogger("serenity.jobs")
@@ -244,9 +244,12 @@ def job_release(*, job_id: uuid.UUID, claim_token: uuid.UUID, delay_seconds: flo
     changed = AsyncJob.objects.filter(
         pk=job_id, status=JobStatus.IN_PROGRESS, claim_token=claim_token
     ).update(claim_token=None, lease_expires_at=None, run_after=run_after, published_at=None)
-    if changed:
+    if changed and delay_seconds <= settings.JOBS_COUNTDOWN_MAX_SECONDS:
         step = AsyncJob.objects.values_list("step", flat=True).get(pk=job_id)
         publish_on_commit(job_id=job_id, step=step, countdown=delay_seconds)
+    # A longer delay (hours: a webhook retry) is no countdown message: the broker would
+    # redeliver it after its visibility timeout. The dispatcher publishes the row when due
+    # (`published_at` NULL), within JOBS_DISPATCH_INTERVAL_SECONDS.
     return changed == 1
 
 
@@ -263,12 +266,16 @@ def job_finish(
     leave the successor unfinished and never runnable). Conditional on the claim token when one
     is given."""
     has_successor = job.next_id is not None
-    with transaction.atomic(savepoint=False) if has_successor else contextlib.nullcontext():
+    # One transaction with the successors' cancel and `chain_ended`'s receivers (their outbox
+    # rows); inside the step's ending (the usual caller) it adds nothing.
+    with transaction.atomic(savepoint=False):
         changed = states.transition(
             job_id=job.id, to=status, claim_token=claim_token, result=result, error=error
         )
         if changed and has_successor:
             _cancel_successors(job=job, error=error)
+        if changed:
+            chain_ended_send(job=job, status=status)
     return changed
 
 
@@ -305,11 +312,14 @@ def job_complete_and_release_next(
     ):
         return None
     now = timezone.now()
-    AsyncJob.objects.filter(pk=successor_id, status=JobStatus.IN_PROGRESS).update(
+    released = AsyncJob.objects.filter(pk=successor_id, status=JobStatus.IN_PROGRESS).update(
         run_after=now, published_at=now, updated_at=now
     )
     if job.root_id is not None:
         AsyncJob.objects.filter(pk=job.root_id).update(**chain, updated_at=now)
+    if not released:
+        # A cancel finished the successor while this step ran: the chain ends here, with it.
+        chain_ended_check(root_id=job.root_id or job.id)
     if publish:
         step = AsyncJob.objects.values_list("step", flat=True).get(pk=successor_id)
         publish_on_commit(job_id=successor_id, step=step, premarked=True)
@@ -386,31 +396,40 @@ def chain_cancel(
     )
     if only_unstarted:
         query = query.filter(Q(claim_token__isnull=True) | Q(lease_expires_at__lt=now))
-    return query.update(
-        status=JobStatus.CANCELLED,
-        error=error or cancelled_error(),
-        finished_at=now,
-        updated_at=now,
-        claim_token=None,
-        lease_expires_at=None,
-    )
-
-
-def chain_fail(*, root_id: uuid.UUID, error: dict[str, Any]) -> int:
-    """Mark the chain's unfinished jobs FAILED (e.g. its attempt was reconciled as stale)."""
-    now = timezone.now()
-    return (
-        AsyncJob.objects.filter(Q(pk=root_id) | Q(root_id=root_id))
-        .filter(status=JobStatus.IN_PROGRESS)
-        .update(
-            status=JobStatus.FAILED,
-            error=error,
+    # One transaction with `chain_ended`'s receivers (their outbox rows).
+    with transaction.atomic(savepoint=False):
+        changed = query.update(
+            status=JobStatus.CANCELLED,
+            error=error or cancelled_error(),
             finished_at=now,
             updated_at=now,
             claim_token=None,
             lease_expires_at=None,
         )
-    )
+        if changed:
+            chain_ended_check(root_id=root_id)
+    return changed
+
+
+def chain_fail(*, root_id: uuid.UUID, error: dict[str, Any]) -> int:
+    """Mark the chain's unfinished jobs FAILED (e.g. its attempt was reconciled as stale)."""
+    now = timezone.now()
+    with transaction.atomic(savepoint=False):
+        changed = (
+            AsyncJob.objects.filter(Q(pk=root_id) | Q(root_id=root_id))
+            .filter(status=JobStatus.IN_PROGRESS)
+            .update(
+                status=JobStatus.FAILED,
+                error=error,
+                finished_at=now,
+                updated_at=now,
+                claim_token=None,
+                lease_expires_at=None,
+            )
+        )
+        if changed:
+            chain_ended_check(root_id=root_id)
+    return changed
 
 
 def job_republish(*, job_id: uuid.UUID) -> bool:

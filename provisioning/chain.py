@@ -32,6 +32,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError
+from django.utils import timezone
 
 from jobs import services as job_services
 from jobs.endings import Continue, Finish, JobEnding, Repeat, step_commit
@@ -90,6 +91,8 @@ class SettleLater:
 
 # Metadata of a chain's settle rows whose first hop deferred its status read.
 FIRST_READ_DEFERRED = "firstReadDeferred"
+# Metadata of a settle row: the workspace's age when the read was scheduled to run (seconds).
+SETTLE_AGE = "settleAge"
 
 
 @dataclass(frozen=True)
@@ -182,7 +185,10 @@ def step_end(run: StepRun, attempt: ProvisioningAttempt | None, end: StepEnd) ->
         repeat = Repeat(
             result={"workspaceStatus": "notRead" if end.first_read_deferred else "notReady"},
             delay_seconds=end.delay_seconds,
-            metadata={FIRST_READ_DEFERRED: True} if end.first_read_deferred else None,
+            metadata={
+                SETTLE_AGE: _workspace_age(attempt) + end.delay_seconds,
+                **({FIRST_READ_DEFERRED: True} if end.first_read_deferred else {}),
+            },
         )
         if not step_commit(run, repeat, effects=lambda: states.touch(attempt_id=attempt.id)):
             _stand_down_if_ended(run, attempt)
@@ -282,12 +288,22 @@ def _end_promoted(run: StepRun, attempt: ProvisioningAttempt | None, workspace_i
         _end_failed(run, attempt, UpstreamError("The brand's workspace changed meanwhile."))
 
 
+def _workspace_age(attempt: ProvisioningAttempt) -> float:
+    """Seconds since the attempt recorded its candidate (0 when this hop recorded it)."""
+    if attempt.candidate_at is None:
+        return 0.0
+    return max((timezone.now() - attempt.candidate_at).total_seconds(), 0.0)
+
+
 def _settle_sample(run: StepRun, attempt: ProvisioningAttempt) -> float | None:
-    """A freshly created candidate's age when the read that found it ready was due (SPEC
-    §11.1; `selectors.settle_seconds_learned`)."""
-    if not attempt.freshly_created or attempt.candidate_at is None or run.job.run_after is None:
+    """A freshly created candidate's age when the read that found it ready was scheduled
+    (SPEC §11.1; `selectors.settle_seconds_learned`): the schedule's, not the quota's (a read
+    re-scheduled for the quota ran later than the workspace needed). None for a read made at
+    once, in the hop that created the workspace."""
+    age = run.job.metadata.get(SETTLE_AGE)
+    if not attempt.freshly_created or age is None:
         return None
-    return max((run.job.run_after - attempt.candidate_at).total_seconds(), 0.0)
+    return float(age)
 
 
 def _end_failed(run: StepRun, attempt: ProvisioningAttempt | None, error: DomainError) -> None:

@@ -124,6 +124,7 @@ def brand_get(*, brand_id: uuid.UUID) -> Brand:
 
 # Learned settle times, per parent, for this long in this process (a burst of chains asks once).
 _LEARNED_TTL_SECONDS = 30.0
+_UNLEARNED_TTL_SECONDS = 2.0
 _learned: dict[str, tuple[float, float | None]] = {}
 _learned_lock = threading.Lock()
 
@@ -134,8 +135,8 @@ def settle_seconds_learned(*, parent_id: str) -> float | None:
     with no history. A chain schedules its first status read then: a read that answers "not
     ready" is spent quota.
 
-    A sample is the candidate's age when the read that found it ready was *due*, not when a
-    busy quota let it run: queueing behind the quota says nothing of Semrush. It is an upper
+    A sample is the candidate's age when the read that found it ready was *scheduled*, not
+    when a busy quota let it run: queueing behind the quota says nothing of Semrush. It is an upper
     bound (the workspace may have settled before): the estimate converges to the earliest first
     read time that has worked, so it rarely undershoots into a wasted read. Cached per process for
     `_LEARNED_TTL_SECONDS`."""
@@ -160,8 +161,10 @@ def settle_seconds_learned(*, parent_id: str) -> float | None:
         if sample is not None
     ]
     learned = max(statistics.median(samples), 0.0) if samples else None
+    # No history yet is asked again soon: the first settles are moments away.
+    ttl = _LEARNED_TTL_SECONDS if learned is not None else _UNLEARNED_TTL_SECONDS
     with _learned_lock:
-        _learned[parent_id] = (now + _LEARNED_TTL_SECONDS, learned)
+        _learned[parent_id] = (now + ttl, learned)
     return learned
 
 
@@ -258,3 +261,26 @@ def onboarding_list(
         cursor=cursor,
         limit=limit,
     )
+
+
+def onboarding_summary(onboarding: Onboarding) -> dict[str, Any]:
+    """The onboarding without its items, as the API renders it (SPEC §11.2) and the
+    `onboarding.completed` event carries it (SPEC §11.3)."""
+    counts = onboarding_counts(onboarding)
+    return {
+        "onboardingId": str(onboarding.pk),
+        "status": onboarding_status(onboarding, counts),
+        "total": onboarding.total,
+        "counts": {
+            "inProgress": counts.in_progress,
+            "completed": counts.completed,
+            "failed": counts.failed,
+            "cancelled": counts.cancelled,
+        },
+        "createdAt": _iso(onboarding.created_at),
+        "updatedAt": _iso(onboarding.updated_at),
+    }
+
+
+def _iso(value: Any) -> str:
+    return str(value.isoformat().replace("+00:00", "Z"))

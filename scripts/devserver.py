@@ -107,6 +107,8 @@ def _environment(args: argparse.Namespace, var_dir: Path) -> dict[str, str]:
         SEMRUSH_API_TOKEN=env.get("SEMRUSH_API_TOKEN") or "dev-token",
         PYTHONUNBUFFERED="1",
         PROMETHEUS_MULTIPROC_DIR=str(var_dir / "prometheus"),
+        # Local receivers listen on the loopback (development only; the default is false).
+        SERENITY_WEBHOOK_ALLOW_PRIVATE=env.get("SERENITY_WEBHOOK_ALLOW_PRIVATE") or "true",
     )
     return env
 
@@ -278,6 +280,13 @@ def _banner(args: argparse.Namespace, setup: dict[str, str], log_dir: Path) -> s
             "then poll the job at the Location it answered:",
             "",
             f"curl -sS -H {auth} {base}<Location>",
+            "",
+            "Watch webhook events: start a receiver in another shell, then register it (the",
+            "answer's `secret` lets the receiver verify signatures: add --secret whsec_...):",
+            "",
+            ".venv/bin/python scripts/webhook_receiver.py --port 9000",
+            f"curl -sS -X POST -H {auth} -H 'Content-Type: application/json' "
+            f"""-d '{{"url": "http://127.0.0.1:9000/"}}' {base}/v2/orgs/{org}/serenity/webhooks""",
             "",
         ]
     )

@@ -186,6 +186,8 @@ def worker_env(*, simulator, db_name: str, **overrides: str) -> dict[str, str]: 
         SERENITY_PROVISION_BACKOFF_SECONDS=WORKER_BACKOFF,
         SERENITY_SETTLE_POLL_INTERVAL_MS="50",
         JOBS_LEASE_SECONDS="10",
+        # The webhook tests' receivers listen on the loopback.
+        SERENITY_WEBHOOK_ALLOW_PRIVATE="true",
         LOG_LEVEL="INFO",
         DEBUG="false",
     )

@@ -300,8 +300,10 @@ def create_market_step(run: StepRun) -> None:
         owned_workspace=True,
         still_valid=chain.still_valid(attempt.id, brand.pk, workspace_id),
         renew=run.keep_alive,
-        # A brand create's workspace, made by this attempt: on the step's first run it is empty.
-        workspace_new=attempt.freshly_created and run.job.run_count == 1,
+        # A brand create's workspace, made by this attempt, is empty until this step creates
+        # its project, which it records at once: only a run after a lost worker (an expired
+        # claim) must look for one; a re-run after a quota re-schedule need not.
+        workspace_new=attempt.freshly_created and run.job.expired_claims == 0,
     )
     chain.step_end(run, attempt, chain.Finished(outcome))
 

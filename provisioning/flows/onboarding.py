@@ -27,15 +27,17 @@ from jobs import services as job_services
 from jobs.exceptions import JobFinishedError, JobNotCancellableError
 from jobs.models import JobStatus, JobStep, JobType
 from kernel import context
-from provisioning import services
+from provisioning import selectors, services
 from provisioning.flows.common import MarketPlan
 from provisioning.models import (
     ONBOARDING_GROUP_SIZE,
     AttemptStartedBy,
     Onboarding,
     OnboardingItem,
+    OnboardingStatus,
     ProvisioningAttempt,
 )
+from provisioning.signals import onboarding_completed
 from provisioning.workspace import GROUP_KEY, ONBOARDING_KEY
 from serenity.exceptions import BrandExistsError, SerenityNotEnabledError
 from serenity.models import Brand, BrandStatus, Market, MarketStatus, Organization, WorkspaceMode
@@ -90,6 +92,9 @@ def _begin(*, organization: Organization, brands: list[OnboardingBrand]) -> Onbo
             taken.add(key)
             rows.add(onboarding, organization, index, item, key)
         rows.write()
+        if not rows.chains:
+            # Every item was refused at once: nothing will end later.
+            onboarding_complete_if_ended(onboarding)
     return onboarding
 
 
@@ -213,3 +218,25 @@ def onboarding_cancel(*, onboarding: Onboarding) -> None:
             services.job_cancel(brand_id=brand_id, job_id=job_id)
         except (JobFinishedError, JobNotCancellableError):
             continue  # it ended meanwhile, or its chained work is running: it ends on its own
+
+
+def onboarding_chain_ended(sender: Any, *, metadata: dict[str, Any], **_: Any) -> None:
+    """`jobs.signals.chain_ended` receiver: when an onboarding item's chain was the last of its
+    onboarding to end, the onboarding completes (once: a conditional write) and
+    `onboarding_completed` is sent, in the ending's transaction."""
+    onboarding_id = metadata.get(ONBOARDING_KEY)
+    if onboarding_id is None:
+        return
+    onboarding = Onboarding.objects.filter(pk=onboarding_id).first()
+    if onboarding is not None:
+        onboarding_complete_if_ended(onboarding)
+
+
+def onboarding_complete_if_ended(onboarding: Onboarding) -> None:
+    summary = selectors.onboarding_summary(onboarding)
+    if summary["status"] == OnboardingStatus.IN_PROGRESS:
+        return
+    if Onboarding.objects.filter(pk=onboarding.pk, completed_at__isnull=True).update(
+        completed_at=timezone.now()
+    ):
+        onboarding_completed.send(sender=Onboarding, onboarding=onboarding, summary=summary)

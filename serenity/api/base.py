@@ -12,6 +12,13 @@ from serenity.api.idempotency import IdempotencyMixin
 from serenity.selectors import CallerScope, caller_scope_resolve
 
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# Path ids checked as UUIDs with the others (400 before any lookup), by their public names.
+EXTRA_PATH_IDS = {
+    "job_id": "jobId",
+    "webhook_id": "webhookId",
+    "delivery_id": "deliveryId",
+    "onboarding_id": "onboardingId",
+}
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
@@ -31,13 +38,12 @@ class OrgScopedView(IdempotencyMixin):
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
-        path_ids = {"job_id": "jobId", "onboarding_id": "onboardingId"}
-        extra = {name: kwargs[key] for key, name in path_ids.items() if key in kwargs} or None
+        extra = {name: kwargs[kwarg] for kwarg, name in EXTRA_PATH_IDS.items() if kwarg in kwargs}
         self.scope = caller_scope_resolve(
             user=request.user,
             org_id=kwargs["org_id"],
             brand_id=kwargs.get("brand_id"),
-            extra_uuids=extra,
+            extra_uuids=extra or None,
             geo_target_id=kwargs.get("geo_target_id"),
             write=request.method in MUTATING_METHODS,
             serenity_route=self.serenity_route,

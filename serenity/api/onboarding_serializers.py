@@ -63,7 +63,7 @@ class OnboardingAcceptedSerializer(serializers.Serializer):
 
 
 class OnboardingCountsSerializer(serializers.Serializer):
-    inProgress = serializers.IntegerField(source="in_progress")  # noqa: N815
+    inProgress = serializers.IntegerField()  # noqa: N815
     completed = serializers.IntegerField()
     failed = serializers.IntegerField()
     cancelled = serializers.IntegerField()

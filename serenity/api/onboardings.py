@@ -91,22 +91,10 @@ def _item(item: OnboardingItem) -> dict[str, Any]:
     }
 
 
-def _summary(onboarding: Onboarding) -> dict[str, Any]:
-    counts = selectors.onboarding_counts(onboarding)
-    return {
-        "onboardingId": onboarding.pk,
-        "status": selectors.onboarding_status(onboarding, counts),
-        "total": onboarding.total,
-        "counts": counts,
-        "createdAt": onboarding.created_at,
-        "updatedAt": onboarding.updated_at,
-    }
-
-
 def _document(onboarding: Onboarding, *, cursor: str | None, limit: int) -> Response:
     page = selectors.onboarding_items(onboarding=onboarding, cursor=cursor, limit=limit)
     body = {
-        **_summary(onboarding),
+        **selectors.onboarding_summary(onboarding),
         "items": [_item(i) for i in page.items],
         "nextCursor": page.next_cursor,
     }
@@ -123,7 +111,10 @@ class OnboardingCollectionView(OrgScopedView):
         page = selectors.onboarding_list(
             organization=self.scope.organization, cursor=query["cursor"], limit=query["limit"]
         )
-        body = {"items": [_summary(o) for o in page.items], "nextCursor": page.next_cursor}
+        body = {
+            "items": [selectors.onboarding_summary(o) for o in page.items],
+            "nextCursor": page.next_cursor,
+        }
         return Response(OnboardingListSerializer(body).data)
 
     @schemas.onboarding_create_schema

@@ -1,9 +1,11 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from serenity.api import brands, health, jobs, onboardings, prompts, serenity_routes
+from serenity.api import brands, health, jobs, onboardings, prompts, serenity_routes, webhooks
 
 B = "v2/orgs/<str:org_id>/brands/<str:brand_id>"
+ONB = "v2/orgs/<str:org_id>/serenity/onboardings"
+W = "v2/orgs/<str:org_id>/serenity/webhooks"
 
 urlpatterns = [
     path("healthz", health.healthz),
@@ -33,17 +35,15 @@ urlpatterns = [
     ),
     path("v2/orgs/<str:org_id>/brands", brands.BrandCollectionView.as_view()),
     path("v2/orgs/<str:org_id>/serenity/languages", serenity_routes.LanguagesView.as_view()),
+    path(f"{ONB}", onboardings.OnboardingCollectionView.as_view()),
+    path(f"{ONB}/<str:onboarding_id>", onboardings.OnboardingDetailView.as_view()),
+    path(f"{ONB}/<str:onboarding_id>/cancel", onboardings.OnboardingCancelView.as_view()),
+    path(f"{W}", webhooks.WebhookCollectionView.as_view()),
+    path(f"{W}/<str:webhook_id>", webhooks.WebhookDetailView.as_view()),
+    path(f"{W}/<str:webhook_id>/deliveries", webhooks.DeliveryCollectionView.as_view()),
     path(
-        "v2/orgs/<str:org_id>/serenity/onboardings",
-        onboardings.OnboardingCollectionView.as_view(),
-    ),
-    path(
-        "v2/orgs/<str:org_id>/serenity/onboardings/<str:onboarding_id>",
-        onboardings.OnboardingDetailView.as_view(),
-    ),
-    path(
-        "v2/orgs/<str:org_id>/serenity/onboardings/<str:onboarding_id>/cancel",
-        onboardings.OnboardingCancelView.as_view(),
+        f"{W}/<str:webhook_id>/deliveries/<str:delivery_id>/redeliver",
+        webhooks.DeliveryRedeliverView.as_view(),
     ),
     path(B, brands.BrandDetailView.as_view()),
     path(f"{B}/serenity/markets", serenity_routes.MarketCollectionView.as_view()),

@@ -27,6 +27,8 @@ IDEMPOTENT_OPERATIONS = frozenset(
         "brandDeactivate",
         "promptsCreate",
         "jobCancel",
+        "webhookCreate",
+        "webhookRedeliver",
     }
 )
 
@@ -44,7 +46,9 @@ STATE_DEPENDENT_REFUSALS = (
     # SPEC §10.3 "`?cursor=` (opaque) … A bad cursor → 400 `invalidRequest`": a cursor is
     # valid only when this list issued it (it is signed); a generated string never is.
     StateDependentRefusal(
-        operations=frozenset({"brandList", "marketList", "jobList"}),
+        operations=frozenset(
+            {"brandList", "marketList", "jobList", "webhookList", "webhookDeliveryList"}
+        ),
         status=400,
         error="invalidRequest",
         field="cursor",
@@ -69,6 +73,23 @@ STATE_DEPENDENT_REFUSALS = (
     # activating a `pending` brand depends on the brand's stored baseUrl.
     StateDependentRefusal(
         operations=frozenset({"brandActivate"}), status=400, error="baseUrlRequired"
+    ),
+    # SPEC §11.3 "the URL's host must resolve only to public addresses … registration → 400
+    # `invalidRequest` naming `url`": what a name resolves to is DNS's state, not the request's
+    # shape (and the run's machine resolves no public name).
+    StateDependentRefusal(
+        operations=frozenset({"webhookCreate"}),
+        status=400,
+        error="invalidRequest",
+        field="url",
+        message=r"^url: (the host does not resolve|the host resolves to a non-public address)\.$",
+    ),
+    # SPEC §11.3 "At most 10 per org (an 11th → 400 `invalidRequest`)": the org's state.
+    StateDependentRefusal(
+        operations=frozenset({"webhookCreate"}),
+        status=400,
+        error="invalidRequest",
+        message=r"^An organization has at most 10 webhooks\.$",
     ),
     # SPEC §10.3 "a different body → 422 `idempotencyKeyReused`": schemathesis generates the
     # `Idempotency-Key` header too, and a key it generates twice (often `0`) for two different

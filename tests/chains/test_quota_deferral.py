@@ -21,7 +21,7 @@ from provisioning.semrush import SemrushBusyError
 from provisioning.upstream import client_for_org
 from serenity.models import Market, MarketStatus
 from tests.chains.helpers import serenity_path, start_async_brand_with_market
-from tests.support import calls_since, create_project, mark
+from tests.support import calls_since, create_project, languages, list_projects, mark
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -124,8 +124,15 @@ def test_a_permit_refused_between_the_workspace_and_the_project_resumes_later(
     # when it runs again once due
     end_pause(sim.org_token)
     make_due(str(chained.id))
+    again = mark(sim)
     tasks.create_market(str(chained.id))
-    # then the market is created once, and the chain answers as the sync path would
+    # then it does not look for a project first (a re-schedule leaves none unrecorded: only a
+    # lost worker's re-run must look, SPEC §11.1's fewer calls)
+    workspace_id = ProvisioningAttempt.objects.get().candidate_workspace_id
+    made = [c for c in calls_since(sim, again) if c != languages()]
+    assert made[0] == create_project(workspace_id)
+    assert list_projects(workspace_id) not in made
+    # and the market is created once, and the chain answers as the sync path would
     polled = sw_writer.get(serenity_path(sw_writer, accepted["id"]) + f"/jobs/{root_id}").json()
     assert polled["status"] == "COMPLETED" and polled["result"]["status"] == 201, polled
     assert len(sim.state()["projects"]) == 1

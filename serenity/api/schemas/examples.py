@@ -24,6 +24,7 @@ ERROR_MESSAGES = {
     "brandNotFound": "Brand not found.",
     "serenityNotActive": "Serenity is not active for this brand.",
     "jobNotFound": "Job not found.",
+    "webhookNotFound": "Webhook not found.",
     "brandExists": "A brand with this name already exists in the organization.",
     "idempotencyKeyInUse": "A request with this Idempotency-Key is still being processed; "
     "retry after it finishes.",

@@ -36,6 +36,8 @@ PATH_PARAMETERS: dict[str, tuple[str, dict[str, Any], str]] = {
     "org_id": ("orgId", {"type": "string", "format": "uuid"}, "The organization's id."),
     "brand_id": ("brandId", {"type": "string", "format": "uuid"}, "The brand's id."),
     "job_id": ("jobId", {"type": "string", "format": "uuid"}, "The job's id."),
+    "webhook_id": ("webhookId", {"type": "string", "format": "uuid"}, "The webhook's id."),
+    "delivery_id": ("deliveryId", {"type": "string", "format": "uuid"}, "The delivery's id."),
     "geo_target_id": (
         "geoTargetId",
         {"type": "string", "pattern": GEO_TARGET_ID_PATTERN},
@@ -167,6 +169,11 @@ BRAND_NAME_PATTERN = (
 )
 
 
+# A webhook's URL: `https://` (`http://` is accepted only where private addresses are allowed,
+# for development, which the document does not describe).
+HTTPS_URL_PATTERN = HTTP_URL_PATTERN.replace("[Ss]?://", "[Ss]://", 1)
+
+
 def _property_constraints() -> dict[str, dict[str, Any]]:
     return {
         "market": {
@@ -195,6 +202,8 @@ def _apply_constraints(components: dict[str, Any]) -> None:
                 prop["items"]["pattern"] = HTTP_URL_PATTERN
             if name == "BrandCreateRequest" and prop_name == "name":
                 prop["pattern"] = BRAND_NAME_PATTERN
+            if name == "WebhookCreateRequest" and prop_name == "url":
+                prop["pattern"] = HTTPS_URL_PATTERN
             _not_blank(prop)
             _not_blank(prop.get("items", {}))
     if "BrandCreateRequest" in components:

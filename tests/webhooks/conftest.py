@@ -1,0 +1,35 @@
+"""Fixtures of the webhook tests: a real receiver on the loopback, private addresses allowed
+(the receiver is on 127.0.0.1)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from unittest import mock
+
+import pytest
+
+from tests.webhooks.receiver import Receiver, receiver_start
+
+
+@pytest.fixture
+def allow_private(settings: Any) -> None:
+    settings.SERENITY_WEBHOOK_ALLOW_PRIVATE = True
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    started = receiver_start()
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def published() -> Iterator[list[str]]:
+    """Record publishes instead of sending them (the job ids, in order): the test runs each
+    step itself (as tests/chains/conftest.py)."""
+    sent: list[str] = []
+    with mock.patch(
+        "jobs.services.publish_job", side_effect=lambda **kw: sent.append(str(kw["job_id"])) or True
+    ):
+        yield sent

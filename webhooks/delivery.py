@@ -1,0 +1,127 @@
+"""The delivery step: one attempt of one delivery, run by the jobs runner (SPEC §11.3).
+
+    2xx within 10 s          delivered; the job COMPLETED
+    anything else            the next attempt after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h
+                             (the same job row, its claim given back with that delay:
+                             `Defer`), then failed (the job FAILED)
+    a single redelivery      delivered or failed, no schedule
+
+The attempt's record (count, status code, error, next attempt) and the job's ending are one
+transaction (`jobs.endings.step_commit`), conditional on the claim and on the delivery still
+being carried by this job: a worker killed in the middle of an attempt leaves the job claimed;
+its lease expires and the dispatcher publishes it again, so the attempt is made again
+(delivered at least once, never lost). Deliveries take no Semrush permit.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import timedelta
+
+from django.db.models import F
+from django.utils import timezone
+
+from jobs.endings import Defer, Finish, JobEnding, step_commit
+from jobs.models import JobStatus
+from jobs.runner import StepRun
+from webhooks.models import DeliveryStatus, WebhookDelivery
+from webhooks.sender import AttemptResult, webhook_post
+from webhooks.services import DELIVERY_KEY, SINGLE_ATTEMPT_KEY
+
+logger = logging.getLogger("serenity.webhooks")
+
+RETRY_DELAYS_SECONDS = (5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0)
+
+
+def _delivery_of(run: StepRun) -> WebhookDelivery | None:
+    delivery_id = run.job.metadata.get(DELIVERY_KEY)
+    if not delivery_id:
+        return None
+    try:
+        return WebhookDelivery.objects.select_related("webhook").get(
+            pk=uuid.UUID(delivery_id), job_id=run.job.id, status=DeliveryStatus.PENDING
+        )
+    except WebhookDelivery.DoesNotExist:
+        return None
+
+
+def deliver_webhook_step(run: StepRun) -> None:
+    """One attempt of the delivery this job carries. A delivery that is gone (its webhook was
+    deleted) or no longer carried by this job ends the job CANCELLED, sending nothing."""
+    delivery = _delivery_of(run)
+    if delivery is None:
+        step_commit(run, Finish(JobStatus.CANCELLED, error=_ended_error("not pending")))
+        return
+    try:
+        secret = delivery.webhook.secret()
+    except ValueError:
+        result = AttemptResult(status_code=None, error="the secret cannot be decrypted")
+    else:
+        result = webhook_post(
+            url=delivery.webhook.url,
+            secret=secret,
+            message_id=str(delivery.event_id),
+            body=delivery.body,
+        )
+    attempt_record(run, delivery, result)
+
+
+def attempt_record(run: StepRun, delivery: WebhookDelivery, result: AttemptResult) -> None:
+    """Record the attempt and end (or re-schedule) the job, in one transaction."""
+    attempts = delivery.attempts + 1
+    single = bool(run.job.metadata.get(SINGLE_ATTEMPT_KEY))
+    now = timezone.now()
+    next_attempt_at = None
+    ending: JobEnding
+    if result.delivered:
+        status = DeliveryStatus.DELIVERED
+        ending = Finish(JobStatus.COMPLETED, result={"statusCode": result.status_code})
+    elif not single and attempts <= len(RETRY_DELAYS_SECONDS):
+        status = DeliveryStatus.PENDING
+        delay = RETRY_DELAYS_SECONDS[attempts - 1]
+        next_attempt_at = now + timedelta(seconds=delay)
+        ending = Defer(delay_seconds=delay)
+    else:
+        status = DeliveryStatus.FAILED
+        ending = Finish(JobStatus.FAILED, error=_ended_error(result.error or "failed"))
+
+    def record() -> bool:
+        return (
+            WebhookDelivery.objects.filter(
+                pk=delivery.pk, job_id=run.job.id, status=DeliveryStatus.PENDING
+            ).update(
+                attempts=F("attempts") + 1,
+                last_status_code=result.status_code,
+                last_error=(result.error or "")[:500] or None,
+                status=status,
+                next_attempt_at=next_attempt_at,
+                updated_at=now,
+            )
+            == 1
+        )
+
+    recorded = step_commit(run, ending, effects=record)
+    logger.info(
+        "webhook attempt",
+        extra={
+            "delivery_id": str(delivery.pk),
+            "webhook_id": str(delivery.webhook_id),
+            "attempt": attempts,
+            "status_code": result.status_code,
+            "delivery_status": status if recorded else "not recorded",
+        },
+    )
+
+
+def on_unexpected(run: StepRun, exc: BaseException) -> None:
+    """A bug in the attempt: it counts as a failed attempt (the schedule goes on)."""
+    delivery = _delivery_of(run)
+    if delivery is None:
+        step_commit(run, Finish(JobStatus.FAILED, error=_ended_error("unexpected error")))
+        return
+    attempt_record(run, delivery, AttemptResult(status_code=None, error="unexpected error"))
+
+
+def _ended_error(message: str) -> dict[str, object]:
+    return {"code": "webhookDeliveryFailed", "message": message[:500], "retryable": True}

@@ -1,0 +1,94 @@
+"""Job events (SPEC §11.3): a root job (the id clients hold) reached COMPLETED, FAILED or
+CANCELLED as its effective status (§4.6) → `job.completed` / `job.failed` / `job.cancelled`,
+`data` = its job document without `steps`, plus `brandId`.
+
+`job_chain_ended` receives `jobs.signals.chain_ended`, sent inside the transaction that ends
+the chain on every path (a step's ending, a cancel by the API or by deactivate, a stale
+reconcile, a poison job's failure): the deliveries commit with the ending. The event's id is
+derived from the root job's, so a chain seen ended twice is one event.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from jobs.models import AsyncJob, JobStatus, JobType
+from jobs.selectors import job_document
+from webhooks.models import Webhook, WebhookEventType
+from webhooks.services import webhook_event_publish
+
+JOB_EVENTS = {
+    JobStatus.COMPLETED: WebhookEventType.JOB_COMPLETED,
+    JobStatus.FAILED: WebhookEventType.JOB_FAILED,
+    JobStatus.CANCELLED: WebhookEventType.JOB_CANCELLED,
+}
+_JOB_EVENT_NAMESPACE = uuid.UUID("0b6c9f9e-3f0a-4d5e-9a51-7c2d8e41b6a3")
+
+
+def job_event_id(root_id: uuid.UUID) -> uuid.UUID:
+    """The id of the event that ends the chain `root_id` (one per chain: a chain ends once)."""
+    return uuid.uuid5(_JOB_EVENT_NAMESPACE, str(root_id))
+
+
+def job_event_data(root_id: uuid.UUID) -> dict[str, Any]:
+    """The root job's document as polling reports it (without `steps`), plus `brandId`."""
+    root = AsyncJob.objects.select_related("current").get(pk=root_id)
+    effective = root.current or root
+    document = job_document(
+        job_id=root.id,
+        root=root,
+        effective=effective,
+        updated_at=max(root.updated_at, effective.updated_at),
+    )
+    return {**document, "brandId": str(root.brand_id) if root.brand_id else None}
+
+
+def job_chain_ended(
+    sender: Any,
+    *,
+    root_id: uuid.UUID,
+    organization_id: uuid.UUID,
+    job_type: str,
+    status: str,
+    **_: Any,
+) -> None:
+    """Emit the job event of a chain that just ended (a client-facing job type only: a
+    delivery's own job is not an event)."""
+    if job_type not in JobType.values or status not in JOB_EVENTS:
+        return
+    event_type = JOB_EVENTS[JobStatus(status)]
+    # The common case (no endpoint subscribed) costs this one query.
+    subscribed = any(
+        event_type in events
+        for events in Webhook.objects.filter(organization_id=organization_id)
+        .order_by()
+        .values_list("events", flat=True)
+    )
+    if not subscribed:
+        return
+    webhook_event_publish(
+        organization_id=organization_id,
+        type=event_type,
+        data=job_event_data(root_id),
+        event_id=job_event_id(root_id),
+    )
+
+
+def onboarding_event_id(onboarding_id: uuid.UUID) -> uuid.UUID:
+    """The event's id (every attempt's `webhook-id`): one per onboarding, however often its
+    completion is seen."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"serenity:onboarding.completed:{onboarding_id}")
+
+
+def onboarding_completed_event(
+    sender: Any, *, onboarding: Any, summary: dict[str, Any], **_: Any
+) -> None:
+    """`provisioning.signals.onboarding_completed` receiver: the `onboarding.completed` event,
+    `data` = the onboarding without its items (SPEC §11.3), in the completion's transaction."""
+    webhook_event_publish(
+        organization_id=onboarding.organization_id,
+        type=WebhookEventType.ONBOARDING_COMPLETED,
+        data=summary,
+        event_id=onboarding_event_id(onboarding.pk),
+    )

@@ -1,0 +1,90 @@
+"""Webhook endpoints of an organization and their deliveries (SPEC §11.3).
+
+A delivery is one event for one endpoint: its body is fixed when the event happens (every
+attempt signs and sends the same bytes, under the same `webhook-id`, the event's id); its
+attempts run as a job row of the outbox (`job_id`, the row carrying the next attempt).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+
+from kernel.crypto import decrypt_secret, encrypt_secret
+
+
+class WebhookEventType(models.TextChoices):
+    JOB_COMPLETED = "job.completed"
+    JOB_FAILED = "job.failed"
+    JOB_CANCELLED = "job.cancelled"
+    ONBOARDING_COMPLETED = "onboarding.completed"
+
+
+class Webhook(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(
+        "serenity.Organization", on_delete=models.CASCADE, related_name="webhooks"
+    )
+    url = models.CharField(max_length=2048)
+    events = models.JSONField(default=list)
+    # The `whsec_…` signing secret, encrypted like org credentials (kernel.crypto).
+    secret_encrypted = models.TextField(editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["organization", "-created_at", "-id"], name="webhook_org_idx")
+        ]
+
+    def __str__(self) -> str:
+        return self.url
+
+    def set_secret(self, secret: str) -> None:
+        self.secret_encrypted = encrypt_secret(secret)
+
+    def secret(self) -> str:
+        """The signing secret. Raises `ValueError` when no configured key decrypts it."""
+        return decrypt_secret(self.secret_encrypted)
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
+class WebhookDelivery(models.Model):
+    # Derived from (event, webhook): an event published twice is one delivery.
+    id = models.UUIDField(primary_key=True, editable=False)
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    event_id = models.UUIDField()
+    event_type = models.CharField(max_length=64, choices=WebhookEventType.choices)
+    # The exact body sent (and signed) on every attempt.
+    body = models.TextField()
+    status = models.CharField(
+        max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    last_status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    # The job row that carries the next attempt (a redelivery of a finished delivery is a new
+    # one); by id only: retention purges finished jobs, never deliveries.
+    job_id = models.UUIDField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["webhook", "event_id"], name="delivery_event_unique")
+        ]
+        indexes = [
+            models.Index(fields=["webhook", "-created_at", "-id"], name="delivery_webhook_idx")
+        ]
+        verbose_name_plural = "webhook deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.id} [{self.status}]"
