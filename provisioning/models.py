@@ -199,7 +199,8 @@ class OnboardingFamily(models.Model):
 
     onboarding = models.ForeignKey(Onboarding, on_delete=models.CASCADE, related_name="+")
     group = models.PositiveIntegerField()
-    entries = models.JSONField(default=list)
+    # Null while the item that claimed the group lists the family.
+    entries = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
