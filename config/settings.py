@@ -13,6 +13,7 @@ from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 from config.env import (
     env_bool,
@@ -132,7 +133,10 @@ else:
         # then skips both. Off for a pooler that does not keep prepared statements across
         # transactions (PgBouncer in transaction mode before 1.21).
         DATABASES["default"]["OPTIONS"].update(server_side_binding=True, prepare_threshold=5)
-ATOMIC_REQUESTS = False
+# Django reads ATOMIC_REQUESTS per database, here (a top-level setting of that name is ignored).
+# Off: no request is one transaction; the flows open their own, commit before every upstream
+# call, and the blocks that must be outermost say so with `transaction.atomic(durable=True)`.
+DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES: dict[str, dict[str, Any]] = {
@@ -223,6 +227,12 @@ JOBS_HAND_OVER_INLINE = env_bool("JOBS_HAND_OVER_INLINE", True)
 _BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_QUEUE", "serenity")
+# Beat's periodic tasks (dispatcher, sweeps, purges) have their own queue, so that they never
+# wait behind a backlog of steps, and each expires after its interval: with no worker consuming,
+# they do not pile up into a burst of identical runs when one comes back. A worker started
+# without -Q consumes every queue listed here.
+CELERY_PERIODIC_QUEUE = env_str("CELERY_PERIODIC_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}.periodic")
+CELERY_TASK_QUEUES = (Queue(CELERY_TASK_DEFAULT_QUEUE), Queue(CELERY_PERIODIC_QUEUE))
 # The longest delay we schedule is the last settle backoff; the visibility timeout must exceed
 # it (and any lease), or Redis would redeliver a countdown message while it is still waiting.
 _LONGEST_DELAY = max((*SERENITY_PROVISION_BACKOFF_SECONDS, JOBS_LEASE_SECONDS))
@@ -266,15 +276,16 @@ CELERY_WORKER_SEND_TASK_EVENTS = env_bool("CELERY_WORKER_SEND_TASK_EVENTS", Fals
 # `task-sent` event per publish would cost the request path a Redis round trip.
 CELERY_TASK_SEND_SENT_EVENT = False
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-CELERY_TASK_SOFT_TIME_LIMIT = env_float("CELERY_TASK_SOFT_TIME_LIMIT", JOBS_LEASE_SECONDS * 2)
-CELERY_TASK_TIME_LIMIT = env_float("CELERY_TASK_TIME_LIMIT", JOBS_LEASE_SECONDS * 2 + 30)
+# No task time limits: the documented pool (-P threads) does not enforce them, so they would
+# only pretend to. A step is bounded by its own means instead: every upstream call has a
+# timeout, and a step whose lease expires is re-published by the dispatcher (JOBS_LEASE_SECONDS).
 # Without this, Celery's Django fix-up closes every database connection before and after each
 # task, so every step paid a new PostgreSQL connection (a backend start: ~25 ms on the
 # benchmark machine, three per chain). With it a worker thread keeps its connection, and
 # config/celery.py applies Django's own rules (DB_CONN_MAX_AGE, health checks after an error)
 # around each task, as for a web request.
 CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000)
-CELERY_BEAT_SCHEDULE = {
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "jobs-dispatch": {
         "task": "jobs.dispatch_due_jobs",
         "schedule": JOBS_DISPATCH_INTERVAL_SECONDS,
@@ -312,6 +323,8 @@ SPECTACULAR_SETTINGS.update(
 )
 
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+for _entry in CELERY_BEAT_SCHEDULE.values():
+    _entry["options"] = {"queue": CELERY_PERIODIC_QUEUE, "expires": _entry["schedule"]}
 
 # --- Logging: one JSON object per line -------------------------------------------------------
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
