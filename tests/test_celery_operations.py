@@ -75,7 +75,7 @@ def test_a_worker_started_without_a_queue_option_consumes_both_queues():
     # then (the names as the environment gives them; the suite publishes to a queue of its own)
     steps = os.environ.get("CELERY_TASK_QUEUE", "serenity")
     assert queues == {steps, f"{steps}.periodic"}
-    assert settings.CELERY_PERIODIC_QUEUE == f"{steps}.periodic"
+    assert f"{steps}.periodic" == settings.CELERY_PERIODIC_QUEUE
 
 
 def test_the_documented_worker_commands_consume_the_periodic_queue():
