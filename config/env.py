@@ -11,9 +11,24 @@ import re
 
 from django.core.exceptions import ImproperlyConfigured
 
+# deploy/production.env's placeholders: `<what to put here>`.
+_PLACEHOLDER = re.compile(r"<[^<>]*>")
+
 
 def env_str(name: str, default: str = "") -> str:
     return os.environ.get(name, default)
+
+
+def refuse_placeholders(names: tuple[str, ...]) -> None:
+    """Stop the process if one of these variables still holds a placeholder of
+    deploy/production.env (`<...>`): a copied example file must not start a service with
+    "<the service-wide Semrush token>" as its token or a guessable key."""
+    for name in names:
+        if _PLACEHOLDER.search(os.environ.get(name, "")):
+            raise ImproperlyConfigured(
+                f"{name} still holds a placeholder (<...>) of deploy/production.env: "
+                "replace it with the real value; refusing to start."
+            )
 
 
 def env_bool(name: str, default: bool = False) -> bool:

@@ -25,6 +25,7 @@ from config.env import (
     env_secret,
     env_secret_list,
     env_str,
+    refuse_placeholders,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -53,6 +54,31 @@ if not FIELD_ENCRYPTION_KEY:
     raise ImproperlyConfigured(
         "FIELD_ENCRYPTION_KEY must be set when DEBUG is off; refusing to start."
     )
+# The key that encrypts must be long enough not to be guessed (it is a passphrase, stretched
+# by HKDF, not a random key). Older keys after it only decrypt, so that a short one can still
+# be rotated away from (`rotate_credentials`).
+FIELD_ENCRYPTION_KEY_MIN_LENGTH = 32
+if not DEBUG and len(FIELD_ENCRYPTION_KEY.strip()) < FIELD_ENCRYPTION_KEY_MIN_LENGTH:
+    raise ImproperlyConfigured(
+        f"FIELD_ENCRYPTION_KEYS: the key that encrypts (the first) must have at least "
+        f"{FIELD_ENCRYPTION_KEY_MIN_LENGTH} characters when DEBUG is off; refusing to start."
+    )
+# Every variable deploy/production.env lists: none may still hold its placeholder.
+refuse_placeholders(
+    (
+        "SECRET_KEY",
+        "FIELD_ENCRYPTION_KEYS",
+        "FIELD_ENCRYPTION_KEY",
+        "DATABASE_URL",
+        "CELERY_BROKER_URL",
+        "SEMRUSH_BASE_URL",
+        "SEMRUSH_API_TOKEN",
+        "ALLOWED_HOSTS",
+        "CSRF_TRUSTED_ORIGINS",
+        "SERENITY_METRICS_TOKEN",
+        "SERENITY_VAR_DIR",
+    )
+)
 
 # No `*` default: with DEBUG off the hosts this service answers for must be named, or a forged
 # Host header would be accepted (and end up in absolute URLs such as the async Location).
@@ -232,7 +258,11 @@ CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_QUEUE", "serenity")
 # they do not pile up into a burst of identical runs when one comes back. A worker started
 # without -Q consumes every queue listed here.
 CELERY_PERIODIC_QUEUE = env_str("CELERY_PERIODIC_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}.periodic")
-CELERY_TASK_QUEUES = (Queue(CELERY_TASK_DEFAULT_QUEUE), Queue(CELERY_PERIODIC_QUEUE))
+# Each queue bound by its own name: a queue declared without a routing key would be bound by the
+# default one and receive a copy of every step too.
+CELERY_TASK_QUEUES = tuple(
+    Queue(name, routing_key=name) for name in (CELERY_TASK_DEFAULT_QUEUE, CELERY_PERIODIC_QUEUE)
+)
 # The longest delay we schedule is the last settle backoff; the visibility timeout must exceed
 # it (and any lease), or Redis would redeliver a countdown message while it is still waiting.
 _LONGEST_DELAY = max((*SERENITY_PROVISION_BACKOFF_SECONDS, JOBS_LEASE_SECONDS))

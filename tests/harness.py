@@ -337,7 +337,7 @@ class Stack:
             SEMRUSH_BASE_URL=self.sim_url,
             SEMRUSH_API_TOKEN=SIM_TOKEN,
             SECRET_KEY=f"stack-secret-{self.id}",
-            FIELD_ENCRYPTION_KEY=f"stack-field-key-{self.id}",
+            FIELD_ENCRYPTION_KEY=f"stack-field-encryption-key-of-the-stack-{self.id}",
             DEBUG="false",
             ALLOWED_HOSTS="127.0.0.1,localhost",
             LOG_LEVEL="INFO",
