@@ -260,7 +260,15 @@ def test_request_constraints_equal_the_validation(document):
     assert market["languageCode"]["pattern"] == "^[A-Za-z]{2,3}(-[A-Za-z]{2,4})?$"
     assert market["brandNames"]["minItems"] == 1
     assert market["brandNames"]["maxItems"] == 50
-    assert market["brandNames"]["items"]["pattern"] == "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
+    # one rule for names (SPEC §11.4): a brand's name, its aliases, a market's brand names
+    name_pattern = schemas["BrandCreateRequest"]["properties"]["name"]["pattern"]
+    assert market["brandNames"]["items"]["pattern"] == name_pattern
+    for component in ("BrandCreateRequest", "PatchedBrandUpdateRequest"):
+        aliases = schemas[component]["properties"]["aliases"]
+        assert aliases["items"]["pattern"] == name_pattern, component
+    assert schemas["ActivateRequest"]["properties"]["brandNames"]["items"]["pattern"] == (
+        name_pattern
+    )
     prompts = schemas["PromptsRequest"]["properties"]["prompts"]
     assert (prompts["minItems"], prompts["maxItems"]) == (1, 500)
     markets = schemas["ActivateRequest"]["properties"]["markets"]

@@ -159,8 +159,9 @@ LANGUAGE_PATTERN = LANGUAGE_CODE_PATTERN
 # Every string field of a request body is trimmed, must not be blank and must not contain NUL
 # (DRF's `CharField`: `allow_blank=False`, `ProhibitNullCharactersValidator`).
 NOT_BLANK_PATTERN = "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
-# A brand name: not blank, no control or bidirectional-override character inside
-# (serenity.names.brand_name_refusal; leading and trailing whitespace is trimmed first).
+# A brand name (and an alias, and one of a market's brand names): not blank, no control,
+# bidirectional-override or invisible character inside (serenity.names.brand_name_refusal;
+# leading and trailing whitespace is trimmed first).
 BRAND_NAME_PATTERN = (
     f"^\\s*[^{REFUSED_NAME_CHARACTERS}]*[^\\s{REFUSED_NAME_CHARACTERS}]"
     f"[^{REFUSED_NAME_CHARACTERS}]*\\s*$"
@@ -195,6 +196,8 @@ def _apply_constraints(components: dict[str, Any]) -> None:
                 prop["items"]["pattern"] = HTTP_URL_PATTERN
             if name == "BrandCreateRequest" and prop_name == "name":
                 prop["pattern"] = BRAND_NAME_PATTERN
+            if prop_name in ("aliases", "brandNames") and prop.get("type") == "array":
+                prop["items"]["pattern"] = BRAND_NAME_PATTERN
             _not_blank(prop)
             _not_blank(prop.get("items", {}))
     if "BrandCreateRequest" in components:
