@@ -490,8 +490,10 @@ REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["serenity.throttling.WriteRateThro
 # is the socket's peer (REMOTE_ADDR), so a forged X-Forwarded-For cannot dodge the throttle.
 REST_FRAMEWORK["NUM_PROXIES"] = env_int("SERENITY_NUM_PROXIES", 0)
 
-# Admin login lockout (django-axes): AXES_FAILURE_LIMIT failed logins for one user name from
-# one address lock that pair out for AXES_COOLOFF_HOURS; `manage.py axes_reset` lifts it.
+# Admin login lockout (django-axes, serenity/lockout.py): AXES_FAILURE_LIMIT failed logins for
+# one user name from one address lock that pair out, and AXES_ADDRESS_FAILURE_LIMIT failed
+# logins from one address across user names lock the address out, for AXES_COOLOFF_HOURS;
+# `manage.py axes_reset` lifts it.
 INSTALLED_APPS.append("axes")
 # AxesMiddleware answers a locked-out login; it must come last.
 MIDDLEWARE.append("axes.middleware.AxesMiddleware")
@@ -502,7 +504,9 @@ AUTHENTICATION_BACKENDS = [
 ]
 AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_HOURS", 1.0)
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_ADDRESS_FAILURE_LIMIT = env_int("AXES_ADDRESS_FAILURE_LIMIT", 20)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
+AXES_HANDLER = "serenity.lockout.AdminLoginLockoutHandler"
 AXES_RESET_ON_SUCCESS = True
 # The client address as the API's throttles see it: the peer, unless proxies are declared.
 AXES_CLIENT_IP_CALLABLE = "serenity.throttling.client_address"
