@@ -22,7 +22,7 @@ from django.db.models import Sum
 from django.http import HttpRequest
 
 
-class AdminLoginLockoutHandler(AxesDatabaseHandler):  # type: ignore[misc]
+class AdminLoginLockoutHandler(AxesDatabaseHandler):
     """Requires AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]."""
 
     def get_failures(self, request: HttpRequest, credentials: dict[str, Any] | None = None) -> int:
