@@ -459,6 +459,12 @@ if _PROXY_SSL_HEADER:
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
+# /metrics answers only `Authorization: Bearer <SERENITY_METRICS_TOKEN>`; with none set, only
+# loopback clients (serenity/api/health.py). Org ids label the quota metrics only when asked:
+# one series per org is a cardinality (and a list of ids) the operator chooses.
+SERENITY_METRICS_TOKEN = env_secret("SERENITY_METRICS_TOKEN")
+SERENITY_METRICS_PER_ORG = env_bool("SERENITY_METRICS_PER_ORG", False)
+
 # Authenticated JSON answers must not be kept by any cache (kernel/security.py).
 MIDDLEWARE.append("kernel.security.NoStoreMiddleware")
 

@@ -117,6 +117,7 @@ from kernel.metrics import (
     UPSTREAM_PERMIT_WAIT,
     UPSTREAM_PERMITS,
     UPSTREAM_RATE_LIMITED,
+    org_label,
 )
 from provisioning.models import UpstreamBucket
 from provisioning.semrush.errors import SemrushBusyError
@@ -585,7 +586,7 @@ class CredentialPermits:
     ) -> None:
         self._key = key
         self._limits = limits
-        self._org = org_id
+        self._org_label = org_label(org_id)
         self._in_step = _in_step.get() if in_step is None else in_step
         self._patient = _patient.get() and not self._in_step
         self._store = store
@@ -631,14 +632,14 @@ class CredentialPermits:
         if not answer.granted:
             retry_in = max(answer.wait, 0.001)
             if self._in_step:
-                UPSTREAM_PERMIT_DEFERRALS.labels(self._org).inc()
+                UPSTREAM_PERMIT_DEFERRALS.labels(self._org_label).inc()
                 raise PermitDeferredError(retry_in)
             self._refused = True
-            UPSTREAM_PERMIT_REFUSALS.labels(self._org).inc()
+            UPSTREAM_PERMIT_REFUSALS.labels(self._org_label).inc()
             raise SemrushBusyError(operation=operation, retry_after=math.ceil(retry_in))
         self._granted += 1
-        UPSTREAM_PERMITS.labels(self._org).inc()
-        UPSTREAM_PERMIT_WAIT.labels(self._org).observe(answer.wait)
+        UPSTREAM_PERMITS.labels(self._org_label).inc()
+        UPSTREAM_PERMIT_WAIT.labels(self._org_label).observe(answer.wait)
         if answer.wait > 0:
             self._waited += answer.wait
             self._sleep(answer.wait)
@@ -648,7 +649,7 @@ class CredentialPermits:
         return True
 
     def pause(self, seconds: float | None) -> None:
-        UPSTREAM_RATE_LIMITED.labels(self._org).inc()
+        UPSTREAM_RATE_LIMITED.labels(self._org_label).inc()
         if seconds is None or seconds <= 0 or self._limits.rate <= 0:
             return
         self.store.pause(

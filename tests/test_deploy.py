@@ -129,6 +129,7 @@ def _filled_env_file(tmp_path: Path, *, database: str, broker: str, queue: str) 
         "DATABASE_URL": f"postgres://root@127.0.0.1:5432/{database}",
         "CELERY_BROKER_URL": broker,
         "SEMRUSH_API_TOKEN": "dev-token",
+        "SERENITY_METRICS_TOKEN": secrets.token_urlsafe(32),
         "SEMRUSH_BASE_URL": "http://127.0.0.1:9",
         "SERENITY_VAR_DIR": str(tmp_path / "var"),
     }
