@@ -88,6 +88,9 @@ def test_every_api_operation_needs_the_bearer_token_and_documents_the_error_enve
         "description": "An API token from `create_api_token`: `Authorization: Bearer <token>`.",
     }
     for key, operation in operations(document).items():
+        if key == ("get", "/metrics"):
+            assert operation["security"] == [{"metricsToken": []}, {}]
+            continue
         if key in HEALTH_ROUTES:
             assert operation["security"] == [], key
             continue
@@ -468,3 +471,35 @@ def test_the_brand_create_rules_equal_the_flows_checks(document, status, base_ur
     # then the document's rules refuse exactly what the flow refuses
     assert (refusal is None) == schema_valid, (body, refusal)
     assert refusal in (None, "baseUrlRequired", "invalidRequest")
+
+
+# --- 413 and 429 where they can occur (SPEC §11.4) ---------------------------------------------
+
+
+def _error_codes(response: dict[str, Any]) -> set[str]:
+    examples = response["content"]["application/json"]["examples"]
+    return {example["value"]["error"] for example in examples.values()}
+
+
+def test_every_post_and_patch_documents_413_request_too_large(document):
+    for (method, path), operation in operations(document).items():
+        if method in ("post", "patch") and path.startswith("/v2/"):
+            assert "413" in operation["responses"], (method, path)
+            assert _error_codes(operation["responses"]["413"]) == {"requestTooLarge"}
+
+
+def test_every_v2_operation_documents_429_rate_limited_with_retry_after(document):
+    for (method, path), operation in operations(document).items():
+        if not path.startswith("/v2/"):
+            continue
+        refused = operation["responses"].get("429")
+        assert refused is not None, (method, path)
+        assert _error_codes(refused) == {"rateLimited"}
+        assert refused["headers"]["Retry-After"]["required"] is True
+
+
+def test_metrics_documents_its_token_and_refusals(document):
+    metrics = document["paths"]["/metrics"]["get"]
+    assert metrics["security"] == [{"metricsToken": []}, {}]
+    assert set(metrics["responses"]) == {"200", "401", "403"}
+    assert document["components"]["securitySchemes"]["metricsToken"]["scheme"] == "bearer"

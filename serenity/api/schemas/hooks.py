@@ -79,6 +79,18 @@ def _json_response(
     }
 
 
+def _error_response(description: str, code: str, message: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {
+            "application/json": {
+                "schema": {"$ref": "#/components/schemas/ErrorEnvelope"},
+                "examples": {code: {"value": {"error": code, "message": message}}},
+            }
+        },
+    }
+
+
 _REACHABILITY = {"type": "string", "enum": ["ok", "unreachable"]}
 _READINESS = {
     "type": "object",
@@ -126,9 +138,35 @@ HEALTH_PATHS: dict[str, dict[str, Any]] = {
             "200": {
                 "description": "Prometheus text exposition format.",
                 "content": {"text/plain": {"schema": {"type": "string"}}},
-            }
+            },
+            "401": _error_response(
+                "SERENITY_METRICS_TOKEN is set and the request does not carry it: "
+                "`authenticationRequired`.",
+                "authenticationRequired",
+                "Authentication credentials were not provided or are invalid.",
+            ),
+            "403": _error_response(
+                "No SERENITY_METRICS_TOKEN is set and the client is not on loopback: `forbidden`.",
+                "forbidden",
+                "You are not allowed to do this.",
+            ),
         },
     ),
+}
+# /metrics: `Authorization: Bearer <SERENITY_METRICS_TOKEN>` (no API token), or nothing from
+# loopback when no token is set.
+HEALTH_PATHS["/metrics"]["get"]["security"] = [{"metricsToken": []}, {}]
+METRICS_TOKEN_SCHEME = {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "`SERENITY_METRICS_TOKEN`, for `/metrics` only.",
+}
+RETRY_AFTER_429 = {
+    "Retry-After": {
+        "schema": {"type": "integer", "minimum": 1},
+        "required": True,
+        "description": "Whole seconds until the rate's window lets this request through.",
+    }
 }
 
 
@@ -251,9 +289,14 @@ def postprocess_schema(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         for operation in item.values():
             if isinstance(operation, dict):
                 _rename_parameters(operation, renamed)
+                if "429" in operation.get("responses", {}):
+                    operation["responses"]["429"].setdefault("headers", {}).update(RETRY_AFTER_429)
         if renamed == PROMPT_JOB_PATH:
             item["get"].update(PROMPT_JOB_OPERATION)
         paths[renamed] = item
     paths.update(HEALTH_PATHS)
     result["paths"] = paths
+    result.setdefault("components", {}).setdefault("securitySchemes", {})["metricsToken"] = (
+        METRICS_TOKEN_SCHEME
+    )
     return result
