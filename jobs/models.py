@@ -100,10 +100,10 @@ class AsyncJob(models.Model):
         current step's (a chain whose second step FAILED is FAILED although its root row
         COMPLETED): admin titles, breadcrumbs and columns show this. Load `current` with the
         row (`select_related("current")`) where many are shown."""
-        return f"{self.step} {self.id} [{self.effective_status}]"
+        return f"{self.step} {self.id} [{self.chain_status}]"
 
     @property
-    def effective_status(self) -> str:
+    def chain_status(self) -> str:
         """The chain's status for a root row (its current step's), the row's own for a step."""
         if self.root_id is None and self.current_id is not None and self.current is not None:
             return str(self.current.status)

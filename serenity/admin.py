@@ -12,6 +12,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db import models
 from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -382,7 +383,7 @@ class BrandAdmin(admin.ModelAdmin):
             "brands": listed,
             "selected": [str(brand.pk) for brand in listed],
             "action": "deactivate_brands",
-            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
         }
         return TemplateResponse(
             request, "admin/serenity/brand/deactivate_confirmation.html", context
