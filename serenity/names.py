@@ -23,22 +23,22 @@ from django.core.exceptions import ValidationError
 
 BIDI_OVERRIDES = frozenset(chr(c) for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)])
 # Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt; stable since Unicode 5.1:
-# new ones are assigned only inside these ranges), as regular expression ranges: escapes for the
-# Basic Multilingual Plane, the characters themselves beyond it (no escape for them reads the
-# same in Python and in ECMA-262, where the OpenAPI document's patterns are read).
-_DEFAULT_IGNORABLE = (
+# new ones are assigned only inside these ranges), as regular expression ranges. Those of the
+# Basic Multilingual Plane first: the OpenAPI document states them in the name's pattern.
+_DEFAULT_IGNORABLE_BMP = (
     "\\u00ad\\u034f\\u061c\\u115f\\u1160\\u17b4\\u17b5\\u180b-\\u180f\\u200b-\\u200f"
     "\\u2060-\\u206f\\u3164\\ufe00-\\ufe0f\\ufeff\\uffa0\\ufff0-\\ufff8"
-    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
 )
+_DEFAULT_IGNORABLE_ASTRAL = "\\U0001bca0-\\U0001bca3\\U0001d173-\\U0001d17a\\U000e0000-\\U000e0fff"
 # What `brand_name_refusal` refuses, as a regular expression class: Unicode's Cc category is
 # exactly C0, DEL and C1 (Unicode keeps the general categories of control characters stable;
 # pinned by tests/serenity/test_names.py), BIDI_OVERRIDES, then the default-ignorable code
-# points. The OpenAPI document states it as the names' pattern.
+# points of the BMP. The OpenAPI document states it as the names' pattern (ECMA-262 has no
+# portable escape for the astral ones, which only the service's own check names).
 REFUSED_NAME_CHARACTERS = (
-    "\\x00-\\x1f\\x7f-\\x9f\\u202a-\\u202e\\u2066-\\u2069" + _DEFAULT_IGNORABLE
+    "\\x00-\\x1f\\x7f-\\x9f\\u202a-\\u202e\\u2066-\\u2069" + _DEFAULT_IGNORABLE_BMP
 )
-_REFUSED = re.compile(f"[{REFUSED_NAME_CHARACTERS}]")
+_REFUSED = re.compile(f"[{REFUSED_NAME_CHARACTERS}{_DEFAULT_IGNORABLE_ASTRAL}]")
 _WHITESPACE_RUN = re.compile(r"\s+")
 
 
