@@ -63,22 +63,8 @@ if not DEBUG and len(FIELD_ENCRYPTION_KEY.strip()) < FIELD_ENCRYPTION_KEY_MIN_LE
         f"FIELD_ENCRYPTION_KEYS: the key that encrypts (the first) must have at least "
         f"{FIELD_ENCRYPTION_KEY_MIN_LENGTH} characters when DEBUG is off; refusing to start."
     )
-# Every variable deploy/production.env lists: none may still hold its placeholder.
-refuse_placeholders(
-    (
-        "SECRET_KEY",
-        "FIELD_ENCRYPTION_KEYS",
-        "FIELD_ENCRYPTION_KEY",
-        "DATABASE_URL",
-        "CELERY_BROKER_URL",
-        "SEMRUSH_BASE_URL",
-        "SEMRUSH_API_TOKEN",
-        "ALLOWED_HOSTS",
-        "CSRF_TRUSTED_ORIGINS",
-        "SERENITY_METRICS_TOKEN",
-        "SERENITY_VAR_DIR",
-    )
-)
+# No variable of deploy/production.env may still hold its placeholder.
+refuse_placeholders()
 
 # No `*` default: with DEBUG off the hosts this service answers for must be named, or a forged
 # Host header would be accepted (and end up in absolute URLs such as the async Location).

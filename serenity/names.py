@@ -33,8 +33,9 @@ _DEFAULT_IGNORABLE_ASTRAL = "\\U0001bca0-\\U0001bca3\\U0001d173-\\U0001d17a\\U00
 # What `brand_name_refusal` refuses, as a regular expression class: Unicode's Cc category is
 # exactly C0, DEL and C1 (Unicode keeps the general categories of control characters stable;
 # pinned by tests/serenity/test_names.py), BIDI_OVERRIDES, then the default-ignorable code
-# points of the BMP. The OpenAPI document states it as the names' pattern (ECMA-262 has no
-# portable escape for the astral ones, which only the service's own check names).
+# points of the BMP. The OpenAPI document states it as the names' pattern; the astral ones
+# only the service's own check names (ECMA-262 has no escape for them that Python also reads,
+# and written as characters they make the pattern unusable to schemathesis).
 REFUSED_NAME_CHARACTERS = (
     "\\x00-\\x1f\\x7f-\\x9f\\u202a-\\u202e\\u2066-\\u2069" + _DEFAULT_IGNORABLE_BMP
 )
