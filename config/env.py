@@ -11,9 +11,41 @@ import re
 
 from django.core.exceptions import ImproperlyConfigured
 
+# deploy/production.env's placeholders: `<what to put here>`.
+_PLACEHOLDER = re.compile(r"<[^<>]*>")
+
 
 def env_str(name: str, default: str = "") -> str:
     return os.environ.get(name, default)
+
+
+# The variables deploy/production.env gives a placeholder (or could: every one it lists that
+# takes free text); tests/test_settings_failfast.py checks each placeholder of the file.
+DEPLOY_VARIABLES = (
+    "SECRET_KEY",
+    "FIELD_ENCRYPTION_KEYS",
+    "FIELD_ENCRYPTION_KEY",
+    "DATABASE_URL",
+    "CELERY_BROKER_URL",
+    "SEMRUSH_BASE_URL",
+    "SEMRUSH_API_TOKEN",
+    "ALLOWED_HOSTS",
+    "CSRF_TRUSTED_ORIGINS",
+    "SERENITY_METRICS_TOKEN",
+    "SERENITY_VAR_DIR",
+)
+
+
+def refuse_placeholders(names: tuple[str, ...] = DEPLOY_VARIABLES) -> None:
+    """Stop the process if one of these variables still holds a placeholder of
+    deploy/production.env (`<...>`): a copied example file must not start a service with
+    "<the service-wide Semrush token>" as its token or a guessable key."""
+    for name in names:
+        if _PLACEHOLDER.search(os.environ.get(name, "")):
+            raise ImproperlyConfigured(
+                f"{name} still holds a placeholder (<...>) of deploy/production.env: "
+                "replace it with the real value; refusing to start."
+            )
 
 
 def env_bool(name: str, default: bool = False) -> bool:

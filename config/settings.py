@@ -13,6 +13,7 @@ from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 from config.env import (
     env_bool,
@@ -24,6 +25,7 @@ from config.env import (
     env_secret,
     env_secret_list,
     env_str,
+    refuse_placeholders,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -52,6 +54,17 @@ if not FIELD_ENCRYPTION_KEY:
     raise ImproperlyConfigured(
         "FIELD_ENCRYPTION_KEY must be set when DEBUG is off; refusing to start."
     )
+# The key that encrypts must be long enough not to be guessed (it is a passphrase, stretched
+# by HKDF, not a random key). Older keys after it only decrypt, so that a short one can still
+# be rotated away from (`rotate_credentials`).
+FIELD_ENCRYPTION_KEY_MIN_LENGTH = 32
+if not DEBUG and len(FIELD_ENCRYPTION_KEY.strip()) < FIELD_ENCRYPTION_KEY_MIN_LENGTH:
+    raise ImproperlyConfigured(
+        f"FIELD_ENCRYPTION_KEYS: the key that encrypts (the first) must have at least "
+        f"{FIELD_ENCRYPTION_KEY_MIN_LENGTH} characters when DEBUG is off; refusing to start."
+    )
+# No variable of deploy/production.env may still hold its placeholder.
+refuse_placeholders()
 
 # No `*` default: with DEBUG off the hosts this service answers for must be named, or a forged
 # Host header would be accepted (and end up in absolute URLs such as the async Location).
@@ -133,7 +146,10 @@ else:
         # then skips both. Off for a pooler that does not keep prepared statements across
         # transactions (PgBouncer in transaction mode before 1.21).
         DATABASES["default"]["OPTIONS"].update(server_side_binding=True, prepare_threshold=5)
-ATOMIC_REQUESTS = False
+# Django reads ATOMIC_REQUESTS per database, here (a top-level setting of that name is ignored).
+# Off: no request is one transaction; the flows open their own, commit before every upstream
+# call, and the blocks that must be outermost say so with `transaction.atomic(durable=True)`.
+DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES: dict[str, dict[str, Any]] = {
@@ -233,6 +249,16 @@ JOBS_HAND_OVER_INLINE = env_bool("JOBS_HAND_OVER_INLINE", True)
 _BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_QUEUE", "serenity")
+# Beat's periodic tasks (dispatcher, sweeps, purges) have their own queue, so that they never
+# wait behind a backlog of steps, and each expires after its interval: with no worker consuming,
+# they do not pile up into a burst of identical runs when one comes back. A worker started
+# without -Q consumes every queue listed here.
+CELERY_PERIODIC_QUEUE = env_str("CELERY_PERIODIC_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}.periodic")
+# Each queue bound by its own name: a queue declared without a routing key would be bound by the
+# default one and receive a copy of every step too.
+CELERY_TASK_QUEUES = tuple(
+    Queue(name, routing_key=name) for name in (CELERY_TASK_DEFAULT_QUEUE, CELERY_PERIODIC_QUEUE)
+)
 # The longest delay we schedule is the last settle backoff; the visibility timeout must exceed
 # it (and any lease), or Redis would redeliver a countdown message while it is still waiting.
 _LONGEST_DELAY = max((*SERENITY_PROVISION_BACKOFF_SECONDS, JOBS_LEASE_SECONDS))
@@ -280,15 +306,16 @@ CELERY_WORKER_SEND_TASK_EVENTS = env_bool("CELERY_WORKER_SEND_TASK_EVENTS", Fals
 # `task-sent` event per publish would cost the request path a Redis round trip.
 CELERY_TASK_SEND_SENT_EVENT = False
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-CELERY_TASK_SOFT_TIME_LIMIT = env_float("CELERY_TASK_SOFT_TIME_LIMIT", JOBS_LEASE_SECONDS * 2)
-CELERY_TASK_TIME_LIMIT = env_float("CELERY_TASK_TIME_LIMIT", JOBS_LEASE_SECONDS * 2 + 30)
+# No task time limits: the documented pool (-P threads) does not enforce them, so they would
+# only pretend to. A step is bounded by its own means instead: every upstream call has a
+# timeout, and a step whose lease expires is re-published by the dispatcher (JOBS_LEASE_SECONDS).
 # Without this, Celery's Django fix-up closes every database connection before and after each
 # task, so every step paid a new PostgreSQL connection (a backend start: ~25 ms on the
 # benchmark machine, three per chain). With it a worker thread keeps its connection, and
 # config/celery.py applies Django's own rules (DB_CONN_MAX_AGE, health checks after an error)
 # around each task, as for a web request.
 CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000)
-CELERY_BEAT_SCHEDULE = {
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "jobs-dispatch": {
         "task": "jobs.dispatch_due_jobs",
         "schedule": JOBS_DISPATCH_INTERVAL_SECONDS,
@@ -330,6 +357,8 @@ SPECTACULAR_SETTINGS.update(
 )
 
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+for _entry in CELERY_BEAT_SCHEDULE.values():
+    _entry["options"] = {"queue": CELERY_PERIODIC_QUEUE, "expires": _entry["schedule"]}
 
 # --- Logging: one JSON object per line -------------------------------------------------------
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
@@ -434,6 +463,12 @@ if _PROXY_SSL_HEADER:
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
+# /metrics answers only `Authorization: Bearer <SERENITY_METRICS_TOKEN>`; with none set, only
+# loopback clients (serenity/api/health.py). Org ids label the quota metrics only when asked:
+# one series per org is a cardinality (and a list of ids) the operator chooses.
+SERENITY_METRICS_TOKEN = env_secret("SERENITY_METRICS_TOKEN")
+SERENITY_METRICS_PER_ORG = env_bool("SERENITY_METRICS_PER_ORG", False)
+
 # Authenticated JSON answers must not be kept by any cache (kernel/security.py).
 MIDDLEWARE.append("kernel.security.NoStoreMiddleware")
 
@@ -465,8 +500,10 @@ REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["serenity.throttling.WriteRateThro
 # is the socket's peer (REMOTE_ADDR), so a forged X-Forwarded-For cannot dodge the throttle.
 REST_FRAMEWORK["NUM_PROXIES"] = env_int("SERENITY_NUM_PROXIES", 0)
 
-# Admin login lockout (django-axes): AXES_FAILURE_LIMIT failed logins for one user name from
-# one address lock that pair out for AXES_COOLOFF_HOURS; `manage.py axes_reset` lifts it.
+# Admin login lockout (django-axes, serenity/lockout.py): AXES_FAILURE_LIMIT failed logins for
+# one user name from one address lock that pair out, and AXES_ADDRESS_FAILURE_LIMIT failed
+# logins from one address across user names lock the address out, for AXES_COOLOFF_HOURS;
+# `manage.py axes_reset` lifts it.
 INSTALLED_APPS.append("axes")
 # AxesMiddleware answers a locked-out login; it must come last.
 MIDDLEWARE.append("axes.middleware.AxesMiddleware")
@@ -477,7 +514,9 @@ AUTHENTICATION_BACKENDS = [
 ]
 AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_HOURS", 1.0)
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_ADDRESS_FAILURE_LIMIT = env_int("AXES_ADDRESS_FAILURE_LIMIT", 20)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
+AXES_HANDLER = "serenity.lockout.AdminLoginLockoutHandler"
 AXES_RESET_ON_SUCCESS = True
 # The client address as the API's throttles see it: the peer, unless proxies are declared.
 AXES_CLIENT_IP_CALLABLE = "serenity.throttling.client_address"

@@ -66,7 +66,9 @@ def step_commit(
     may run itself (`JOBS_HAND_OVER_INLINE`) is handed over to the runner instead of published
     (the dispatcher publishes it if this worker dies first)."""
     inline = settings.JOBS_HAND_OVER_INLINE
-    with transaction.atomic():
+    # Durable: the successor handed over (or published) below must see this commit, so the
+    # ending may never be folded into a caller's transaction that commits later.
+    with transaction.atomic(durable=True):
         if effects is not None and not effects():
             transaction.set_rollback(True)
             return False

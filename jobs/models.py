@@ -99,7 +99,18 @@ class AsyncJob(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.step} {self.id} [{self.status}]"
+        """A chain (its root row: the id clients hold) is named with its effective status, its
+        current step's (a chain whose second step FAILED is FAILED although its root row
+        COMPLETED): admin titles, breadcrumbs and columns show this. Load `current` with the
+        row (`select_related("current")`) where many are shown."""
+        return f"{self.step} {self.id} [{self.chain_status}]"
+
+    @property
+    def chain_status(self) -> str:
+        """The chain's status for a root row (its current step's), the row's own for a step."""
+        if self.root_id is None and self.current_id is not None and self.current is not None:
+            return str(self.current.status)
+        return str(self.status)
 
     @property
     def root_id_or_self(self) -> uuid.UUID:

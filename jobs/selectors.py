@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -59,6 +59,29 @@ def job_chain_get(*, job_id: uuid.UUID, brand_id: uuid.UUID) -> ChainView:
     # made runnable in the same transaction; that cannot be observed (one transaction), so the
     # current step's status is the chain's.
     return ChainView(asked=job, root=root, effective=effective, steps=steps)
+
+
+# A runnable job due longer ago than this is overdue (the admin's "overdue" filter): no worker
+# has taken it although it could have.
+OVERDUE_AFTER_SECONDS = 30.0
+
+
+def runnable_q(prefix: str = "", *, now: datetime) -> Q:
+    """Due, unfinished and not held by a live claim (what the workers have yet to take), for
+    the row at `prefix` (e.g. "current__")."""
+    return Q(**{f"{prefix}status": JobStatus.IN_PROGRESS, f"{prefix}run_after__lte": now}) & (
+        Q(**{f"{prefix}claim_token__isnull": True}) | Q(**{f"{prefix}lease_expires_at__lt": now})
+    )
+
+
+def overdue_chains_q(*, now: datetime | None = None) -> Q:
+    """Root rows whose current step is runnable and was due more than OVERDUE_AFTER_SECONDS
+    ago (a root without a current pointer stands for itself)."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=OVERDUE_AFTER_SECONDS)
+    return (runnable_q("current__", now=now) & Q(current__run_after__lte=cutoff)) | (
+        Q(current__isnull=True) & runnable_q(now=now) & Q(run_after__lte=cutoff)
+    )
 
 
 def step_status(job: AsyncJob) -> str:

@@ -39,7 +39,8 @@ STEPS = Counter(
 )
 _LOCAL = (HTTP_REQUESTS, UPSTREAM_CALLS, UPSTREAM_LATENCY, STEP_DURATION, STEPS)
 
-# The upstream quota (SPEC §10.6), by org id: never by credential.
+# The upstream quota (SPEC §10.6), by org id (with SERENITY_METRICS_PER_ORG, else "all":
+# `org_label`): never by credential.
 UPSTREAM_PERMITS = Counter(
     "serenity_upstream_permits_total", "Permits granted by the credential's bucket", ["org_id"]
 )
@@ -75,6 +76,24 @@ _QUOTA = (
     UPSTREAM_PERMIT_REFUSALS,
     UPSTREAM_RATE_LIMITED,
 )
+
+
+# The methods a request is counted under; any other (a client may send any token as its
+# method) is counted as "other", so that made-up methods cannot grow one series each.
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def record_request(method: str | None, status: int) -> None:
+    HTTP_REQUESTS.labels(method if method in HTTP_METHODS else "other", str(status)).inc()
+
+
+def org_label(org_id: str) -> str:
+    """The `org_id` label of the quota metrics: the org's id only with
+    SERENITY_METRICS_PER_ORG (one series per org: a cardinality the operator chooses, and ids
+    a scraper may see), else "all"."""
+    from django.conf import settings
+
+    return org_id if getattr(settings, "SERENITY_METRICS_PER_ORG", False) else "all"
 
 
 def record_upstream_call(operation: str, status: int | None, duration_seconds: float) -> None:

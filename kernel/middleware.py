@@ -31,14 +31,14 @@ class RequestContextMiddleware:
 
 
 class RequestMetricsMiddleware:
-    """Counts served requests by method and status (Prometheus)."""
+    """Counts served requests by method (a known one, else "other") and status (Prometheus)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        from kernel.metrics import HTTP_REQUESTS
+        from kernel.metrics import record_request
 
         response = self.get_response(request)
-        HTTP_REQUESTS.labels(request.method or "", str(response.status_code)).inc()
+        record_request(request.method, response.status_code)
         return response

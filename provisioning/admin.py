@@ -87,7 +87,8 @@ class ProvisioningAttemptAdmin(admin.ModelAdmin):
     ]
     list_filter = ["status", "reason", "started_by", AttemptAgeFilter]
     search_fields = ["=id", "=brand__id", "brand__name", "=candidate_workspace_id", "=job__id"]
-    list_select_related = ["brand", "job"]
+    # The job column names the chain with its effective status (AsyncJob.__str__).
+    list_select_related = ["brand", "job", "job__current"]
     date_hierarchy = "created_at"
     actions = ["cancel_attempts"]
 

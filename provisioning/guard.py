@@ -71,6 +71,7 @@ def lease(
     candidate_is_pointer: bool = False,
     checks: Checks | None = None,
     brand_is_new: bool = False,
+    durable: bool = False,
 ) -> Iterator[Begun]:
     """Begin an attempt on the brand under its row lock; the block runs in the same transaction.
 
@@ -83,7 +84,11 @@ def lease(
 
     `brand_is_new`: the brand was inserted by the caller's transaction, which nobody else can
     see until it commits, so nothing can hold or race it: the attempt is inserted without the
-    lock, the read and a savepoint (a failure ends the caller's transaction)."""
+    lock, the read and a savepoint (a failure ends the caller's transaction).
+
+    `durable`: the lease's transaction must be the outermost (its attempt must be committed,
+    visible to every other process, before the caller's upstream calls); nesting it in another
+    transaction raises RuntimeError."""
     if brand_is_new:
         with transaction.atomic(savepoint=False):
             first = ProvisioningAttempt.objects.create(
@@ -95,7 +100,7 @@ def lease(
             yield Begun(attempt=first, pointer=None)
         return
     try:
-        with transaction.atomic():
+        with transaction.atomic(durable=durable):
             pointer = _lock(brand_id)
             if checks is not None:
                 checks(pointer)
@@ -115,8 +120,9 @@ def lease(
 def attempt_begin(
     *, brand_id: uuid.UUID, started_by: AttemptStartedBy
 ) -> ProvisioningAttempt | None:
-    """Begin a sync attempt: `lease` with nothing else in its transaction."""
-    with lease(brand_id=brand_id, started_by=started_by) as begun:
+    """Begin a sync attempt: `lease` with nothing else in its transaction, committed on return
+    (durable: the upstream calls that follow must not run inside a caller's transaction)."""
+    with lease(brand_id=brand_id, started_by=started_by, durable=True) as begun:
         return begun.attempt
 
 

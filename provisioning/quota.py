@@ -119,6 +119,7 @@ from kernel.metrics import (
     UPSTREAM_PERMITS,
     UPSTREAM_RATE_LIMITED,
     UPSTREAM_SLOT_REFUSALS,
+    org_label,
 )
 from provisioning import slots as slots_module
 from provisioning.models import UpstreamBucket
@@ -722,7 +723,8 @@ class CredentialPermits:
     ) -> None:
         self._key = key
         self._limits = limits
-        self._org = org_id
+        self._org = org_id  # whose queue a refused step joins (round-robin)
+        self._org_label = org_label(org_id)
         self._in_step = _in_step.get() if in_step is None else in_step
         self._patient = _patient.get() and not self._in_step
         self._store = store
@@ -784,10 +786,10 @@ class CredentialPermits:
     def _refuse(self, operation: str, retry_in: float) -> None:
         """No permit or slot within this caller's patience: defer the step or refuse."""
         if self._in_step:
-            UPSTREAM_PERMIT_DEFERRALS.labels(self._org).inc()
+            UPSTREAM_PERMIT_DEFERRALS.labels(self._org_label).inc()
             raise PermitDeferredError(retry_in)
         self._refused = True
-        UPSTREAM_PERMIT_REFUSALS.labels(self._org).inc()
+        UPSTREAM_PERMIT_REFUSALS.labels(self._org_label).inc()
         raise SemrushBusyError(operation=operation, retry_after=math.ceil(retry_in))
 
     def _acquired(self, operation: str) -> bool:
@@ -803,8 +805,8 @@ class CredentialPermits:
         if not answer.granted:
             self._refuse(operation, max(answer.wait, 0.001))
         self._granted += 1
-        UPSTREAM_PERMITS.labels(self._org).inc()
-        UPSTREAM_PERMIT_WAIT.labels(self._org).observe(answer.wait)
+        UPSTREAM_PERMITS.labels(self._org_label).inc()
+        UPSTREAM_PERMIT_WAIT.labels(self._org_label).observe(answer.wait)
         if answer.wait > 0:
             self._waited += answer.wait
             self._sleep(answer.wait)
@@ -834,14 +836,14 @@ class CredentialPermits:
             waited = self._clock() - started
             if waited + poll > patience:
                 self._waited += waited
-                UPSTREAM_SLOT_REFUSALS.labels(self._org).inc()
+                UPSTREAM_SLOT_REFUSALS.labels(self._org_label).inc()
                 # Calls end in well under a second as a rule: come back about then.
                 self._refuse(operation, 0.5 + random.random() * 0.5)
             self._sleep(poll)
             poll = min(poll * 2, SLOT_POLL_MAX_SECONDS)
 
     def pause(self, seconds: float | None) -> None:
-        UPSTREAM_RATE_LIMITED.labels(self._org).inc()
+        UPSTREAM_RATE_LIMITED.labels(self._org_label).inc()
         if self._limits.rate <= 0:
             return
         if seconds is None or seconds <= 0:

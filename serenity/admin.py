@@ -12,8 +12,9 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db import models
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
@@ -348,12 +349,18 @@ class BrandAdmin(admin.ModelAdmin):
     def has_deactivate_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("serenity.change_brand")
 
-    @admin.action(description="Deactivate", permissions=["deactivate"])
-    def deactivate_brands(self, request: HttpRequest, queryset: QuerySet[Brand]) -> None:
-        """The API's deactivate flow, brand by brand (it empties the Semrush workspace, clears the
-        pointer and tombstones the markets); each success is recorded in the admin log."""
-        done = 0
+    @admin.action(description="Deactivate…", permissions=["deactivate"])
+    def deactivate_brands(
+        self, request: HttpRequest, queryset: QuerySet[Brand]
+    ) -> TemplateResponse | None:
+        """First an intermediate page listing what will be removed (each brand's Semrush
+        workspace and its live markets' projects); on its confirmation, the API's deactivate
+        flow, brand by brand (it empties the Semrush workspace, clears the pointer and
+        tombstones the markets); each success is recorded in the admin log."""
         brands = queryset.select_related("organization").exclude(status=BrandStatus.DELETED)
+        if request.POST.get("confirm") != "yes":
+            return self._deactivate_confirmation(request, brands)
+        done = 0
         with context.scope(actor=context.admin_actor(request.user.get_username())):
             for brand in brands:
                 with context.scope(org_id=brand.organization_id, brand_id=brand.pk):
@@ -365,6 +372,32 @@ class BrandAdmin(admin.ModelAdmin):
                 done += 1
                 self.log_change(request, brand, "Deactivated (the deactivate flow ran).")
         self.message_user(request, f"Deactivated {done} brand(s).", messages.SUCCESS)
+        return None
+
+    def _deactivate_confirmation(
+        self, request: HttpRequest, brands: QuerySet[Brand]
+    ) -> TemplateResponse:
+        listed = list(brands.prefetch_related(_LIVE_MARKETS))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Deactivate brands?",
+            "opts": self.opts,
+            "brands": listed,
+            "selected": [str(brand.pk) for brand in listed],
+            "action": "deactivate_brands",
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(
+            request, "admin/serenity/brand/deactivate_confirmation.html", context
+        )
+
+
+# A brand's markets that deactivating removes (their projects upstream, then the rows).
+_LIVE_MARKETS = Prefetch(
+    "markets",
+    queryset=Market.objects.filter(deleted_at__isnull=True).order_by("geo_target_id"),
+    to_attr="live_markets",
+)
 
 
 @admin.register(Market)

@@ -11,7 +11,7 @@ from django.db import models
 from django.db.models import Q
 
 from kernel.crypto import decrypt_secret, encrypt_secret
-from serenity.names import brand_name_key
+from serenity.names import brand_name_key, validate_brand_name, validate_brand_names
 
 
 class WorkspaceMode(models.TextChoices):
@@ -131,7 +131,8 @@ class BrandStatus(models.TextChoices):
 class Brand(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="brands")
-    name = models.CharField(max_length=200)
+    # The validators are the API's rule (serenity.names): the admin cannot save what it refuses.
+    name = models.CharField(max_length=200, validators=[validate_brand_name])
     # What names collide on (SPEC §10.2): `brand_name_key(name)`, kept in step by `save()`.
     name_key = models.CharField(max_length=400, editable=False)
     workspace_mode = models.CharField(
@@ -142,7 +143,7 @@ class Brand(models.Model):
     )
     base_url = models.URLField(max_length=2000, null=True, blank=True)
     urls = models.JSONField(default=list, blank=True)
-    aliases = models.JSONField(default=list, blank=True)
+    aliases = models.JSONField(default=list, blank=True, validators=[validate_brand_names])
     serenity_enabled = models.BooleanField(null=True, blank=True)
     # The only canonical pointer to the brand's sub-workspace. Written only by conditional
     # updates (`… WHERE pointer IS NULL OR pointer = candidate`), never by Model.save().

@@ -2,9 +2,10 @@
 
 - `WriteRateThrottle`: per API token on mutating methods (SERENITY_THROTTLE_WRITES, e.g. 30/s).
 - `AuthFailureThrottle`: failed authentications per client address
-  (SERENITY_THROTTLE_AUTH_FAILURES, e.g. 30/min). Only failures are counted, and an address over
-  the limit is refused before its token is even looked at, so that a guesser cannot tell a
-  right token from a wrong one once throttled. `BearerTokenAuthentication` drives it.
+  (SERENITY_THROTTLE_AUTH_FAILURES, e.g. 30/min). Only failures are counted and only failures
+  are refused: past the limit a wrong token gets 429 instead of 401, while a valid token is
+  never refused by it (one bad script behind a NAT must not lock out everyone behind it).
+  `BearerTokenAuthentication` drives it.
 
 Both answer 429 `rateLimited` with `Retry-After` (serenity/api/errors.py). Rates are read from
 settings at each request (DRF's own throttles read them once, at import). The counts live in

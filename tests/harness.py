@@ -6,7 +6,7 @@ A `Stack` starts, on free loopback ports and with one shared environment:
 - a fresh PostgreSQL database (created, migrated with `manage.py migrate`, dropped at `stop()`),
 - its own `redis-server` (`--save "" --appendonly no`: a restart loses every message),
 - the API under gunicorn (`gunicorn config.wsgi -w 2 --threads 4`),
-- N Celery workers (`celery -A config worker -c C -Q <queue>`) and Celery beat,
+- N Celery workers (`celery -A config worker -c C -Q <queue>,<queue>.periodic`) and Celery beat,
 
 with the time tunables shrunk to fractions of a second, so that a settle wait, a lost message
 or an expired lease resolves in seconds. It offers the faults a chaos test needs (SIGKILL a
@@ -69,8 +69,6 @@ DEFAULT_TUNABLES: dict[str, str] = {
     "SEMRUSH_TIMEOUT_SECONDS": "2",
     "JOBS_LEASE_SECONDS": "8",
     "JOBS_DISPATCH_INTERVAL_SECONDS": "0.5",
-    "CELERY_TASK_SOFT_TIME_LIMIT": "40",
-    "CELERY_TASK_TIME_LIMIT": "50",
     "DB_CONN_MAX_AGE": "60",
     # Benchmarks and chaos runs send bursts with one token from one address: the throttles
     # (SPEC §10.5, tested on their own) must not shape them.
@@ -339,7 +337,7 @@ class Stack:
             SEMRUSH_BASE_URL=self.sim_url,
             SEMRUSH_API_TOKEN=SIM_TOKEN,
             SECRET_KEY=f"stack-secret-{self.id}",
-            FIELD_ENCRYPTION_KEY=f"stack-field-key-{self.id}",
+            FIELD_ENCRYPTION_KEY=f"stack-field-encryption-key-of-the-stack-{self.id}",
             DEBUG="false",
             ALLOWED_HOSTS="127.0.0.1,localhost",
             LOG_LEVEL="INFO",
@@ -504,8 +502,9 @@ class Stack:
                 "-A",
                 "config",
                 "worker",
+                # The steps' queue and beat's (config/settings.py: CELERY_PERIODIC_QUEUE).
                 "-Q",
-                self.queue,
+                f"{self.queue},{self.queue}.periodic",
                 "-c",
                 str(concurrency or self.config.concurrency),
                 "-l",

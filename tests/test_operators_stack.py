@@ -6,12 +6,15 @@ Celery worker and beat (tests/harness.py, as real processes), and nothing extra 
 - gunicorn's, Celery's and beat's own lines are JSON, and beat's per-tick lines are DEBUG;
 - the admin works in a real browser (headless Chromium from Debian's packages, driven by
   Selenium): log in, the jobs and attempts lists, a chain, Cancel on a pending attempt; each
-  page is styled (its stylesheets loaded) and saved as a screenshot under docs/admin/.
+  page is styled (its stylesheets loaded) and saved as a screenshot: in a temporary folder,
+  or under docs/admin/ with SERENITY_REFRESH_SCREENSHOTS=1 (so that `./scripts/test` leaves
+  the tree as it found it).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -23,7 +26,7 @@ import requests
 
 from tests.harness import PYTHON, ROOT, Stack, StackConfig, wait_for
 
-SCREENSHOTS = ROOT / "docs" / "admin"
+DOCS_SCREENSHOTS = ROOT / "docs" / "admin"
 ADMIN_PASSWORD = "operator-password-17"
 
 
@@ -52,6 +55,18 @@ def chain(stack: Stack) -> dict[str, str]:
     job = api.job(accepted.body["id"], accepted.body["jobId"]).body
     assert job["status"] == "COMPLETED", job
     return {"org_id": org_id, "brand_id": accepted.body["id"], "job_id": accepted.body["jobId"]}
+
+
+def screenshot_folder(environ: dict[str, str] | os._Environ[str], temporary: Path) -> Path:
+    """docs/admin/ when asked to refresh the docs' screenshots, else `temporary`."""
+    return DOCS_SCREENSHOTS if environ.get("SERENITY_REFRESH_SCREENSHOTS") == "1" else temporary
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = screenshot_folder(os.environ, tmp_path_factory.mktemp("admin-screenshots"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def _lines(path: Path) -> list[str]:
@@ -164,7 +179,7 @@ def _styled(session) -> bool:  # type: ignore[no-untyped-def]
     )
 
 
-def _visit(session, url: str, shot: str) -> None:  # type: ignore[no-untyped-def]
+def _visit(session, url: str, shot: Path) -> None:  # type: ignore[no-untyped-def]
     session.get(url)
     wait_for(
         lambda: session.execute_script("return document.readyState") == "complete",
@@ -172,11 +187,10 @@ def _visit(session, url: str, shot: str) -> None:  # type: ignore[no-untyped-def
         what=f"{url} to load",
     )
     assert _styled(session), f"{url} is not styled"
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    session.save_screenshot(str(SCREENSHOTS / shot))
+    session.save_screenshot(str(shot))
 
 
-def test_the_admin_in_a_real_browser(stack, chain, browser):
+def test_the_admin_in_a_real_browser(stack, chain, browser, screenshots):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
@@ -200,24 +214,32 @@ def test_the_admin_in_a_real_browser(stack, chain, browser):
     attempt_id = _pending_attempt(stack, chain["brand_id"])
     admin = f"{stack.api_url}/admin"
     # when the operator logs in
-    _visit(browser, f"{admin}/login/", "login.png")
+    _visit(browser, f"{admin}/login/", screenshots / "login.png")
     browser.find_element(By.NAME, "username").send_keys("operator")
     browser.find_element(By.NAME, "password").send_keys(ADMIN_PASSWORD)
     browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
     wait_for(lambda: "/admin/login/" not in browser.current_url, timeout=10, what="login")
     # then the jobs list shows the chain, with its brand and effective status
-    _visit(browser, f"{admin}/jobs/asyncjob/", "jobs.png")
+    _visit(browser, f"{admin}/jobs/asyncjob/", screenshots / "jobs.png")
     rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
     assert len(rows) == 1
     assert "Operated Brand" in rows[0].text and "COMPLETED" in rows[0].text
+    # in a 1400 px window, without scrolling sideways, under the service's own header
+    assert browser.execute_script("return window.innerWidth") <= 1400
+    assert browser.execute_script(
+        "const results = document.querySelector('#changelist .results');"
+        "return results.scrollWidth <= results.clientWidth"
+        " && document.documentElement.scrollWidth <= window.innerWidth;"
+    )
+    assert "Serenity administration" in browser.find_element(By.ID, "header").text
     # and the chain's page shows its steps
     rows[0].find_element(By.CSS_SELECTOR, "th a, td a").click()
     wait_for(lambda: chain["job_id"] in browser.current_url, timeout=10, what="the chain")
-    _visit(browser, browser.current_url, "chain.png")
+    _visit(browser, browser.current_url, screenshots / "chain.png")
     page = browser.find_element(By.TAG_NAME, "body").text
     assert "provisionWorkspace" in page and "createMarket" in page
     # when the operator cancels the pending attempt from the attempts list
-    _visit(browser, f"{admin}/provisioning/provisioningattempt/", "attempts.png")
+    _visit(browser, f"{admin}/provisioning/provisioningattempt/", screenshots / "attempts.png")
     checkbox = f"input[name='_selected_action'][value='{attempt_id}']"
     browser.find_element(By.CSS_SELECTOR, checkbox).click()
     Select(browser.find_element(By.NAME, "action")).select_by_value("cancel_attempts")
@@ -225,9 +247,13 @@ def test_the_admin_in_a_real_browser(stack, chain, browser):
     wait_for(
         lambda: "Cancelled 1 attempt(s)." in browser.page_source, timeout=10, what="the cancel"
     )
-    browser.save_screenshot(str(SCREENSHOTS / "attempts-cancelled.png"))
+    browser.save_screenshot(str(screenshots / "attempts-cancelled.png"))
     # then its page shows its timeline and who started and cancelled it
-    _visit(browser, f"{admin}/provisioning/provisioningattempt/{attempt_id}/change/", "attempt.png")
+    _visit(
+        browser,
+        f"{admin}/provisioning/provisioningattempt/{attempt_id}/change/",
+        screenshots / "attempt.png",
+    )
     page = browser.find_element(By.TAG_NAME, "body").text
     for text in ("Timeline", "someone (token t)", "req-pending", "admin: operator", "cancelled"):
         assert text in page
@@ -237,7 +263,7 @@ def test_the_admin_in_a_real_browser(stack, chain, browser):
     assert status == [{"status": "failed", "reason": "cancelled"}]
 
 
-def test_the_onboarding_page_in_a_real_browser(stack, browser):
+def test_the_onboarding_page_in_a_real_browser(stack, browser, screenshots):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
@@ -278,13 +304,17 @@ def test_the_onboarding_page_in_a_real_browser(stack, browser):
     browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
     wait_for(lambda: "/admin/login/" not in browser.current_url, timeout=10, what="login")
     # when the operator opens the onboardings list
-    _visit(browser, f"{admin}/provisioning/onboarding/", "onboardings.png")
+    _visit(browser, f"{admin}/provisioning/onboarding/", screenshots / "onboardings.png")
     # then the onboarding is there with its progress bar: the refused item has ended
     row = browser.find_element(By.CSS_SELECTOR, "#result_list tbody tr")
     assert onboarding_id in row.text and "1 / 5" in row.text and "IN_PROGRESS" in row.text
     assert row.find_elements(By.CSS_SELECTOR, ".onboarding-progress span")
     # and its page lists the items, linked to their brands and chains
-    _visit(browser, f"{admin}/provisioning/onboarding/{onboarding_id}/change/", "onboarding.png")
+    _visit(
+        browser,
+        f"{admin}/provisioning/onboarding/{onboarding_id}/change/",
+        screenshots / "onboarding.png",
+    )
     page = browser.find_element(By.TAG_NAME, "body").text
     assert "FAILED (brandExists)" in page and "Northwind" in page
     assert browser.find_elements(By.CSS_SELECTOR, "a[href*='/admin/jobs/asyncjob/']")
@@ -305,3 +335,10 @@ def test_the_onboarding_page_in_a_real_browser(stack, browser):
     assert "0 completed, 1 failed, 4 cancelled, 0 in progress" in page
     assert "CANCELLED" in page
     stack.sim_config(settleSeconds=0.3)
+
+
+def test_screenshots_go_to_a_temporary_folder_unless_asked_to_refresh_the_docs(tmp_path):
+    # (SPEC §11.4: `./scripts/test` leaves the tree clean.)
+    assert screenshot_folder({}, tmp_path) == tmp_path
+    assert screenshot_folder({"SERENITY_REFRESH_SCREENSHOTS": "0"}, tmp_path) == tmp_path
+    assert screenshot_folder({"SERENITY_REFRESH_SCREENSHOTS": "1"}, tmp_path) == DOCS_SCREENSHOTS

@@ -140,7 +140,16 @@ def test_management_commands_run_from_a_plain_shell(tmp_path):
     )
     # when
     completed = subprocess.run(
-        ["scripts/manage", "create_org", "--name", "Shell Org", "--serenity", "--json"],
+        [
+            "scripts/manage",
+            "create_org",
+            "--name",
+            "Shell Org",
+            "--serenity",
+            "--parent-workspace-id",
+            "ws-parent-1",
+            "--json",
+        ],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# An encryption key as long as a key that encrypts must be with DEBUG off (32 characters).
+LONG_KEY = "k3y-k3y-k3y-k3y-k3y-k3y-k3y-k3y-"
 
 
 def _start_django(tmp_path: Path, **overrides: str | None) -> subprocess.CompletedProcess[str]:
@@ -41,7 +43,7 @@ def test_debug_off_without_a_secret_refuses_to_start(tmp_path, missing, how):
     overrides: dict[str, str | None] = {
         "DEBUG": "false",
         "SECRET_KEY": "s3cret",
-        "FIELD_ENCRYPTION_KEY": "k3y",
+        "FIELD_ENCRYPTION_KEY": LONG_KEY,
         "FIELD_ENCRYPTION_KEYS": None,
     }
     overrides[missing] = {"unset": None, "empty": "", "whitespace": " \t "}[how]
@@ -56,7 +58,7 @@ def test_debug_off_without_a_secret_refuses_to_start(tmp_path, missing, how):
 def test_debug_off_with_both_secrets_starts(tmp_path):
     # when
     completed = _start_django(
-        tmp_path, DEBUG="false", SECRET_KEY="s3cret", FIELD_ENCRYPTION_KEY="k3y"
+        tmp_path, DEBUG="false", SECRET_KEY="s3cret", FIELD_ENCRYPTION_KEY=LONG_KEY
     )
     # then
     assert completed.returncode == 0, completed.stderr
@@ -65,7 +67,7 @@ def test_debug_off_with_both_secrets_starts(tmp_path):
 
 def test_debug_unset_means_off(tmp_path):
     # when
-    completed = _start_django(tmp_path, DEBUG=None, SECRET_KEY=None, FIELD_ENCRYPTION_KEY="k3y")
+    completed = _start_django(tmp_path, DEBUG=None, SECRET_KEY=None, FIELD_ENCRYPTION_KEY=LONG_KEY)
     # then
     assert completed.returncode != 0
     assert "SECRET_KEY must be set when DEBUG is off" in completed.stderr
@@ -100,7 +102,7 @@ def test_debug_off_without_allowed_hosts_refuses_to_start(tmp_path, hosts):
         tmp_path,
         DEBUG="false",
         SECRET_KEY="s3cret",
-        FIELD_ENCRYPTION_KEY="k3y",
+        FIELD_ENCRYPTION_KEY=LONG_KEY,
         ALLOWED_HOSTS=hosts,
     )
     # then
@@ -155,3 +157,71 @@ def test_check_deploy_warns_without_them(tmp_path):
     # then the warnings the deploy variables silence
     for warning in ("security.W004", "security.W008", "security.W012", "security.W016"):
         assert warning in completed.stderr
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        {"FIELD_ENCRYPTION_KEY": "k"},
+        {"FIELD_ENCRYPTION_KEY": LONG_KEY[:31]},
+        {"FIELD_ENCRYPTION_KEYS": f"short,{LONG_KEY}"},
+    ],
+)
+def test_debug_off_with_a_short_encryption_key_refuses_to_start(tmp_path, keys):
+    # when
+    completed = _start_django(
+        tmp_path,
+        DEBUG="false",
+        SECRET_KEY="s3cret",
+        **{"FIELD_ENCRYPTION_KEY": None, "FIELD_ENCRYPTION_KEYS": None, **keys},
+    )
+    # then
+    assert completed.returncode != 0
+    assert "must have at least 32 characters when DEBUG is off" in completed.stderr
+
+
+def test_an_older_short_key_may_still_decrypt_during_a_rotation(tmp_path):
+    # when the key that encrypts is long and the one being rotated away from is short
+    completed = _start_django(
+        tmp_path,
+        DEBUG="false",
+        SECRET_KEY="s3cret",
+        FIELD_ENCRYPTION_KEY=None,
+        FIELD_ENCRYPTION_KEYS=f"{LONG_KEY},short",
+    )
+    # then
+    assert completed.returncode == 0, completed.stderr
+
+
+def _placeholder_variables() -> dict[str, str]:
+    placeholders = {}
+    for line in (REPO_ROOT / "deploy" / "production.env").read_text().splitlines():
+        name, _, value = line.partition("=")
+        if not line.startswith("#") and "<" in value:
+            placeholders[name] = value
+    return placeholders
+
+
+def test_production_env_has_placeholders():
+    assert {"SECRET_KEY", "FIELD_ENCRYPTION_KEYS", "SEMRUSH_API_TOKEN", "DATABASE_URL"} <= set(
+        _placeholder_variables()
+    )
+
+
+@pytest.mark.parametrize("name", sorted(_placeholder_variables()))
+def test_a_placeholder_of_production_env_refuses_to_start(tmp_path, name):
+    # given a working configuration, but for one value copied from deploy/production.env
+    overrides: dict[str, str | None] = {
+        "DEBUG": "false",
+        "SECRET_KEY": "s3cret",
+        "FIELD_ENCRYPTION_KEY": LONG_KEY,
+        "FIELD_ENCRYPTION_KEYS": None,
+        name: _placeholder_variables()[name],
+    }
+    # when
+    completed = _start_django(tmp_path, **overrides)
+    # then
+    assert completed.returncode != 0
+    assert f"{name} still holds a placeholder (<...>) of deploy/production.env" in (
+        completed.stderr
+    )

@@ -86,7 +86,9 @@ def brand_create(*, organization: Organization, data: BrandInput, run_async: boo
         )
 
     root_id = uuid.uuid4() if run_async else None
-    with transaction.atomic():
+    # Durable: the brand and its attempt are committed before the sync path calls Semrush (no
+    # transaction is held across an upstream call) and before a worker may claim the chain.
+    with transaction.atomic(durable=True):
         brand = _brand_insert(organization=organization, data=data, status=status)
         with guard.lease(
             brand_id=brand.pk,

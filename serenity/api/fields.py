@@ -8,6 +8,8 @@ from urllib.parse import urlsplit
 
 from rest_framework import serializers
 
+from serenity.names import brand_name_refusal
+
 
 class StrictBooleanField(serializers.Field):
     default_error_messages = {"invalid": "must be a JSON boolean (true or false)."}
@@ -28,6 +30,19 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class BrandNameField(StrictCharField):
+    """A brand's name, one of its aliases or one of a market's brand names: trimmed, and a name
+    `serenity.names.brand_name_refusal` accepts (the admin applies the same rule through the
+    model's validators)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        refusal = brand_name_refusal(value)
+        if refusal is not None:
+            raise serializers.ValidationError(refusal)
+        return value
 
 
 # An absolute http(s) URL in RFC 3986 syntax: the scheme (any case), `://`, a host of reg-name

@@ -1,15 +1,20 @@
-"""Liveness, readiness and metrics: no token needed."""
+"""Liveness and readiness (no token needed), and metrics (SERENITY_METRICS_TOKEN, or loopback
+clients only when it is not set: SPEC §11.4)."""
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import logging
 from collections.abc import Callable
 from functools import wraps
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from serenity.models import Organization
+from serenity.throttling import client_address
 
 logger = logging.getLogger("serenity.health")
 
@@ -56,8 +61,43 @@ def readyz(request: HttpRequest) -> JsonResponse:
     )
 
 
+def _metrics_refusal(request: HttpRequest) -> JsonResponse | None:
+    """401 without the right `Authorization: Bearer <SERENITY_METRICS_TOKEN>`; with no token
+    configured, 403 for any client but a loopback one. The client is the address the throttles
+    see (behind the proxy, the one it appended to X-Forwarded-For), so a request relayed by a
+    proxy on this machine is not taken for a local scraper."""
+    expected = settings.SERENITY_METRICS_TOKEN
+    if expected:
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode(), expected.encode()
+        ):
+            return None
+        refused = JsonResponse(
+            {
+                "error": "authenticationRequired",
+                "message": "Authentication credentials were not provided or are invalid.",
+            },
+            status=401,
+        )
+        refused["WWW-Authenticate"] = "Bearer"
+        return refused
+    try:
+        loopback = ipaddress.ip_address(client_address(request)).is_loopback
+    except ValueError:
+        loopback = False
+    if loopback:
+        return None
+    return JsonResponse(
+        {"error": "forbidden", "message": "You are not allowed to do this."}, status=403
+    )
+
+
 @read_only
 def metrics(request: HttpRequest) -> HttpResponse:
+    refusal = _metrics_refusal(request)
+    if refusal is not None:
+        return refusal
     from kernel.metrics import render_metrics
     from serenity.metrics import DatabaseCollector
 

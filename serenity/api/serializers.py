@@ -7,9 +7,14 @@ from typing import Any
 from django.conf import settings
 from rest_framework import serializers
 
-from serenity.api.fields import BodyObjectSerializer, HostField, HttpUrlField, StrictCharField
+from serenity.api.fields import (
+    BodyObjectSerializer,
+    BrandNameField,
+    HostField,
+    HttpUrlField,
+    StrictCharField,
+)
 from serenity.models import BrandStatus
-from serenity.names import brand_name_refusal
 
 
 class SemrushMarketSerializer(serializers.Serializer):
@@ -19,7 +24,7 @@ class SemrushMarketSerializer(serializers.Serializer):
 
 
 class BrandCreateSerializer(BodyObjectSerializer):
-    name = StrictCharField(max_length=200)
+    name = BrandNameField(max_length=200)
     status = serializers.ChoiceField(
         choices=[BrandStatus.ACTIVE, BrandStatus.PENDING], required=False
     )
@@ -28,16 +33,13 @@ class BrandCreateSerializer(BodyObjectSerializer):
         child=HttpUrlField(max_length=2000), required=False, max_length=100
     )
     aliases = serializers.ListField(
-        child=StrictCharField(max_length=200), required=False, max_length=100
+        child=BrandNameField(max_length=200), required=False, max_length=100
     )
     semrushMarket = SemrushMarketSerializer(required=False, allow_null=True)  # noqa: N815
 
     def validate_name(self, value: str) -> str:
         if not value.strip():
             raise serializers.ValidationError("must not be blank.")
-        refusal = brand_name_refusal(value)
-        if refusal is not None:
-            raise serializers.ValidationError(refusal)
         return value.strip()
 
 
@@ -47,7 +49,7 @@ class BrandUpdateSerializer(serializers.Serializer):
         child=HttpUrlField(max_length=2000), required=False, max_length=100
     )
     aliases = serializers.ListField(
-        child=StrictCharField(max_length=200), required=False, max_length=100
+        child=BrandNameField(max_length=200), required=False, max_length=100
     )
     serenityEnabled = serializers.BooleanField(required=False, allow_null=True)  # noqa: N815
 
@@ -62,7 +64,7 @@ class BrandUpdateSerializer(serializers.Serializer):
 
 def _brand_names_field() -> serializers.ListField:
     return serializers.ListField(
-        child=StrictCharField(max_length=200), required=False, allow_empty=False, max_length=50
+        child=BrandNameField(max_length=200), required=False, allow_empty=False, max_length=50
     )
 
 

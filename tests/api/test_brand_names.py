@@ -39,7 +39,9 @@ def test_a_name_with_a_control_or_bidi_character_is_400_naming_name(sw_writer, s
     body = assert_error(response, 400, "invalidRequest")
     assert body == {
         "error": "invalidRequest",
-        "message": "name: must not contain control or bidirectional-override characters.",
+        "message": (
+            "name: must not contain control, bidirectional-override or invisible characters."
+        ),
         "details": {"field": "name"},
     }
     assert Brand.objects.count() == 0

@@ -249,6 +249,7 @@ def test_the_purge_is_scheduled_by_beat(settings):
     assert settings.CELERY_BEAT_SCHEDULE["serenity-idempotency-purge"] == {
         "task": "serenity.purge_idempotency_keys",
         "schedule": 3600.0,
+        "options": {"queue": settings.CELERY_PERIODIC_QUEUE, "expires": 3600.0},
     }
 
 

@@ -80,5 +80,35 @@ def test_failed_authentications_are_counted_across_workers(stack):
     assert answers[3].json() == RATE_LIMITED
     assert 1 <= int(answers[3].headers["Retry-After"]) <= 60
     assert answers[3].headers["Cache-Control"] == "no-store"
-    # and so is the right token from that address
-    assert _request("GET", url, token).status_code == 429
+    # but never the right token from that address (the limit refuses failures only)
+    assert _request("GET", url, token).status_code == 200
+
+
+def test_gunicorn_hands_a_chunked_body_over_read_and_bounded(stack):
+    # (SPEC §11.4; tests/api/test_chunked_bodies.py has the cases, this is gunicorn's side.)
+    # given a fresh token (the writes rate is per token)
+    org_id, token = stack.create_org_and_token()
+    url = f"{stack.api_url}/v2/orgs/{org_id}/brands"
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+    def chunks(*parts: bytes) -> Iterator[bytes]:  # requests sends a generator chunked
+        yield from parts
+
+    # when
+    created = requests.post(
+        url,
+        data=chunks(b'{"name": "Chunked", ', b'"status": "pending"}'),
+        headers=headers,
+        timeout=10,
+    )
+    too_large = requests.post(
+        url,
+        data=chunks(b'{"name": "', b"x" * (1024 * 1024), b'"}'),
+        headers=headers,
+        timeout=30,
+    )
+    # then
+    assert created.status_code == 201, created.text
+    assert created.json()["name"] == "Chunked"
+    assert too_large.status_code == 413
+    assert too_large.json()["error"] == "requestTooLarge"

@@ -98,6 +98,9 @@ def test_every_api_operation_needs_the_bearer_token_and_documents_the_error_enve
         "description": "An API token from `create_api_token`: `Authorization: Bearer <token>`.",
     }
     for key, operation in operations(document).items():
+        if key == ("get", "/metrics"):
+            assert operation["security"] == [{"metricsToken": []}, {}]
+            continue
         if key in HEALTH_ROUTES:
             assert operation["security"] == [], key
             continue
@@ -270,7 +273,15 @@ def test_request_constraints_equal_the_validation(document):
     assert market["languageCode"]["pattern"] == "^[A-Za-z]{2,3}(-[A-Za-z]{2,4})?$"
     assert market["brandNames"]["minItems"] == 1
     assert market["brandNames"]["maxItems"] == 50
-    assert market["brandNames"]["items"]["pattern"] == "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
+    # one rule for names (SPEC §11.4): a brand's name, its aliases, a market's brand names
+    name_pattern = schemas["BrandCreateRequest"]["properties"]["name"]["pattern"]
+    assert market["brandNames"]["items"]["pattern"] == name_pattern
+    for component in ("BrandCreateRequest", "PatchedBrandUpdateRequest"):
+        aliases = schemas[component]["properties"]["aliases"]
+        assert aliases["items"]["pattern"] == name_pattern, component
+    assert schemas["ActivateRequest"]["properties"]["brandNames"]["items"]["pattern"] == (
+        name_pattern
+    )
     prompts = schemas["PromptsRequest"]["properties"]["prompts"]
     assert (prompts["minItems"], prompts["maxItems"]) == (1, 500)
     markets = schemas["ActivateRequest"]["properties"]["markets"]
@@ -470,3 +481,35 @@ def test_the_brand_create_rules_equal_the_flows_checks(document, status, base_ur
     # then the document's rules refuse exactly what the flow refuses
     assert (refusal is None) == schema_valid, (body, refusal)
     assert refusal in (None, "baseUrlRequired", "invalidRequest")
+
+
+# --- 413 and 429 where they can occur (SPEC §11.4) ---------------------------------------------
+
+
+def _error_codes(response: dict[str, Any]) -> set[str]:
+    examples = response["content"]["application/json"]["examples"]
+    return {example["value"]["error"] for example in examples.values()}
+
+
+def test_every_post_and_patch_documents_413_request_too_large(document):
+    for (method, path), operation in operations(document).items():
+        if method in ("post", "patch") and path.startswith("/v2/"):
+            assert "413" in operation["responses"], (method, path)
+            assert _error_codes(operation["responses"]["413"]) == {"requestTooLarge"}
+
+
+def test_every_v2_operation_documents_429_rate_limited_with_retry_after(document):
+    for (method, path), operation in operations(document).items():
+        if not path.startswith("/v2/"):
+            continue
+        refused = operation["responses"].get("429")
+        assert refused is not None, (method, path)
+        assert _error_codes(refused) == {"rateLimited"}
+        assert refused["headers"]["Retry-After"]["required"] is True
+
+
+def test_metrics_documents_its_token_and_refusals(document):
+    metrics = document["paths"]["/metrics"]["get"]
+    assert metrics["security"] == [{"metricsToken": []}, {}]
+    assert set(metrics["responses"]) == {"200", "401", "403"}
+    assert document["components"]["securitySchemes"]["metricsToken"]["scheme"] == "bearer"

@@ -1,6 +1,8 @@
 """The admin login locks out repeated failures (SPEC §10.5, django-axes): after
 AXES_FAILURE_LIMIT wrong passwords for one user name from one address, even the right password
-is refused until the cool-off passes or an operator runs `manage.py axes_reset`."""
+is refused until the cool-off passes or an operator runs `manage.py axes_reset`; and after
+AXES_ADDRESS_FAILURE_LIMIT failures from one address across user names, that address is
+(SPEC §11.4)."""
 
 from __future__ import annotations
 
@@ -60,3 +62,27 @@ def test_axes_reset_lifts_the_lockout(superuser, settings):
     call_command("axes_reset", verbosity=0)
     # then
     assert _login(client, "right-pw").status_code == 302
+
+
+def test_failures_from_one_address_across_user_names_lock_the_address_out(superuser, settings):
+    # given one address trying many user names, each fewer times than the per-name limit
+    settings.AXES_ADDRESS_FAILURE_LIMIT = 8
+    client = Client()
+    codes = [_login(client, "wrong", username=f"user-{n}").status_code for n in range(8)]
+    # then the address is locked out once it reaches its own limit
+    assert codes == [200] * 7 + [429]
+    # even for the right password of another user name
+    response = _login(client, "right-pw")
+    assert response.status_code == 429
+    assert "sessionid" not in response.cookies
+
+
+def test_another_address_is_not_locked_out_by_them(superuser, settings):
+    # given one address locked out across user names
+    settings.AXES_ADDRESS_FAILURE_LIMIT = 3
+    for n in range(3):
+        _login(Client(REMOTE_ADDR="10.0.0.7"), "wrong", username=f"user-{n}")
+    # when another address logs in
+    response = _login(Client(REMOTE_ADDR="10.0.0.8"), "right-pw")
+    # then
+    assert response.status_code == 302

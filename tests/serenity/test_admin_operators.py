@@ -4,6 +4,8 @@ read-only brand status and a "Deactivate" action that runs the real flow."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth import get_user_model
@@ -15,6 +17,7 @@ from jobs.services import StepSpec, job_chain_create
 from provisioning.models import AttemptStartedBy, AttemptStatus, ProvisioningAttempt
 from serenity.models import ApiToken, Brand, BrandStatus, Market
 from tests.factories import BrandFactory, ProvisioningAttemptFactory
+from tests.support import calls
 
 JOBS = "/admin/jobs/asyncjob/"
 ATTEMPTS = "/admin/provisioning/provisioningattempt/"
@@ -175,10 +178,27 @@ def test_the_deactivate_action_runs_the_deactivate_flow(admin_client, sw_writer,
     assert created.status_code == 201, created.json()
     brand = Brand.objects.get(pk=created.json()["id"])
     assert brand.semrush_sub_workspace_id is not None
-    # when
-    response = admin_client.post(
+    market = Market.objects.get(brand=brand, deleted_at__isnull=True)
+    setup = len(calls(sim))
+    # when the operator picks the action
+    asked = admin_client.post(
         "/admin/serenity/brand/",
         {"action": "deactivate_brands", "_selected_action": [str(brand.pk)]},
+    )
+    # then an intermediate page lists what it will remove, and nothing is removed yet
+    assert asked.status_code == 200
+    page = asked.content.decode()
+    assert "Deactivate brands?" in page
+    assert brand.semrush_sub_workspace_id in page
+    assert market.semrush_project_id in page
+    assert 'name="confirm" value="yes"' in page
+    assert calls(sim)[setup:] == []
+    brand.refresh_from_db()
+    assert brand.status == BrandStatus.ACTIVE
+    # when the operator confirms
+    response = admin_client.post(
+        "/admin/serenity/brand/",
+        {"action": "deactivate_brands", "_selected_action": [str(brand.pk)], "confirm": "yes"},
     )
     # then: what the API's deactivate does
     assert response.status_code == 302
@@ -188,3 +208,64 @@ def test_the_deactivate_action_runs_the_deactivate_flow(admin_client, sw_writer,
     attempt = ProvisioningAttempt.objects.get(brand=brand, started_by=AttemptStartedBy.DEACTIVATE)
     assert (attempt.status, attempt.started_by_actor) == (AttemptStatus.READY, "admin: root")
     assert LogEntry.objects.filter(object_id=str(brand.pk), action_flag=CHANGE).exists()
+
+
+# --- SPEC §11.4: what operators found -----------------------------------------------------------
+
+
+def test_a_failed_chain_is_failed_in_every_title_breadcrumb_and_column(admin_client):
+    # given a chain that FAILED in its second step, and the attempt it drove
+    brand = BrandFactory(name="Failing Brand")
+    root = _failed_chain(brand)
+    attempt = ProvisioningAttemptFactory(brand=brand, job_id=root.id)
+    # when
+    chain_page = admin_client.get(f"{JOBS}{root.id}/change/").content.decode()
+    attempts = admin_client.get(ATTEMPTS).content.decode()
+    attempt_page = admin_client.get(f"{ATTEMPTS}{attempt.id}/change/").content.decode()
+    # then the chain's name carries FAILED, never the root row's own COMPLETED
+    named = f"provisionWorkspace {root.id} [FAILED]"
+    assert f"<title>{named} | View async job | Serenity admin</title>" in chain_page
+    assert f"&rsaquo; {named}" in chain_page.replace("\n", "")
+    assert named in attempts
+    assert named in attempt_page
+    for page in (chain_page, attempts, attempt_page):
+        assert f"{root.id} [COMPLETED]" not in page
+
+
+def test_the_jobs_list_can_be_filtered_to_overdue_work(admin_client):
+    # given chains whose current step is: due 60 s ago and unclaimed; due 5 s ago; due 60 s ago
+    # but held by a live claim; due 60 s ago under an expired lease; finished
+    now = timezone.now()
+
+    def chain(due_seconds_ago: float, **current: object) -> AsyncJob:
+        root = job_chain_create(
+            organization_id=BrandFactory().organization_id,
+            brand_id=None,
+            job_type=JobType.PROVISION_WORKSPACE,
+            first=StepSpec(step=JobStep.PROVISION_WORKSPACE),
+        )
+        AsyncJob.objects.filter(pk=root.id).update(
+            run_after=now - timezone.timedelta(seconds=due_seconds_ago), **current
+        )
+        return root
+
+    overdue = chain(60)
+    chain(5)
+    chain(60, claim_token=uuid.uuid4(), lease_expires_at=now + timezone.timedelta(seconds=60))
+    expired = chain(60, claim_token=uuid.uuid4(), lease_expires_at=now - timezone.timedelta(1))
+    chain(60, status=JobStatus.COMPLETED)
+    # when
+    listed = admin_client.get(JOBS, {"overdue": "yes"})
+    # then
+    assert listed.status_code == 200
+    assert {job.id for job in listed.context["cl"].result_list} == {overdue.id, expired.id}
+    assert "Runnable, due more than 30 s ago" in listed.content.decode()
+
+
+def test_the_admin_is_named_after_the_service(admin_client):
+    # when
+    page = admin_client.get("/admin/").content.decode()
+    # then
+    assert "Django administration" not in page
+    assert "Serenity administration" in page
+    assert "<title>Operations | Serenity admin</title>" in page

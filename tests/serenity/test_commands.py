@@ -223,3 +223,31 @@ def test_create_api_token_cli_exits_non_zero_for_an_unknown_org(db):
     assert completed.returncode == 1
     assert completed.stdout == ""
     assert f"CommandError: No organization with id {missing}." in completed.stderr
+
+
+@pytest.mark.parametrize("parent", [None, "", "   "])
+def test_create_org_serenity_without_a_parent_workspace_is_refused(db, parent):
+    # given
+    args = ["create_org", "--name", "Orphan", "--serenity"]
+    if parent is not None:
+        args += ["--parent-workspace-id", parent]
+    # when / then it names the missing option, and writes nothing
+    with pytest.raises(CommandError, match="--serenity needs --parent-workspace-id"):
+        _run(*args)
+    assert Organization.objects.count() == 0
+
+
+def test_create_org_cli_serenity_without_a_parent_exits_non_zero(db):
+    # when run as operators run it (no database is reached: it fails before writing)
+    completed = subprocess.run(
+        [sys.executable, "manage.py", "create_org", "--name", "Orphan", "--serenity"],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    # then
+    assert completed.returncode == 1
+    assert completed.stdout == ""
+    assert "--parent-workspace-id" in completed.stderr

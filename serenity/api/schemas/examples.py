@@ -30,6 +30,8 @@ ERROR_MESSAGES = {
     "retry after it finishes.",
     "idempotencyKeyReused": "This Idempotency-Key was already used with a different request body.",
     "internalServerError": "An unexpected error occurred.",
+    "rateLimited": "Too many requests.",
+    "requestTooLarge": "The body is larger than 1048576 bytes.",
 }
 
 

@@ -81,6 +81,18 @@ def _json_response(
     }
 
 
+def _error_response(description: str, code: str, message: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {
+            "application/json": {
+                "schema": {"$ref": "#/components/schemas/ErrorEnvelope"},
+                "examples": {code: {"value": {"error": code, "message": message}}},
+            }
+        },
+    }
+
+
 _REACHABILITY = {"type": "string", "enum": ["ok", "unreachable"]}
 _READINESS = {
     "type": "object",
@@ -128,9 +140,35 @@ HEALTH_PATHS: dict[str, dict[str, Any]] = {
             "200": {
                 "description": "Prometheus text exposition format.",
                 "content": {"text/plain": {"schema": {"type": "string"}}},
-            }
+            },
+            "401": _error_response(
+                "SERENITY_METRICS_TOKEN is set and the request does not carry it: "
+                "`authenticationRequired`.",
+                "authenticationRequired",
+                "Authentication credentials were not provided or are invalid.",
+            ),
+            "403": _error_response(
+                "No SERENITY_METRICS_TOKEN is set and the client is not on loopback: `forbidden`.",
+                "forbidden",
+                "You are not allowed to do this.",
+            ),
         },
     ),
+}
+# /metrics: `Authorization: Bearer <SERENITY_METRICS_TOKEN>` (no API token), or nothing from
+# loopback when no token is set.
+HEALTH_PATHS["/metrics"]["get"]["security"] = [{"metricsToken": []}, {}]
+METRICS_TOKEN_SCHEME = {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "`SERENITY_METRICS_TOKEN`, for `/metrics` only.",
+}
+RETRY_AFTER_429 = {
+    "Retry-After": {
+        "schema": {"type": "integer", "minimum": 1},
+        "required": True,
+        "description": "Whole seconds until the rate's window lets this request through.",
+    }
 }
 
 
@@ -161,8 +199,9 @@ LANGUAGE_PATTERN = LANGUAGE_CODE_PATTERN
 # Every string field of a request body is trimmed, must not be blank and must not contain NUL
 # (DRF's `CharField`: `allow_blank=False`, `ProhibitNullCharactersValidator`).
 NOT_BLANK_PATTERN = "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
-# A brand name: not blank, no control or bidirectional-override character inside
-# (serenity.names.brand_name_refusal; leading and trailing whitespace is trimmed first).
+# A brand name (and an alias, and one of a market's brand names): not blank, no control,
+# bidirectional-override or invisible character inside (serenity.names.brand_name_refusal;
+# leading and trailing whitespace is trimmed first).
 BRAND_NAME_PATTERN = (
     f"^\\s*[^{REFUSED_NAME_CHARACTERS}]*[^\\s{REFUSED_NAME_CHARACTERS}]"
     f"[^{REFUSED_NAME_CHARACTERS}]*\\s*$"
@@ -204,6 +243,8 @@ def _apply_constraints(components: dict[str, Any]) -> None:
                 prop["pattern"] = BRAND_NAME_PATTERN
             if name == "WebhookCreateRequest" and prop_name == "url":
                 prop["pattern"] = HTTPS_URL_PATTERN
+            if prop_name in ("aliases", "brandNames") and prop.get("type") == "array":
+                prop["items"]["pattern"] = BRAND_NAME_PATTERN
             _not_blank(prop)
             _not_blank(prop.get("items", {}))
     if "BrandCreateRequest" in components:
@@ -257,9 +298,14 @@ def postprocess_schema(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         for operation in item.values():
             if isinstance(operation, dict):
                 _rename_parameters(operation, renamed)
+                if "429" in operation.get("responses", {}):
+                    operation["responses"]["429"].setdefault("headers", {}).update(RETRY_AFTER_429)
         if renamed == PROMPT_JOB_PATH:
             item["get"].update(PROMPT_JOB_OPERATION)
         paths[renamed] = item
     paths.update(HEALTH_PATHS)
     result["paths"] = paths
+    result.setdefault("components", {}).setdefault("securitySchemes", {})["metricsToken"] = (
+        METRICS_TOKEN_SCHEME
+    )
     return result

@@ -20,12 +20,15 @@ from serenity.models import BrandStatus
 
 ErrorCodes = Mapping[int, Sequence[str]]
 
-# SPEC §4's checks, in the order they run, for every `/v2/orgs/{orgId}/…` route.
+# SPEC §4's checks, in the order they run, for every `/v2/orgs/{orgId}/…` route; and 429 for an
+# address over its failed-authentication limit (a wrong token: serenity.throttling), which every
+# route authenticates, and for a token over its write rate on the mutating ones.
 ORG_CHECKS: ErrorCodes = {
     400: ["invalidRequest"],
     401: ["authenticationRequired"],
     403: ["forbidden"],
     404: ["notFound"],
+    429: ["rateLimited"],
     500: ["internalServerError"],
 }
 BRAND_CHECKS: ErrorCodes = {404: ["brandNotFound"]}
@@ -39,8 +42,13 @@ UPSTREAM: ErrorCodes = {
 }
 SETTLE: ErrorCodes = {502: ["subworkspaceCreationFailed"], 504: ["subworkspaceCreationTimeout"]}
 GUARD: ErrorCodes = {409: ["semrush_provisioning_in_progress"]}
-# Every POST and PATCH under /v2 (SPEC §10.3).
-IDEMPOTENT: ErrorCodes = {409: ["idempotencyKeyInUse"], 422: ["idempotencyKeyReused"]}
+# Every POST and PATCH under /v2 (SPEC §10.3), whose body (chunked or not) is bounded by
+# SERENITY_MAX_BODY_BYTES (kernel.request_limits).
+IDEMPOTENT: ErrorCodes = {
+    409: ["idempotencyKeyInUse"],
+    413: ["requestTooLarge"],
+    422: ["idempotencyKeyReused"],
+}
 PAGED: ErrorCodes = {400: ["invalidRequest"]}
 
 

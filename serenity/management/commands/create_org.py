@@ -44,6 +44,13 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help='Print {"id": "..."}.')
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # An org with Serenity on but no parent workspace could never provision a brand (SPEC
+        # §11.4): refuse it here, before anything is written, rather than make it silently.
+        if options["serenity"] and not (options["parent_workspace_id"] or "").strip():
+            raise CommandError(
+                "--serenity needs --parent-workspace-id (the Semrush workspace under which the "
+                "org's brands are provisioned)."
+            )
         try:
             organization = organization_create(
                 name=options["name"],
