@@ -10,7 +10,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from jobs.models import JobStatus
-from serenity.api.fields import BodyObjectSerializer, HttpUrlField, StrictCharField
+from serenity.api.fields import BodyObjectSerializer, BrandNameField, HttpUrlField
 from serenity.api.serializers import ActivateMarketSerializer, BrandCreateSerializer
 
 MAX_BRANDS = 1000
@@ -21,13 +21,13 @@ STATUSES = [JobStatus.IN_PROGRESS, JobStatus.COMPLETED, "CANCELLED"]
 
 
 class OnboardingBrandSerializer(serializers.Serializer):
-    name = StrictCharField(max_length=200)
+    name = BrandNameField(max_length=200)
     baseUrl = HttpUrlField(max_length=2000)  # noqa: N815
     urls = serializers.ListField(
         child=HttpUrlField(max_length=2000), required=False, max_length=100
     )
     aliases = serializers.ListField(
-        child=StrictCharField(max_length=200), required=False, max_length=100
+        child=BrandNameField(max_length=200), required=False, max_length=100
     )
     markets = serializers.ListField(
         child=ActivateMarketSerializer(),

@@ -38,6 +38,11 @@ PATH_PARAMETERS: dict[str, tuple[str, dict[str, Any], str]] = {
     "job_id": ("jobId", {"type": "string", "format": "uuid"}, "The job's id."),
     "webhook_id": ("webhookId", {"type": "string", "format": "uuid"}, "The webhook's id."),
     "delivery_id": ("deliveryId", {"type": "string", "format": "uuid"}, "The delivery's id."),
+    "onboarding_id": (
+        "onboardingId",
+        {"type": "string", "format": "uuid"},
+        "The onboarding's id (the `onboardingId` of its 202).",
+    ),
     "geo_target_id": (
         "geoTargetId",
         {"type": "string", "pattern": GEO_TARGET_ID_PATTERN},

@@ -73,12 +73,6 @@ SUMMARY: dict[str, Any] = {
     "createdAt": ex.CREATED_AT,
     "updatedAt": ex.UPDATED_AT,
 }
-ONBOARDING_PATH_ID = OpenApiParameter(
-    "onboarding_id",
-    {"type": "string", "format": "uuid"},
-    OpenApiParameter.PATH,
-    description="The `onboardingId` of the 202 (not a UUID → 400 `invalidRequest`).",
-)
 POLL_HEADER = OpenApiParameter(
     "Retry-After",
     int,
@@ -159,7 +153,7 @@ onboarding_get_schema = extend_schema(
     "`status`, `result` and `error` are its chain's, as job polling reports them. "
     "`IN_PROGRESS` until every item has ended, then `COMPLETED` (whatever the items' outcomes) "
     "or `CANCELLED` if it was cancelled.",
-    parameters=[ONBOARDING_PATH_ID, *PAGE_PARAMETERS, POLL_HEADER, WWW_AUTHENTICATE],
+    parameters=[*PAGE_PARAMETERS, POLL_HEADER, WWW_AUTHENTICATE],
     responses={
         200: ok(
             OnboardingSerializer,
@@ -192,7 +186,7 @@ onboarding_cancel_schema = extend_schema(
     description="Each item is cancelled as the job cancel route cancels a chain; an item whose "
     "chained work is already running ends on its own. Answers the onboarding (first page).",
     request=None,
-    parameters=[ONBOARDING_PATH_ID, *PAGE_PARAMETERS, *WRITE_PARAMETERS, WWW_AUTHENTICATE],
+    parameters=[*PAGE_PARAMETERS, *WRITE_PARAMETERS, WWW_AUTHENTICATE],
     responses={
         200: ok(
             OnboardingSerializer,
