@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.conf import settings
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -155,5 +156,4 @@ class OnboardingCancelView(OrgScopedView):
         )
         onboarding_cancel(onboarding=onboarding)
         onboarding.refresh_from_db()
-        query = query_parse(PageQuerySerializer, request)
-        return _document(onboarding, cursor=query["cursor"], limit=query["limit"])
+        return _document(onboarding, cursor=None, limit=settings.SERENITY_PAGE_SIZE_DEFAULT)

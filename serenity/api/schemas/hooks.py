@@ -244,7 +244,7 @@ def _apply_constraints(components: dict[str, Any]) -> None:
                 prop.update(constraints[prop_name])
             if prop_name == "urls":
                 prop["items"]["pattern"] = HTTP_URL_PATTERN
-            if name == "BrandCreateRequest" and prop_name == "name":
+            if name in ("BrandCreateRequest", "OnboardingBrandRequest") and prop_name == "name":
                 prop["pattern"] = BRAND_NAME_PATTERN
             if name == "WebhookCreateRequest" and prop_name == "url":
                 prop["pattern"] = HTTPS_URL_PATTERN

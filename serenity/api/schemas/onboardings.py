@@ -186,7 +186,7 @@ onboarding_cancel_schema = extend_schema(
     description="Each item is cancelled as the job cancel route cancels a chain; an item whose "
     "chained work is already running ends on its own. Answers the onboarding (first page).",
     request=None,
-    parameters=[*PAGE_PARAMETERS, *WRITE_PARAMETERS, WWW_AUTHENTICATE],
+    parameters=[*WRITE_PARAMETERS, WWW_AUTHENTICATE],
     responses={
         200: ok(
             OnboardingSerializer,
