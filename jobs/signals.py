@@ -10,7 +10,8 @@ A receiver may see one chain end twice (a cancel and a worker's own ending racin
 the chain finished after the other's write): it must be idempotent.
 
 Arguments: `root_id` (the id clients hold), `organization_id`, `brand_id` (or None),
-`job_type` and `status` (the chain's effective status, one of the finished statuses).
+`job_type`, `status` (the chain's effective status, one of the finished statuses) and
+`metadata` (the ending step's: the references every row of the chain carries).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def chain_ended_send(*, job: AsyncJob, status: str) -> None:
         brand_id=job.brand_id,
         job_type=job.job_type,
         status=status,
+        metadata=job.metadata or {},
     )
 
 

@@ -189,3 +189,7 @@ class ProvisioningAttemptAdmin(admin.ModelAdmin):
                 "they are.",
                 messages.WARNING,
             )
+
+
+# Onboardings have their own module (registered on import).
+from provisioning import admin_onboardings  # noqa: E402, F401

@@ -5,3 +5,11 @@ class ProvisioningConfig(AppConfig):
     name = "provisioning"
     verbose_name = "Semrush provisioning"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # An onboarding completes when its last item's chain ends, in that ending's
+        # transaction (SPEC §11.2, §11.3).
+        from jobs.signals import chain_ended
+        from provisioning.flows.onboarding import onboarding_chain_ended
+
+        chain_ended.connect(onboarding_chain_ended, dispatch_uid="provisioning.onboarding")

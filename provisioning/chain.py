@@ -57,6 +57,8 @@ from provisioning.outcome import Outcome
 from provisioning.selectors import settle_seconds_learned
 from provisioning.upstream import client_for_org
 from provisioning.workspace import (
+    GROUP_KEY,
+    ONBOARDING_KEY,
     Promotion,
     Readiness,
     Workspace,
@@ -64,6 +66,7 @@ from provisioning.workspace import (
     candidate_record,
     cleanup_candidate,
     empty_quietly,
+    family_shared,
     workspace_create_or_adopt,
     workspace_gone_heal,
     workspace_promote,
@@ -443,11 +446,13 @@ def _candidate_find(
 ) -> Workspace | StoodDown:
     """Create-or-adopt the attempt's candidate and record it (once): the candidate, freshly
     created when this hop created it. Raises domain errors."""
+    parent_id = attempt.brand.organization.semrush_parent_workspace_id or ""
     workspace = workspace_create_or_adopt(
         client=client,
         brand=attempt.brand,
-        parent_id=attempt.brand.organization.semrush_parent_workspace_id or "",
+        parent_id=parent_id,
         attempt_id=attempt.id,
+        family=_shared_family(run, client, parent_id),
     )
     if not candidate_record(attempt_id=attempt.id, workspace=workspace):
         current = _candidate_taken(client, attempt, workspace)
@@ -457,6 +462,21 @@ def _candidate_find(
         workspace = Workspace(id=current.candidate_workspace_id, freshly_created=False)
     run.keep_alive()
     return workspace
+
+
+def _shared_family(
+    run: StepRun, client: Any, parent_id: str
+) -> Callable[[], list[dict[str, Any]]] | None:
+    """An onboarding item's first hop lists the family with its group (SPEC §11.2), unless a
+    worker died running it: what that run may have created must be seen (`family_shared`). A
+    quota re-schedule is not such a run: no create is left unrecorded by one."""
+    onboarding_id = run.job.metadata.get(ONBOARDING_KEY)
+    if onboarding_id is None or run.job.expired_claims:
+        return None
+    group = int(run.job.metadata.get(GROUP_KEY) or 0)
+    return lambda: family_shared(
+        client=client, onboarding_id=onboarding_id, group=group, parent_id=parent_id
+    )
 
 
 def _candidate_taken(

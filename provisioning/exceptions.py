@@ -149,3 +149,8 @@ class ActivationIncompleteError(DomainError):
     code = "serenityActivationIncomplete"
     http_status = 502
     default_message = "The brand could not be activated."
+
+
+class OnboardingNotFoundError(NotFoundError):
+    code = "onboardingNotFound"
+    default_message = "Onboarding not found."

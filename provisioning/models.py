@@ -127,3 +127,86 @@ class UpstreamSlot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} until {self.expires_at}"
+
+
+# An onboarding's items share the family listing by groups of this many (SPEC §11.2).
+ONBOARDING_GROUP_SIZE = 10
+
+
+class OnboardingStatus(models.TextChoices):
+    IN_PROGRESS = "IN_PROGRESS"
+    COMPLETED = "COMPLETED"
+    CANCELLED = "CANCELLED"
+
+
+class Onboarding(models.Model):
+    """A bulk onboarding (SPEC §11.2): many brand creates accepted in one request. Its status
+    and counts are derived from its items' chains when read; `cancelled_at` records a cancel."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(
+        "serenity.Organization", on_delete=models.CASCADE, related_name="onboardings"
+    )
+    total = models.PositiveIntegerField()
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    # The webhook event `onboarding.completed` was emitted (once).
+    completed_at = models.DateTimeField(null=True, blank=True)
+    started_by_actor = models.CharField(max_length=200, null=True, blank=True)
+    started_request_id = models.CharField(max_length=64, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["organization", "-created_at", "-id"], name="onboarding_org_idx")
+        ]
+
+    def __str__(self) -> str:
+        return f"onboarding {self.id} ({self.total} brands)"
+
+
+class OnboardingItem(models.Model):
+    """One brand of an onboarding, by its position in the request (`index`). Its state is its
+    chain's (`job`, the root clients hold); an item refused at accept (`brandExists`) has no
+    brand and no job, and its `error`."""
+
+    onboarding = models.ForeignKey(Onboarding, on_delete=models.CASCADE, related_name="items")
+    index = models.PositiveIntegerField()
+    name = models.CharField(max_length=200)
+    brand = models.ForeignKey(
+        "serenity.Brand", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    job = models.ForeignKey(
+        "jobs.AsyncJob", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    error = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["onboarding", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["onboarding", "index"], name="uniq_onboarding_index")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.index}: {self.name}"
+
+
+class OnboardingFamily(models.Model):
+    """The parent's family as one group of an onboarding's items saw it (SPEC §11.2: listed
+    once per group, not once per item), kept to the entries whose title is one of the group's
+    names: what their create-or-adopt needs."""
+
+    onboarding = models.ForeignKey(Onboarding, on_delete=models.CASCADE, related_name="+")
+    group = models.PositiveIntegerField()
+    # Null while the item that claimed the group lists the family.
+    entries = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["onboarding", "group"], name="uniq_onboarding_group")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.onboarding_id} group {self.group}"

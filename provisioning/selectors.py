@@ -7,12 +7,32 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import (
+    Case,
+    CharField,
+    Count,
+    F,
+    OuterRef,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.functions import Coalesce
 
+from jobs.models import JobStatus
 from kernel.pagination import Page, keyset_page
-from provisioning.models import AttemptStatus, ProvisioningAttempt
+from provisioning.exceptions import OnboardingNotFoundError
+from provisioning.models import (
+    AttemptStatus,
+    Onboarding,
+    OnboardingItem,
+    OnboardingStatus,
+    ProvisioningAttempt,
+)
 from serenity.models import Brand, BrandStatus, Organization
 
 _LATEST_ATTEMPT = ProvisioningAttempt.objects.filter(brand_id=OuterRef("pk")).order_by(
@@ -152,3 +172,115 @@ def settle_learning_forget() -> None:
     """Drop this process's cached estimates (tests)."""
     with _learned_lock:
         _learned.clear()
+
+
+# --- bulk onboarding (SPEC §11.2) ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OnboardingCounts:
+    in_progress: int
+    completed: int
+    failed: int
+    cancelled: int
+
+    @property
+    def finished(self) -> int:
+        return self.completed + self.failed + self.cancelled
+
+
+def _item_status() -> Any:
+    """An item's status as a database expression: its chain's effective status (the root's
+    current step, SPEC §4.6), or FAILED for an item refused at accept."""
+    return Case(
+        When(job__isnull=True, then=Value(JobStatus.FAILED)),
+        default=Coalesce(F("job__current__status"), F("job__status")),
+        output_field=CharField(),
+    )
+
+
+def onboarding_counts(onboarding: Onboarding) -> OnboardingCounts:
+    """Every item counted by its status, in one query."""
+    by_status = dict(
+        OnboardingItem.objects.filter(onboarding=onboarding)
+        .annotate(effective=_item_status())
+        .values("effective")
+        .annotate(n=Count("pk"))
+        .values_list("effective", "n")
+    )
+    return OnboardingCounts(
+        in_progress=by_status.get(JobStatus.IN_PROGRESS, 0),
+        completed=by_status.get(JobStatus.COMPLETED, 0),
+        failed=by_status.get(JobStatus.FAILED, 0),
+        cancelled=by_status.get(JobStatus.CANCELLED, 0),
+    )
+
+
+def onboarding_status(onboarding: Onboarding, counts: OnboardingCounts) -> str:
+    """IN_PROGRESS until every item has ended; then CANCELLED if it was cancelled, else
+    COMPLETED (whatever the items' outcomes: the counts say them)."""
+    if counts.in_progress:
+        return OnboardingStatus.IN_PROGRESS
+    if onboarding.cancelled_at is not None:
+        return OnboardingStatus.CANCELLED
+    return OnboardingStatus.COMPLETED
+
+
+def onboarding_get(*, organization: Organization, onboarding_id: uuid.UUID) -> Onboarding:
+    """Raises `OnboardingNotFoundError` for an unknown id or another org's (the same answer)."""
+    try:
+        return Onboarding.objects.get(pk=onboarding_id, organization=organization)
+    except Onboarding.DoesNotExist:
+        raise OnboardingNotFoundError() from None
+
+
+def onboarding_items(
+    *, onboarding: Onboarding, cursor: str | None, limit: int
+) -> Page[OnboardingItem]:
+    """One page of the items in `index` order, each with its chain's root and current step
+    (one query whatever the page size)."""
+    return keyset_page(
+        OnboardingItem.objects.filter(onboarding=onboarding).select_related("job", "job__current"),
+        kind="onboarding-items",
+        ordering=("index",),
+        sort_key=lambda item: [item.index],
+        cursor=cursor,
+        limit=limit,
+    )
+
+
+def onboarding_list(
+    *, organization: Organization, cursor: str | None, limit: int
+) -> Page[Onboarding]:
+    """One page of the org's onboardings, newest first."""
+    return keyset_page(
+        Onboarding.objects.filter(organization=organization),
+        kind="onboardings",
+        ordering=("-created_at", "-id"),
+        sort_key=lambda o: [o.created_at.isoformat(), str(o.pk)],
+        cursor=cursor,
+        limit=limit,
+    )
+
+
+def onboarding_summary(onboarding: Onboarding) -> dict[str, Any]:
+    """The onboarding without its items, as the API renders it (SPEC §11.2) and the
+    `onboarding.completed` event carries it (SPEC §11.3)."""
+    counts = onboarding_counts(onboarding)
+    return {
+        "onboardingId": str(onboarding.pk),
+        "status": onboarding_status(onboarding, counts),
+        "total": onboarding.total,
+        "counts": {
+            "inProgress": counts.in_progress,
+            "completed": counts.completed,
+            "failed": counts.failed,
+            "cancelled": counts.cancelled,
+        },
+        "createdAt": _iso(onboarding.created_at),
+        "updatedAt": _iso(onboarding.updated_at),
+    }
+
+
+def _iso(value: Any) -> str:
+    return str(value.isoformat().replace("+00:00", "Z"))

@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import Enum
 from typing import Any
 
@@ -34,7 +35,15 @@ from provisioning.exceptions import (
     WorkspaceMisconfiguredError,
     WorkspaceNotEmptyError,
 )
-from provisioning.models import AttemptReason, AttemptStatus, ProvisioningAttempt
+from provisioning.models import (
+    ONBOARDING_GROUP_SIZE,
+    AttemptReason,
+    AttemptStatus,
+    OnboardingFamily,
+    OnboardingItem,
+    ProvisioningAttempt,
+)
+from provisioning.quota import PermitDeferredError
 from provisioning.semrush import SemrushClient, SemrushError, SemrushGoneError
 from provisioning.upstream import client_for_org, translate_upstream
 from serenity.models import Brand, BrandStatus, Market
@@ -108,6 +117,7 @@ def workspace_create_or_adopt(
     brand: Brand,
     parent_id: str,
     attempt_id: uuid.UUID | None = None,
+    family: Callable[[], list[dict[str, Any]]] | None = None,
 ) -> Workspace:
     """Find or make the brand's sub-workspace (SPEC §5, create-or-adopt).
 
@@ -116,12 +126,18 @@ def workspace_create_or_adopt(
     0 → create; 1 → adopt if it has no projects (else `WorkspaceNotEmptyError`); ≥2 →
     `AmbiguousWorkspaceError`. A create that times out is resolved by re-matching with any
     non-terminal status (a just-created workspace is `not ready`).
+    `family`: a listing shared with other brands created together (`family_shared`) instead of
+    one of this brand's own; the re-match after an ambiguous create always lists afresh.
     Raises domain errors only (upstream errors are translated).
     """
     try:
-        family = client.list_family(parent_id=parent_id, titled=brand.name)
+        listing = (
+            family()
+            if family is not None
+            else client.list_family(parent_id=parent_id, titled=brand.name)
+        )
         matches = _matches(
-            family=family,
+            family=listing,
             title=brand.name,
             parent_id=parent_id,
             exclude_brand_id=brand.pk,
@@ -150,6 +166,54 @@ def workspace_create_or_adopt(
         return Workspace(id=ws_id, freshly_created=True)
     except SemrushError as exc:
         raise translate_upstream(exc) from exc
+
+
+# A group's family record claimed but not filled holds the group's other items back this long
+# (seconds); they come back after FAMILY_WAIT_SECONDS.
+FAMILY_CLAIM_SECONDS = 10.0
+FAMILY_WAIT_SECONDS = 0.5
+# The metadata of an onboarding item's chain: its onboarding and its group of items.
+ONBOARDING_KEY = "onboardingId"
+GROUP_KEY = "onboardingGroup"
+
+
+def family_shared(
+    *, client: SemrushClient, onboarding_id: str, group: int, parent_id: str
+) -> list[dict[str, Any]]:
+    """The parent's family as a group of an onboarding's items sees it (SPEC §11.2: listed once
+    per group): the first item of the group to ask claims the group's record (an INSERT under a
+    unique constraint), lists the family and records the entries whose title is one of the
+    group's names; the others read that record. One that finds the record claimed but not yet
+    filled is re-scheduled a moment later (`quota.PermitDeferredError`: it leaves its worker
+    slot, as for the quota); a claim left unfilled for `FAMILY_CLAIM_SECONDS` (its worker died)
+    no longer holds anyone back: they list for themselves.
+
+    Only for an item's first, clean run: a listing some seconds old cannot miss a workspace its
+    create-or-adopt could adopt (adoption needs a `ready` workspace, and one created since was
+    not ready when listed; the group's own names are unique in the org), while a re-run after a
+    crash must see what its interrupted run created, and lists afresh."""
+    record, claimed = OnboardingFamily.objects.get_or_create(
+        onboarding_id=onboarding_id, group=group, defaults={"entries": None}
+    )
+    if not claimed:
+        if record.entries is not None:
+            return list(record.entries)
+        if timezone.now() - record.created_at < timedelta(seconds=FAMILY_CLAIM_SECONDS):
+            raise PermitDeferredError(FAMILY_WAIT_SECONDS)
+    first = group * ONBOARDING_GROUP_SIZE
+    titles = {
+        name.strip().lower()
+        for name in OnboardingItem.objects.filter(
+            onboarding_id=onboarding_id, index__gte=first, index__lt=first + ONBOARDING_GROUP_SIZE
+        ).values_list("name", flat=True)
+    }
+    try:
+        listing = client.list_family(parent_id=parent_id)
+    except SemrushError as exc:
+        raise translate_upstream(exc) from exc
+    entries = [ws for ws in listing if str(ws.get("title", "")).strip().lower() in titles]
+    OnboardingFamily.objects.filter(pk=record.pk, entries__isnull=True).update(entries=entries)
+    return entries
 
 
 def _own_earlier(matches: list[dict], *, brand: Brand, attempt_id: uuid.UUID | None) -> list[dict]:

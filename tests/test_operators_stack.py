@@ -263,6 +263,80 @@ def test_the_admin_in_a_real_browser(stack, chain, browser, screenshots):
     assert status == [{"status": "failed", "reason": "cancelled"}]
 
 
+def test_the_onboarding_page_in_a_real_browser(stack, browser, screenshots):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    # given an onboarding of five brands whose workspaces take a minute to settle, one of
+    # them refused (its name exists), and an operator
+    stack.sim_config(settleSeconds=60)
+    org_id, token = stack.create_org_and_token()
+    api = stack.client(token, org_id)
+    api.post(api.brands_path, {"name": "Existing", "baseUrl": "https://e.example"})
+    names = ["Northwind", "Contoso", "Fabrikam", "Existing", "Tailspin"]
+    accepted = api.post(
+        f"/v2/orgs/{org_id}/serenity/onboardings",
+        {"brands": [{"name": n, "baseUrl": "https://x.example"} for n in names]},
+    )
+    assert accepted.status == 202, accepted.body
+    onboarding_id = accepted.body["onboardingId"]
+    subprocess.run(
+        [
+            PYTHON,
+            "manage.py",
+            "createsuperuser",
+            "--noinput",
+            "--username",
+            "onboarder",
+            "--email",
+            "onboarder@example.com",
+        ],
+        cwd=ROOT,
+        env={**stack.env, "DJANGO_SUPERUSER_PASSWORD": ADMIN_PASSWORD},
+        check=True,
+        capture_output=True,
+    )
+    admin = f"{stack.api_url}/admin"
+    browser.delete_all_cookies()
+    browser.get(f"{admin}/login/")
+    browser.find_element(By.NAME, "username").send_keys("onboarder")
+    browser.find_element(By.NAME, "password").send_keys(ADMIN_PASSWORD)
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    wait_for(lambda: "/admin/login/" not in browser.current_url, timeout=10, what="login")
+    # when the operator opens the onboardings list
+    _visit(browser, f"{admin}/provisioning/onboarding/", screenshots / "onboardings.png")
+    # then the onboarding is there with its progress bar: the refused item has ended
+    row = browser.find_element(By.CSS_SELECTOR, "#result_list tbody tr")
+    assert onboarding_id in row.text and "1 / 5" in row.text and "IN_PROGRESS" in row.text
+    assert row.find_elements(By.CSS_SELECTOR, ".onboarding-progress span")
+    # and its page lists the items, linked to their brands and chains
+    _visit(
+        browser,
+        f"{admin}/provisioning/onboarding/{onboarding_id}/change/",
+        screenshots / "onboarding.png",
+    )
+    page = browser.find_element(By.TAG_NAME, "body").text
+    assert "FAILED (brandExists)" in page and "Northwind" in page
+    assert browser.find_elements(By.CSS_SELECTOR, "a[href*='/admin/jobs/asyncjob/']")
+    # when the operator cancels it from the list
+    browser.get(f"{admin}/provisioning/onboarding/")
+    checkbox = f"input[name='_selected_action'][value='{onboarding_id}']"
+    browser.find_element(By.CSS_SELECTOR, checkbox).click()
+    Select(browser.find_element(By.NAME, "action")).select_by_value("cancel_onboardings")
+    browser.find_element(By.CSS_SELECTOR, "button[name=index], input[name=index]").click()
+    wait_for(lambda: "Cancelled 1 onboarding(s)." in browser.page_source, timeout=10, what="cancel")
+    # then every open item is cancelled and the onboarding is CANCELLED
+    _visit(
+        browser,
+        f"{admin}/provisioning/onboarding/{onboarding_id}/change/",
+        "onboarding-cancelled.png",
+    )
+    page = browser.find_element(By.TAG_NAME, "body").text
+    assert "0 completed, 1 failed, 4 cancelled, 0 in progress" in page
+    assert "CANCELLED" in page
+    stack.sim_config(settleSeconds=0.3)
+
+
 def test_screenshots_go_to_a_temporary_folder_unless_asked_to_refresh_the_docs(tmp_path):
     # (SPEC §11.4: `./scripts/test` leaves the tree clean.)
     assert screenshot_folder({}, tmp_path) == tmp_path

@@ -73,3 +73,22 @@ def job_chain_ended(
         data=job_event_data(root_id),
         event_id=job_event_id(root_id),
     )
+
+
+def onboarding_event_id(onboarding_id: uuid.UUID) -> uuid.UUID:
+    """The event's id (every attempt's `webhook-id`): one per onboarding, however often its
+    completion is seen."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"serenity:onboarding.completed:{onboarding_id}")
+
+
+def onboarding_completed_event(
+    sender: Any, *, onboarding: Any, summary: dict[str, Any], **_: Any
+) -> None:
+    """`provisioning.signals.onboarding_completed` receiver: the `onboarding.completed` event,
+    `data` = the onboarding without its items (SPEC §11.3), in the completion's transaction."""
+    webhook_event_publish(
+        organization_id=onboarding.organization_id,
+        type=WebhookEventType.ONBOARDING_COMPLETED,
+        data=summary,
+        event_id=onboarding_event_id(onboarding.pk),
+    )

@@ -13,7 +13,12 @@ from serenity.selectors import CallerScope, caller_scope_resolve
 
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Path ids checked as UUIDs with the others (400 before any lookup), by their public names.
-EXTRA_PATH_IDS = {"job_id": "jobId", "webhook_id": "webhookId", "delivery_id": "deliveryId"}
+EXTRA_PATH_IDS = {
+    "job_id": "jobId",
+    "webhook_id": "webhookId",
+    "delivery_id": "deliveryId",
+    "onboarding_id": "onboardingId",
+}
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 

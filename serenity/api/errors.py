@@ -21,7 +21,11 @@ def _first_field_error(detail: Any, path: str = "") -> tuple[str, str]:
     """Walk DRF's nested error detail to the first (field path, message) pair."""
     if isinstance(detail, dict):
         for key, value in detail.items():
-            sub = f"{path}.{key}" if path else str(key)
+            # A list's items are keyed by their index: `brands[3].markets[0].market`.
+            if isinstance(key, int):
+                sub = f"{path}[{key}]"
+            else:
+                sub = f"{path}.{key}" if path else str(key)
             if key == "non_field_errors":
                 sub = path
             return _first_field_error(value, sub)

@@ -1,9 +1,10 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from serenity.api import brands, health, jobs, prompts, serenity_routes, webhooks
+from serenity.api import brands, health, jobs, onboardings, prompts, serenity_routes, webhooks
 
 B = "v2/orgs/<str:org_id>/brands/<str:brand_id>"
+ONB = "v2/orgs/<str:org_id>/serenity/onboardings"
 W = "v2/orgs/<str:org_id>/serenity/webhooks"
 
 urlpatterns = [
@@ -34,6 +35,9 @@ urlpatterns = [
     ),
     path("v2/orgs/<str:org_id>/brands", brands.BrandCollectionView.as_view()),
     path("v2/orgs/<str:org_id>/serenity/languages", serenity_routes.LanguagesView.as_view()),
+    path(f"{ONB}", onboardings.OnboardingCollectionView.as_view()),
+    path(f"{ONB}/<str:onboarding_id>", onboardings.OnboardingDetailView.as_view()),
+    path(f"{ONB}/<str:onboarding_id>/cancel", onboardings.OnboardingCancelView.as_view()),
     path(f"{W}", webhooks.WebhookCollectionView.as_view()),
     path(f"{W}/<str:webhook_id>", webhooks.WebhookDetailView.as_view()),
     path(f"{W}/<str:webhook_id>/deliveries", webhooks.DeliveryCollectionView.as_view()),

@@ -29,6 +29,8 @@ IDEMPOTENT_OPERATIONS = frozenset(
         "jobCancel",
         "webhookCreate",
         "webhookRedeliver",
+        "onboardingCreate",
+        "onboardingCancel",
     }
 )
 
@@ -47,7 +49,15 @@ STATE_DEPENDENT_REFUSALS = (
     # valid only when this list issued it (it is signed); a generated string never is.
     StateDependentRefusal(
         operations=frozenset(
-            {"brandList", "marketList", "jobList", "webhookList", "webhookDeliveryList"}
+            {
+                "brandList",
+                "marketList",
+                "jobList",
+                "webhookList",
+                "webhookDeliveryList",
+                "onboardingList",
+                "onboardingGet",
+            }
         ),
         status=400,
         error="invalidRequest",
@@ -90,6 +100,14 @@ STATE_DEPENDENT_REFUSALS = (
         status=400,
         error="invalidRequest",
         message=r"^An organization has at most 10 webhooks\.$",
+    ),
+    # SPEC §11.2 "0 to 50 distinct markets each": distinct as slices (country and language,
+    # any case), which JSON Schema's `uniqueItems` (equal objects only) cannot state.
+    StateDependentRefusal(
+        operations=frozenset({"onboardingCreate"}),
+        status=400,
+        error="invalidRequest",
+        message=r"^brands\[\d+\]\.markets: \S+ is listed twice\.$",
     ),
     # SPEC §10.3 "a different body → 422 `idempotencyKeyReused`": schemathesis generates the
     # `Idempotency-Key` header too, and a key it generates twice (often `0`) for two different

@@ -8,6 +8,12 @@ use.
 """
 
 from serenity.api.schemas.hooks import doc_excludes, postprocess_schema
+from serenity.api.schemas.onboardings import (
+    onboarding_cancel_schema,
+    onboarding_create_schema,
+    onboarding_get_schema,
+    onboarding_list_schema,
+)
 from serenity.api.schemas.operations import (
     activate_schema,
     brand_create_schema,
@@ -42,6 +48,10 @@ __all__ = [
     "market_delete_schema",
     "market_get_schema",
     "market_list_schema",
+    "onboarding_cancel_schema",
+    "onboarding_create_schema",
+    "onboarding_get_schema",
+    "onboarding_list_schema",
     "postprocess_schema",
     "prompts_create_schema",
 ]

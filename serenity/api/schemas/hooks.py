@@ -38,6 +38,11 @@ PATH_PARAMETERS: dict[str, tuple[str, dict[str, Any], str]] = {
     "job_id": ("jobId", {"type": "string", "format": "uuid"}, "The job's id."),
     "webhook_id": ("webhookId", {"type": "string", "format": "uuid"}, "The webhook's id."),
     "delivery_id": ("deliveryId", {"type": "string", "format": "uuid"}, "The delivery's id."),
+    "onboarding_id": (
+        "onboardingId",
+        {"type": "string", "format": "uuid"},
+        "The onboarding's id (the `onboardingId` of its 202).",
+    ),
     "geo_target_id": (
         "geoTargetId",
         {"type": "string", "pattern": GEO_TARGET_ID_PATTERN},
@@ -239,7 +244,7 @@ def _apply_constraints(components: dict[str, Any]) -> None:
                 prop.update(constraints[prop_name])
             if prop_name == "urls":
                 prop["items"]["pattern"] = HTTP_URL_PATTERN
-            if name == "BrandCreateRequest" and prop_name == "name":
+            if name in ("BrandCreateRequest", "OnboardingBrandRequest") and prop_name == "name":
                 prop["pattern"] = BRAND_NAME_PATTERN
             if name == "WebhookCreateRequest" and prop_name == "url":
                 prop["pattern"] = HTTPS_URL_PATTERN

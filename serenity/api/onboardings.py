@@ -1,0 +1,159 @@
+"""Bulk onboarding routes (SPEC §11.2): accept, read with paginated items, list, cancel."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from jobs.models import AsyncJob, JobStatus
+from kernel.errors import InvalidRequestError
+from provisioning import selectors
+from provisioning.flows.common import MarketPlan
+from provisioning.flows.onboarding import OnboardingBrand, onboarding_begin, onboarding_cancel
+from provisioning.models import Onboarding, OnboardingItem
+from serenity.api import schemas
+from serenity.api.base import OrgScopedView
+from serenity.api.onboarding_serializers import (
+    OnboardingAcceptedSerializer,
+    OnboardingCreateSerializer,
+    OnboardingListSerializer,
+    OnboardingSerializer,
+)
+from serenity.api.pagination import PageQuerySerializer, query_parse
+from serenity.slices import slice_parse
+
+# Polling an onboarding: a brand takes seconds to minutes, so every few seconds is enough.
+RETRY_AFTER_SECONDS = 5
+
+
+def onboarding_location(onboarding: Onboarding) -> str:
+    return f"/v2/orgs/{onboarding.organization_id}/serenity/onboardings/{onboarding.pk}"
+
+
+def _brands_input(brands: list[dict[str, Any]]) -> list[OnboardingBrand]:
+    """The validated items with their markets parsed (400 naming `brands[i].markets[j].…`;
+    a repeated market within an item names `brands[i].markets`)."""
+    parsed = []
+    for i, brand in enumerate(brands):
+        plans = []
+        seen: set[tuple[int, str]] = set()
+        for j, market in enumerate(brand.get("markets") or []):
+            slice_ = slice_parse(
+                market=market["market"],
+                language_code=market["languageCode"],
+                prefix=f"brands[{i}].markets[{j}].",
+            )
+            key = (slice_.geo_target_id, slice_.language_code)
+            if key in seen:
+                raise InvalidRequestError(
+                    f"brands[{i}].markets: {market['market']}/"
+                    f"{slice_.language_code} is listed twice."
+                )
+            seen.add(key)
+            plans.append(MarketPlan(slice=slice_, name=market.get("name")))
+        parsed.append(
+            OnboardingBrand(
+                name=brand["name"],
+                base_url=brand["baseUrl"],
+                urls=brand.get("urls") or [],
+                aliases=brand.get("aliases") or [],
+                markets=plans,
+            )
+        )
+    return parsed
+
+
+def _item(item: OnboardingItem) -> dict[str, Any]:
+    """An item as its chain reports itself (SPEC §4.6): the root's current step decides."""
+    if item.job is None:
+        return {
+            "index": item.index,
+            "name": item.name,
+            "brandId": item.brand_id,
+            "jobId": None,
+            "status": JobStatus.FAILED,
+            "result": None,
+            "error": item.error,
+        }
+    effective: AsyncJob = item.job.current or item.job
+    status = str(effective.status)
+    return {
+        "index": item.index,
+        "name": item.name,
+        "brandId": item.brand_id,
+        "jobId": item.job_id,
+        "status": status,
+        "result": effective.result if status == JobStatus.COMPLETED else None,
+        "error": effective.error if status in (JobStatus.FAILED, JobStatus.CANCELLED) else None,
+    }
+
+
+def _document(onboarding: Onboarding, *, cursor: str | None, limit: int) -> Response:
+    page = selectors.onboarding_items(onboarding=onboarding, cursor=cursor, limit=limit)
+    body = {
+        **selectors.onboarding_summary(onboarding),
+        "items": [_item(i) for i in page.items],
+        "nextCursor": page.next_cursor,
+    }
+    headers = (
+        {"Retry-After": str(RETRY_AFTER_SECONDS)} if body["status"] == JobStatus.IN_PROGRESS else {}
+    )
+    return Response(OnboardingSerializer(body).data, headers=headers)
+
+
+class OnboardingCollectionView(OrgScopedView):
+    @schemas.onboarding_list_schema
+    def get(self, request: Request, org_id: str) -> Response:
+        query = query_parse(PageQuerySerializer, request)
+        page = selectors.onboarding_list(
+            organization=self.scope.organization, cursor=query["cursor"], limit=query["limit"]
+        )
+        body = {
+            "items": [selectors.onboarding_summary(o) for o in page.items],
+            "nextCursor": page.next_cursor,
+        }
+        return Response(OnboardingListSerializer(body).data)
+
+    @schemas.onboarding_create_schema
+    def post(self, request: Request, org_id: str) -> Response:
+        body = OnboardingCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        onboarding = onboarding_begin(
+            organization=self.scope.organization,
+            brands=_brands_input(body.validated_data["brands"]),
+        )
+        return Response(
+            OnboardingAcceptedSerializer(
+                {"id": onboarding.pk, "status": JobStatus.IN_PROGRESS, "total": onboarding.total}
+            ).data,
+            status=202,
+            headers={
+                "Location": onboarding_location(onboarding),
+                "Retry-After": str(RETRY_AFTER_SECONDS),
+            },
+        )
+
+
+class OnboardingDetailView(OrgScopedView):
+    @schemas.onboarding_get_schema
+    def get(self, request: Request, org_id: str, onboarding_id: str) -> Response:
+        query = query_parse(PageQuerySerializer, request)
+        onboarding = selectors.onboarding_get(
+            organization=self.scope.organization, onboarding_id=uuid.UUID(onboarding_id)
+        )
+        return _document(onboarding, cursor=query["cursor"], limit=query["limit"])
+
+
+class OnboardingCancelView(OrgScopedView):
+    @schemas.onboarding_cancel_schema
+    def post(self, request: Request, org_id: str, onboarding_id: str) -> Response:
+        onboarding = selectors.onboarding_get(
+            organization=self.scope.organization, onboarding_id=uuid.UUID(onboarding_id)
+        )
+        onboarding_cancel(onboarding=onboarding)
+        onboarding.refresh_from_db()
+        return _document(onboarding, cursor=None, limit=settings.SERENITY_PAGE_SIZE_DEFAULT)
