@@ -28,7 +28,17 @@ from tests.harness import ROOT
 
 DATA = ROOT / "docs" / "benchmarks.json"
 PROFILES = ROOT / "var" / "bench" / "profiles"
-NAMES = ("accept", "e2e", "fanout", "polling", "guard", "quota", "quota50", "webhooks")
+NAMES = (
+    "accept",
+    "e2e",
+    "fanout",
+    "polling",
+    "guard",
+    "quota",
+    "onboarding",
+    "quota50",
+    "webhooks",
+)
 
 
 def load_data() -> dict[str, Any]:
@@ -110,6 +120,13 @@ def main(argv: list[str] | None = None) -> int:
                     workers=workers, count=args.quota_brands, shared=key == "quota_shared"
                 )
                 for key in ("quota_own", "quota_shared")
+            }
+        elif name == "onboarding":
+            # SPEC §11.6: the same at the published limits, the brands in one bulk onboarding.
+            results = {
+                "quota_onboarding": quota.published_limits(
+                    workers=workers, count=args.quota_brands, via_onboarding=True
+                )
             }
         elif name == "quota50":
             results = {"quota": scenarios.quota(workers=workers, count=1000)}
