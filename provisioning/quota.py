@@ -25,7 +25,8 @@ three calls would come back faster than they can be served, be refused again and
 push the queue far beyond the work (measured: a one-minute idle gap in the 1000-chain run).
 
 A 429 with ``Retry-After`` pauses the credential: ``tat`` moves to the end of
-the pause (no burst right after it), for every process, since the state is shared.
+the pause (no burst right after it), for every process, since the state is shared. A 429
+without one pauses it for ``DEFAULT_PAUSE_SECONDS`` (1 s).
 
 The bucket paces ``SEMRUSH_RATE_LIMIT_MARGIN`` (5 %) below the configured rate: an upstream
 that enforces R requests per second over a sliding second answers 429 to a client pacing at
@@ -77,19 +78,25 @@ Patience: who waits, and how long
 
 Fairness
 --------
-Buckets are per credential, so one org's onboarding never takes another org's permits. The
-queueing that could hold a second org back is the broker's FIFO queue: a thousand-brand
-onboarding publishes a thousand messages on commit. They drain fast because a step refused for
-quota leaves its worker slot in milliseconds (a claim, one bucket call, a release) and at most
+Orgs that share a credential share its bucket (SPEC §11.1: one credential, one bucket, at the
+credential's limits). A refused step joins its own org's queue (`queues`, one horizon per org):
+its place is the later of its org's next place and the next free permit, and each org's next
+place moves on by the average step's permits times the number of orgs waiting. So a refused
+step of an org with nothing waiting gets the next free permit, not the end of another org's
+backlog, and while several orgs wait their places interleave (round-robin). Places are kept
+only while in the future: an org whose steps were all served is waiting no more.
+
+The broker's FIFO queue could still hold a second org back: a thousand-brand onboarding
+publishes a thousand messages on commit. They drain fast because a step refused for quota
+leaves its worker slot in milliseconds (a claim, one bucket call, a release) and at most
 ``SEMRUSH_RATE_LIMIT_STEP_QUEUE`` steps per credential sleep in slots waiting for a permit: the
-other slots keep taking messages, so the first org's backlog moves out of the queue into
-released rows within seconds, and the second org's message, published on commit, is taken at
-once. A released step comes back by a countdown message at its place (precise: places are
-spaced at the bucket's pace; the dispatcher's two-second rounds would release them in bursts
-that the admission bound refuses again). The dispatcher (:func:`jobs.services.jobs_dispatch_due`,
-the backstop for lost messages) publishes due jobs round-robin across orgs (an ORM window
-function: each org's n-th due job before anyone's (n+1)-th), so a backlog of lost or unpublished
-messages of one org never queues another org's jobs behind it either.
+other slots keep taking messages. A released step comes back by a countdown message at its
+place; the dispatcher (:func:`jobs.services.jobs_dispatch_due`, the backstop for lost messages)
+publishes due jobs round-robin across orgs too.
+
+The concurrency limit (SPEC §11.1) is :mod:`provisioning.slots`: after its permit, an attempt
+takes one of the credential's slots, polling within its patience (a step: 1 s, then it is
+re-scheduled; a sync request: what is left of its 5 s), and gives it back with its answer.
 """
 
 from __future__ import annotations
@@ -159,7 +166,6 @@ class Buckets(Protocol):
         max_wait: float,
         first: bool = False,
         org: str = "",
-        max_wait_alone: float = 0.0,
     ) -> Reservation: ...
 
     def pause(self, key: str, *, rate: float, burst: int, seconds: float) -> None: ...
@@ -213,7 +219,6 @@ def _gcra(
     max_wait: float,
     first: bool,
     org: str = "",
-    max_wait_alone: float = 0.0,
 ) -> tuple[Reservation, BucketState]:
     """The bucket's arithmetic (module docstring): the answer and the new state. The Lua script
     of :class:`RedisBuckets` is this, line for line."""
@@ -222,10 +227,6 @@ def _gcra(
     start = max(state.tat if state.tat is not None else now, now)
     permit_at = start + interval - tolerance
     wait = max(permit_at - now, 0.0)
-    if state.queues.get(org, 0.0) <= now:
-        # The org has no step waiting in the queue: its step is served at the next free
-        # permit rather than sent behind the other orgs' backlog (module docstring).
-        max_wait = max(max_wait, max_wait_alone)
     if wait <= max_wait:
         grants, starts = state.grants + 1, state.starts + (1 if first else 0)
         if starts > _DECAY_AT:
@@ -278,7 +279,6 @@ class MemoryBuckets:
         max_wait: float,
         first: bool = False,
         org: str = "",
-        max_wait_alone: float = 0.0,
     ) -> Reservation:
         with self._lock:
             answer, self._state[key] = _gcra(
@@ -289,7 +289,6 @@ class MemoryBuckets:
                 max_wait=max_wait,
                 first=first,
                 org=org,
-                max_wait_alone=max_wait_alone,
             )
             return answer
 
@@ -358,7 +357,6 @@ class DatabaseBuckets:
         max_wait: float,
         first: bool = False,
         org: str = "",
-        max_wait_alone: float = 0.0,
     ) -> Reservation:
         with transaction.atomic():
             answer, state = _gcra(
@@ -369,7 +367,6 @@ class DatabaseBuckets:
                 max_wait=max_wait,
                 first=first,
                 org=org,
-                max_wait_alone=max_wait_alone,
             )
             self._write(key, state)
         return answer
@@ -385,8 +382,8 @@ class DatabaseBuckets:
 # KEYS[1]: the bucket (a hash {tat, queue, grants, starts, pause, slow, slow_at, and q:<org>
 # per waiting org}). ARGV: interval, tolerance, max_wait (reserve) or seconds (pause), mode
 # ("reserve" | "pause"), idle TTL, first ("1"), decay threshold, trusted-from, the slow-down
-# step, maximum and decay, the org, the patience of an org with no step in the queue. Floats
-# travel as strings: a Lua number returned to Redis would be truncated to an integer.
+# step, maximum and decay, the org. Floats travel as strings: a Lua number returned to Redis
+# would be truncated to an integer.
 _BUCKET_SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -430,8 +427,7 @@ else
   local permit_at = tat + interval - tolerance
   wait = math.max(permit_at - now, 0)
   local org_field = 'q:' .. ARGV[12]
-  local own = tonumber(redis.call('HGET', KEYS[1], org_field) or '') or 0
-  if own <= now then amount = math.max(amount, tonumber(ARGV[13])) end
+  local own = 0
   if wait <= amount then
     granted = 1
     tat = tat + interval
@@ -444,7 +440,6 @@ else
   else
     local per_caller = 1
     if starts >= trusted_from then per_caller = math.max(grants / starts, 1) end
-    own = 0
     local waiting = 0
     local fields = redis.call('HGETALL', KEYS[1])
     for i = 1, #fields, 2 do
@@ -505,7 +500,6 @@ class RedisBuckets:
         mode: str,
         first: bool,
         org: str = "",
-        max_wait_alone: float = 0.0,
     ) -> Reservation:
         if time.monotonic() < self._down_until:
             return Reservation(True, 0.0)
@@ -523,7 +517,6 @@ class RedisBuckets:
             repr(SLOW_MAX),
             repr(SLOW_DECAY),
             org,
-            repr(max_wait_alone),
         ]
         try:
             granted, wait = self._script(keys=[key], args=args)
@@ -544,7 +537,6 @@ class RedisBuckets:
         max_wait: float,
         first: bool = False,
         org: str = "",
-        max_wait_alone: float = 0.0,
     ) -> Reservation:
         return self._call(
             key,
@@ -554,7 +546,6 @@ class RedisBuckets:
             mode="reserve",
             first=first,
             org=org,
-            max_wait_alone=max_wait_alone,
         )
 
     def pause(self, key: str, *, rate: float, burst: int, seconds: float) -> None:

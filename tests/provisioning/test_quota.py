@@ -256,7 +256,6 @@ class ScriptedStore:
         max_wait: float,
         first: bool = False,
         org: str = "",
-        max_wait_alone: float = 0.0,
     ) -> Reservation:
         self.asked.append(max_wait)
         answer = self.answers.pop(0)
