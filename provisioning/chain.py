@@ -475,7 +475,11 @@ def _shared_family(
         return None
     group = int(run.job.metadata.get(GROUP_KEY) or 0)
     return lambda: family_shared(
-        client=client, onboarding_id=onboarding_id, group=group, parent_id=parent_id
+        client=client,
+        onboarding_id=onboarding_id,
+        group=group,
+        parent_id=parent_id,
+        job_id=run.job.id,
     )
 
 

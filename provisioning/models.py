@@ -201,6 +201,8 @@ class OnboardingFamily(models.Model):
     group = models.PositiveIntegerField()
     # Null while the item that claimed the group lists the family.
     entries = models.JSONField(null=True, blank=True)
+    # The step (job row) of the item that claimed it: the others wait while it is unfinished.
+    claimed_by = models.UUIDField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -14,7 +14,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import timedelta
 from enum import Enum
 from typing import Any
 
@@ -23,6 +22,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from jobs.models import AsyncJob, JobStatus
 from kernel.errors import DomainError
 from provisioning import states
 from provisioning.exceptions import (
@@ -168,9 +168,7 @@ def workspace_create_or_adopt(
         raise translate_upstream(exc) from exc
 
 
-# A group's family record claimed but not filled holds the group's other items back this long
-# (seconds); they come back after FAMILY_WAIT_SECONDS.
-FAMILY_CLAIM_SECONDS = 10.0
+# A group's other items come back this long after the claimant's step is due (seconds).
 FAMILY_WAIT_SECONDS = 0.5
 # The metadata of an onboarding item's chain: its onboarding and its group of items.
 ONBOARDING_KEY = "onboardingId"
@@ -178,28 +176,35 @@ GROUP_KEY = "onboardingGroup"
 
 
 def family_shared(
-    *, client: SemrushClient, onboarding_id: str, group: int, parent_id: str
+    *, client: SemrushClient, onboarding_id: str, group: int, parent_id: str, job_id: uuid.UUID
 ) -> list[dict[str, Any]]:
     """The parent's family as a group of an onboarding's items sees it (SPEC §11.2: listed once
     per group): the first item of the group to ask claims the group's record (an INSERT under a
-    unique constraint), lists the family and records the entries whose title is one of the
-    group's names; the others read that record. One that finds the record claimed but not yet
-    filled is re-scheduled a moment later (`quota.PermitDeferredError`: it leaves its worker
-    slot, as for the quota); a claim left unfilled for `FAMILY_CLAIM_SECONDS` (its worker died)
-    no longer holds anyone back: they list for themselves.
+    unique constraint, naming its step `job_id`), lists the family and records the entries
+    whose title is one of the group's names; the others read that record. One that finds the
+    record claimed but not filled is re-scheduled (`quota.PermitDeferredError`: it leaves its
+    worker slot, as for the quota) until the claimant's step is due again, as long as that step
+    is unfinished; a claimant that ended without filling it (a worker lost: its re-run lists for
+    itself) holds nobody back.
 
     Only for an item's first, clean run: a listing some seconds old cannot miss a workspace its
     create-or-adopt could adopt (adoption needs a `ready` workspace, and one created since was
     not ready when listed; the group's own names are unique in the org), while a re-run after a
     crash must see what its interrupted run created, and lists afresh."""
     record, claimed = OnboardingFamily.objects.get_or_create(
-        onboarding_id=onboarding_id, group=group, defaults={"entries": None}
+        onboarding_id=onboarding_id, group=group, defaults={"entries": None, "claimed_by": job_id}
     )
-    if not claimed:
-        if record.entries is not None:
-            return list(record.entries)
-        if timezone.now() - record.created_at < timedelta(seconds=FAMILY_CLAIM_SECONDS):
-            raise PermitDeferredError(FAMILY_WAIT_SECONDS)
+    if not claimed and record.entries is not None:
+        return list(record.entries)
+    if not claimed and record.claimed_by is not None and record.claimed_by != job_id:
+        claimant_due = (
+            AsyncJob.objects.filter(pk=record.claimed_by, status=JobStatus.IN_PROGRESS)
+            .values_list("run_after", flat=True)
+            .first()
+        )
+        if claimant_due is not None:
+            wait = (claimant_due - timezone.now()).total_seconds()
+            raise PermitDeferredError(max(wait, 0.0) + FAMILY_WAIT_SECONDS)
     first = group * ONBOARDING_GROUP_SIZE
     titles = {
         name.strip().lower()
