@@ -207,7 +207,7 @@ SEMRUSH_RATE_LIMIT_BURST = env_int("SEMRUSH_RATE_LIMIT_BURST", 20)
 SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS = env_float("SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS", 1.0)
 SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS = env_float("SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS", 5.0)
 # A step's first permit waits behind at most this many permits already reserved.
-SEMRUSH_RATE_LIMIT_STEP_QUEUE = env_float("SEMRUSH_RATE_LIMIT_STEP_QUEUE", 10.0)
+SEMRUSH_RATE_LIMIT_STEP_QUEUE = env_float("SEMRUSH_RATE_LIMIT_STEP_QUEUE", 3.0)
 # The bucket paces this fraction below the configured rate (jitter against a sliding window).
 SEMRUSH_RATE_LIMIT_MARGIN = env_float("SEMRUSH_RATE_LIMIT_MARGIN", 0.05)
 # "" chooses: Redis when the broker is Redis, PostgreSQL otherwise, else in-process.

@@ -53,7 +53,7 @@ Patience: who waits, and how long
 ---------------------------------
 - A chained step (:func:`step_permits`): its first permit within
   ``SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS`` (1 s) and behind at most
-  ``SEMRUSH_RATE_LIMIT_STEP_QUEUE`` (10) permits already reserved, else
+  ``SEMRUSH_RATE_LIMIT_STEP_QUEUE`` (3) permits already reserved, else
   :class:`PermitDeferredError`: the step is re-scheduled at its place in the queue (a later
   ``runAfter``, see :func:`provisioning.chain.quota_deferring`) and leaves the worker in
   milliseconds, without consuming its retry budget or failing the chain. The second bound
