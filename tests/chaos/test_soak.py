@@ -124,6 +124,7 @@ class Soak:
         api.close()
 
 
+@pytest.mark.timeout(QUIET_TIMEOUT + 600)
 def test_soak_mixed_operations_with_upstream_errors_and_a_worker_kill(make_stack):
     # given a stack with two workers as the README recommends them (`-P threads -c 16`), the
     # upstream limiter and concurrency limit at their defaults, and 5% of upstream calls
