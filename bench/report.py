@@ -126,13 +126,15 @@ def _summary_rows(data: dict[str, Any]) -> list[list[str]]:
             )
         elif fan_now:
             met = False
+        # SPEC §11.6 retired these bounds (CPU on a shared machine; the quota is the limit
+        # that matters): the figures are reported, the verdict is not a target any more.
         rows.append(
             [
                 f"Fan-out: {size} async brand creates with a market, S = 5 s, 2 worker processes",
-                f"≤ {bound} x S, 0 failures",
+                f"(was ≤ {bound} x S; retired by SPEC §11.6)",
                 fig(fan_now),
                 fig(fan_before),
-                _ok(met),
+                "retired" if met is not None else "—",
             ]
         )
     poll, poll_before = both("polling")
