@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -36,6 +35,7 @@ from provisioning.slots import DatabaseSlots, MemorySlots, RedisSlots
 from provisioning.upstream import client_for_org
 from tests.conftest import ROOT, TEST_BROKER_URL
 from tests.factories import OrganizationFactory
+from tests.provisioning.test_quota import FakeClock, _key
 
 
 @contextlib.contextmanager
@@ -44,18 +44,6 @@ def override_base_url(base_url: str):  # type: ignore[no-untyped-def]
 
     with override_settings(SEMRUSH_BASE_URL=base_url):
         yield
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _key() -> str:
-    return credential_key(f"token-{uuid.uuid4()}")
 
 
 @pytest.fixture
