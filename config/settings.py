@@ -191,6 +191,7 @@ SPECTACULAR_SETTINGS = {
         "UndeletedBrandStatusEnum": ["active", "pending"],
         "JobStatusEnum": "jobs.models.JobStatus",
         "WebhookEventTypeEnum": "webhooks.models.WebhookEventType",
+        "OnboardingStatusEnum": "provisioning.models.OnboardingStatus",
     },
 }
 

@@ -10,7 +10,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from kernel import context
@@ -104,13 +104,11 @@ class OnboardingAdmin(admin.ModelAdmin):
             ("#c0392b", c.failed, "failed"),
             ("#95a5a6", c.cancelled, "cancelled"),
         ]
-        segments = format_html(
-            "".join(
-                f'<span title="{n} {label}" style="display:inline-block;height:12px;'
-                f'width:{100 * n / total:.2f}%;background:{color}"></span>'
-                for color, n, label in parts
-                if n
-            )
+        segments = format_html_join(
+            "",
+            '<span title="{} {}" style="display:inline-block;height:12px;width:{}%;'
+            'background:{}"></span>',
+            ((n, label, f"{100 * n / total:.2f}", color) for color, n, label in parts if n),
         )
         return format_html(
             '<div class="onboarding-progress" style="width:180px;background:#e8e8e8;'

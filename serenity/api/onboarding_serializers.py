@@ -10,12 +10,13 @@ from django.conf import settings
 from rest_framework import serializers
 
 from jobs.models import JobStatus
+from provisioning.models import OnboardingStatus
 from serenity.api.fields import BodyObjectSerializer, BrandNameField, HttpUrlField
 from serenity.api.serializers import ActivateMarketSerializer, BrandCreateSerializer
 
 MAX_BRANDS = 1000
 NEXT_CURSOR_HELP = "Pass as `?cursor=` for the next page; null on the last page."
-STATUSES = [JobStatus.IN_PROGRESS, JobStatus.COMPLETED, "CANCELLED"]
+STATUSES = OnboardingStatus.choices
 
 # --- Request ------------------------------------------------------------------------------------
 
@@ -86,9 +87,7 @@ class OnboardingItemSerializer(serializers.Serializer):
     name = serializers.CharField()
     brandId = serializers.UUIDField(allow_null=True)  # noqa: N815
     jobId = serializers.UUIDField(allow_null=True)  # noqa: N815
-    status = serializers.ChoiceField(
-        choices=[JobStatus.IN_PROGRESS, JobStatus.COMPLETED, JobStatus.FAILED, "CANCELLED"]
-    )
+    status = serializers.ChoiceField(choices=JobStatus.choices)
     result = OnboardingItemResultSerializer(allow_null=True)
     error = OnboardingItemErrorSerializer(allow_null=True)
 

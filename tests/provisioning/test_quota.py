@@ -301,6 +301,7 @@ def test_a_sync_request_waits_at_most_five_seconds_in_all_then_is_busy(settings)
 
 def test_a_step_waits_one_second_for_its_first_permit_else_is_deferred(settings):
     settings.SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS = 1.0
+    settings.SEMRUSH_RATE_LIMIT_STEP_QUEUE = 10  # a second of permits at 10/s: not the bound
     store = ScriptedStore(Reservation(False, 4.2))
     permits = _permits(store, in_step=True, sleeps=[])
     with pytest.raises(PermitDeferredError) as raised:
@@ -311,6 +312,7 @@ def test_a_step_waits_one_second_for_its_first_permit_else_is_deferred(settings)
 
 def test_a_step_that_has_started_waits_up_to_the_sync_wait(settings):
     settings.SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS = 1.0
+    settings.SEMRUSH_RATE_LIMIT_STEP_QUEUE = 10
     settings.SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS = 5.0
     store = ScriptedStore(Reservation(True, 0.0), Reservation(False, 3.0), Reservation(False, 9))
     sleeps: list[float] = []
