@@ -75,7 +75,7 @@ STATE_DEPENDENT_REFUSALS = (
     # language missing from the catalogue → 400 `unknownLanguage`": the catalogue is upstream
     # data (the languages route lists it), not a constraint of the document.
     StateDependentRefusal(
-        operations=frozenset({"brandCreate", "marketCreate", "brandActivate"}),
+        operations=frozenset({"brandCreate", "marketCreate", "brandActivate", "onboardingCreate"}),
         status=400,
         error="unknownLanguage",
     ),
