@@ -109,6 +109,19 @@ STATE_DEPENDENT_REFUSALS = (
         error="invalidRequest",
         message=r"^brands\[\d+\]\.markets: \S+ is listed twice\.$",
     ),
+    # SPEC §11.4 "refuse control characters, bidi overrides and invisible (default-ignorable)
+    # code points": the document's pattern lists those below U+FFFF (schemathesis cannot use a
+    # pattern with astral ranges); the few default-ignorable code points above it (tags,
+    # variation selectors supplement, …) are refused by the service alone. Generated data
+    # never holds one of the pattern's, so this refusal is always one of those.
+    StateDependentRefusal(
+        operations=frozenset(
+            {"brandCreate", "brandUpdate", "marketCreate", "brandActivate", "onboardingCreate"}
+        ),
+        status=400,
+        error="invalidRequest",
+        message=r": must not contain control, bidirectional-override or invisible characters\.$",
+    ),
     # SPEC §10.3 "a different body → 422 `idempotencyKeyReused`": schemathesis generates the
     # `Idempotency-Key` header too, and a key it generates twice (often `0`) for two different
     # bodies is a reuse the service must refuse.
