@@ -215,7 +215,14 @@ BRAND_NAME_PATTERN = (
 
 # A webhook's URL: `https://` (`http://` is accepted only where private addresses are allowed,
 # for development, which the document does not describe).
-HTTPS_URL_PATTERN = HTTP_URL_PATTERN.replace("[Ss]?://", "[Ss]://", 1)
+# A webhook's URL is also parsed to be connected to (webhooks.addresses.target_parse): its port,
+# when given, is a TCP port (0 to 65535), not any run of digits.
+_TCP_PORT = (
+    "(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})?)?"
+)
+HTTPS_URL_PATTERN = HTTP_URL_PATTERN.replace("[Ss]?://", "[Ss]://", 1).replace(
+    "(?::[0-9]*)?", _TCP_PORT, 1
+)
 
 
 def _property_constraints() -> dict[str, dict[str, Any]]:
