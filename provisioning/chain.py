@@ -360,8 +360,6 @@ def _provision_hop(run: StepRun, attempt: ProvisioningAttempt) -> StepEnd:
         attempt_id=str(attempt.id),
         step_job_id=str(run.job.id),
     )
-    # No separate staleness bump: every outcome of this hop writes the attempt (candidate,
-    # promotion, the next read, or its end), and a hop is far shorter than the stale threshold.
     candidate = attempt.candidate_workspace_id
     try:
         if candidate is None:
@@ -393,18 +391,7 @@ def _provision_hop(run: StepRun, attempt: ProvisioningAttempt) -> StepEnd:
                 workspace_id=candidate,
                 parent_id=organization.semrush_parent_workspace_id,
             )
-            if (
-                attempt.started_by != AttemptStartedBy.ACTIVATE
-                or not isinstance(healed, SubworkspaceGoneError)
-                or brand_pointer(brand.pk) is not None
-                or not states.update_pending(
-                    attempt_id=attempt.id,
-                    only_if={"candidate_workspace_id": candidate},
-                    candidate_workspace_id=None,
-                    freshly_created=False,
-                    workspace_promoted=False,
-                )
-            ):
+            if not _reprovisions_after_heal(attempt, candidate, healed):
                 return Failed(healed)
             # An activate provisions a new workspace, as for a brand without one (SPEC §10.2).
             attempt.refresh_from_db()
@@ -417,6 +404,31 @@ def _provision_hop(run: StepRun, attempt: ProvisioningAttempt) -> StepEnd:
         return RetryLater(exc.retry_after or 30.0)
     except DomainError as error:
         return Failed(error)
+    return _after_read(run, candidate, readiness)
+
+
+def _reprovisions_after_heal(
+    attempt: ProvisioningAttempt, candidate: str, healed: DomainError
+) -> bool:
+    """After the brand's gone pointer was healed: an activate whose heal was confirmed goes on
+    to provision a new workspace (SPEC §10.2), its candidate forgotten (conditionally);
+    anything else ends with the heal's error."""
+    return (
+        attempt.started_by == AttemptStartedBy.ACTIVATE
+        and isinstance(healed, SubworkspaceGoneError)
+        and brand_pointer(attempt.brand.pk) is None
+        and states.update_pending(
+            attempt_id=attempt.id,
+            only_if={"candidate_workspace_id": candidate},
+            candidate_workspace_id=None,
+            freshly_created=False,
+            workspace_promoted=False,
+        )
+    )
+
+
+def _after_read(run: StepRun, candidate: str, readiness: Readiness) -> StepEnd:
+    """What one status read decides: promote, fail, or read again after the backoff."""
     if readiness is Readiness.READY:
         return Promoted(candidate)
     if readiness is Readiness.TERMINAL:

@@ -151,26 +151,7 @@ class _Rows:
             ONBOARDING_KEY: str(onboarding.id),
             GROUP_KEY: index // ONBOARDING_GROUP_SIZE,
         }
-        then: job_services.StepSpec | None = None
-        if len(item.markets) == 1:
-            plan = item.markets[0]
-            market = Market(
-                id=uuid.uuid4(),
-                brand=brand,
-                geo_target_id=plan.slice.geo_target_id,
-                language_code=plan.slice.language_code,
-                name=plan.name or plan.slice.default_name,
-                status=MarketStatus.CREATING,
-                reserved_by=attempt.id,
-            )
-            self.markets.append(market)
-            refs["marketId"] = str(market.pk)
-            then = job_services.StepSpec(JobStep.CREATE_MARKET, {**plan.as_metadata(), **refs})
-        elif item.markets:
-            then = job_services.StepSpec(
-                JobStep.ACTIVATE_MARKETS,
-                {"markets": [plan.as_metadata() for plan in item.markets], **refs},
-            )
+        then = self._chained(brand, attempt, item.markets, refs)
         self.brands.append(brand)
         self.attempts.append(attempt)
         self.chains.append(
@@ -188,6 +169,36 @@ class _Rows:
                 onboarding=onboarding, index=index, name=brand.name, brand=brand, job_id=root_id
             )
         )
+
+    def _chained(
+        self,
+        brand: Brand,
+        attempt: ProvisioningAttempt,
+        markets: list[MarketPlan],
+        refs: dict[str, Any],
+    ) -> job_services.StepSpec | None:
+        """The item's chained step: create-market on a reserved slice for one market (as a
+        brand create with a market), activate-markets for several, none for none."""
+        if len(markets) == 1:
+            plan = markets[0]
+            market = Market(
+                id=uuid.uuid4(),
+                brand=brand,
+                geo_target_id=plan.slice.geo_target_id,
+                language_code=plan.slice.language_code,
+                name=plan.name or plan.slice.default_name,
+                status=MarketStatus.CREATING,
+                reserved_by=attempt.id,
+            )
+            self.markets.append(market)
+            refs["marketId"] = str(market.pk)
+            return job_services.StepSpec(JobStep.CREATE_MARKET, {**plan.as_metadata(), **refs})
+        if markets:
+            return job_services.StepSpec(
+                JobStep.ACTIVATE_MARKETS,
+                {"markets": [plan.as_metadata() for plan in markets], **refs},
+            )
+        return None
 
     def write(self) -> None:
         """Parents first; the jobs' and attempts' links to each other are checked at commit."""

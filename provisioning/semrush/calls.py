@@ -205,11 +205,7 @@ class SemrushCaller:
             started = self._clock()
             failure: TransportError | None = None
             try:
-                try:
-                    response = self._transport.send(method, url, params=params, json_body=json_body)
-                finally:
-                    if self._permits is not None:
-                        self._permits.release()
+                response = self._send_released(method, url, params, json_body)
             except TransportError as exc:
                 failure = exc
                 error: SemrushError = error_for_failure(
@@ -229,17 +225,8 @@ class SemrushCaller:
                 if response.status_code < 300:
                     log(logging.INFO, response.status_code, duration_ms, attempt)
                     return response
-                error = error_for_response(
-                    status=response.status_code,
-                    headers=response.headers,
-                    text=response.text,
-                    operation=operation,
-                    method=method,
-                    path=path,
-                    idempotent=idempotent,
-                    owned=owned,
-                    token=self._token,
-                    now=self._wall_clock(),
+                error = self._answer_error(
+                    response, operation=operation, method=method, path=path, owned=owned
                 )
                 if isinstance(error, SemrushRateLimitedError) and self._permits is not None:
                     self._permits.pause(error.retry_after)
@@ -249,6 +236,34 @@ class SemrushCaller:
             if wait is None:
                 raise error from failure
             self._sleep(wait)
+
+    def _answer_error(
+        self, response: requests.Response, *, operation: str, method: str, path: str, owned: bool
+    ) -> SemrushError:
+        """The error family member a non-2xx answer is."""
+        return error_for_response(
+            status=response.status_code,
+            headers=response.headers,
+            text=response.text,
+            operation=operation,
+            method=method,
+            path=path,
+            idempotent=method in IDEMPOTENT_METHODS,
+            owned=owned,
+            token=self._token,
+            now=self._wall_clock(),
+        )
+
+    def _send_released(
+        self, method: str, url: str, params: Mapping[str, str] | None, json_body: Any
+    ) -> requests.Response:
+        """One attempt; the concurrency slot its permit holds is given back once it has its
+        answer (or failed)."""
+        try:
+            return self._transport.send(method, url, params=params, json_body=json_body)
+        finally:
+            if self._permits is not None:
+                self._permits.release()
 
     def _wait_before_retry(
         self, error: SemrushError, *, attempt: int, idempotent: bool
