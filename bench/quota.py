@@ -5,7 +5,6 @@ single creates at 50 requests/s for the calls each brand costs."""
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
@@ -20,6 +19,7 @@ from bench.scenarios import (
     Tenant,
     _brand_body,
     _healthz,
+    _org_with_credential,
     _post_brand,
     _since,
     started,
@@ -69,25 +69,6 @@ def in_flight(log: list[dict[str, Any]], origin: float) -> tuple[int, list[int]]
         per_second[second] = max(per_second.get(second, 0), current)
     horizon = max(per_second) + 1 if per_second else 0
     return peak, [per_second.get(i, 0) for i in range(horizon)]
-
-
-def _org(stack: BenchStack, token: str) -> Tenant:
-    """A Serenity org with the credential `token` (no override: the service's limits apply, as
-    SEMRUSH_RATE_LIMIT_PER_SECOND / SEMRUSH_CONCURRENCY_LIMIT say), and a writer token."""
-    completed = stack.manage(
-        "create_org",
-        "--name",
-        f"Quota {uuid.uuid4().hex[:8]}",
-        "--parent-workspace-id",
-        stack.parent_id,
-        "--serenity",
-        "--semrush-token",
-        token,
-        "--json",
-        check=True,
-    )
-    org_id = str(json.loads(completed.stdout)["id"])
-    return Tenant(org_id, stack.create_token(org_id))
 
 
 def _finished(stack: BenchStack, org_id: str) -> int:
@@ -178,8 +159,8 @@ def published_limits(
         token_a, token_b = f"bench-a-{uuid.uuid4().hex}", f"bench-b-{uuid.uuid4().hex}"
         stack.sim_add_token(token_a)
         stack.sim_add_token(token_b)
-        org_a = _org(stack, token_a)
-        org_b = _org(stack, token_a if shared else token_b)
+        org_a = _org_with_credential(stack, token_a)
+        org_b = _org_with_credential(stack, token_a if shared else token_b)
         make_a = org_a.client_factory(stack)
         warm_up(make_a, _healthz, times=5)
         warmers = [

@@ -582,8 +582,11 @@ def guard_contention(*, workers: WorkerSetup, concurrent: int = 50) -> dict[str,
 # --- 6. Upstream quota and fairness (SPEC §10.6, §10.7) --------------------------------------
 
 
-def _org_with_credential(stack: BenchStack, token: str, *, rate: float, burst: int) -> Tenant:
-    """A Serenity org with its own Semrush credential and quota override, and a writer token."""
+def _org_with_credential(
+    stack: BenchStack, token: str, *, rate: float | None = None, burst: int | None = None
+) -> Tenant:
+    """A Serenity org with its own Semrush credential, its quota override when given (none:
+    the service's limits apply), and a writer token."""
     completed = stack.manage(
         "create_org",
         "--name",
@@ -597,11 +600,12 @@ def _org_with_credential(stack: BenchStack, token: str, *, rate: float, burst: i
         check=True,
     )
     org_id = str(json.loads(completed.stdout)["id"])
-    stack.query(
-        "UPDATE serenity_organization SET semrush_rate_limit_per_second = %s,"
-        " semrush_rate_limit_burst = %s WHERE id = %s",
-        (rate, burst, org_id),
-    )
+    if rate is not None:
+        stack.query(
+            "UPDATE serenity_organization SET semrush_rate_limit_per_second = %s,"
+            " semrush_rate_limit_burst = %s WHERE id = %s",
+            (rate, burst, org_id),
+        )
     return Tenant(org_id, stack.create_token(org_id))
 
 

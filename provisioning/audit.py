@@ -413,7 +413,7 @@ def _collect_orphan_projects(
         )
 
 
-def _stuck_attempts(*, now: datetime, cutoff: datetime) -> list[StuckAttempt]:
+def _stuck_attempts(*, now: datetime) -> list[StuckAttempt]:
     return [
         StuckAttempt(
             id=attempt_id,
@@ -450,7 +450,7 @@ def audit_run() -> AuditReport:
             report.errors.extend(AuditError(org_id=org.id, error=view.error) for org in view.orgs)
         if view.read_family:
             _evaluate(view, owned, flat_orgs, report)
-    report.stuck_attempts = _stuck_attempts(now=now, cutoff=cutoff)
+    report.stuck_attempts = _stuck_attempts(now=now)
 
     report.orphan_workspaces.sort(key=lambda e: (str(e.org_id), e.id))
     report.orphan_projects.sort(key=lambda e: (str(e.org_id), e.workspace_id, e.id))
