@@ -329,7 +329,7 @@ def test_the_onboarding_page_in_a_real_browser(stack, browser, screenshots):
     _visit(
         browser,
         f"{admin}/provisioning/onboarding/{onboarding_id}/change/",
-        "onboarding-cancelled.png",
+        screenshots / "onboarding-cancelled.png",
     )
     page = browser.find_element(By.TAG_NAME, "body").text
     assert "0 completed, 1 failed, 4 cancelled, 0 in progress" in page
