@@ -155,7 +155,8 @@ class Reservation:
 class Buckets(Protocol):
     """Where buckets live. `reserve` and `pause` are atomic across every process sharing it.
     `first`: the caller's first permit (a step starting), which the queue's spacing counts;
-    `org`: whose queue a refused caller joins."""
+    `org`: whose queue a refused caller joins; `idle_wait`: the patience of a caller whose org
+    has nothing waiting in the queue (when longer than `max_wait`; "Fairness")."""
 
     def reserve(
         self,
@@ -166,6 +167,7 @@ class Buckets(Protocol):
         max_wait: float,
         first: bool = False,
         org: str = "",
+        idle_wait: float = 0.0,
     ) -> Reservation: ...
 
     def pause(self, key: str, *, rate: float, burst: int, seconds: float) -> None: ...
@@ -219,9 +221,12 @@ def _gcra(
     max_wait: float,
     first: bool,
     org: str = "",
+    idle_wait: float = 0.0,
 ) -> tuple[Reservation, BucketState]:
     """The bucket's arithmetic (module docstring): the answer and the new state. The Lua script
     of :class:`RedisBuckets` is this, line for line."""
+    if state.queues.get(org, 0.0) <= now:
+        max_wait = max(max_wait, idle_wait)  # nothing of this org waits: see "Fairness"
     tolerance = burst / rate
     interval = (1.0 / rate) * (1.0 + _slowdown(state, now))
     start = max(state.tat if state.tat is not None else now, now)
@@ -279,6 +284,7 @@ class MemoryBuckets:
         max_wait: float,
         first: bool = False,
         org: str = "",
+        idle_wait: float = 0.0,
     ) -> Reservation:
         with self._lock:
             answer, self._state[key] = _gcra(
@@ -289,6 +295,7 @@ class MemoryBuckets:
                 max_wait=max_wait,
                 first=first,
                 org=org,
+                idle_wait=idle_wait,
             )
             return answer
 
@@ -357,6 +364,7 @@ class DatabaseBuckets:
         max_wait: float,
         first: bool = False,
         org: str = "",
+        idle_wait: float = 0.0,
     ) -> Reservation:
         with transaction.atomic():
             answer, state = _gcra(
@@ -367,6 +375,7 @@ class DatabaseBuckets:
                 max_wait=max_wait,
                 first=first,
                 org=org,
+                idle_wait=idle_wait,
             )
             self._write(key, state)
         return answer
@@ -382,8 +391,8 @@ class DatabaseBuckets:
 # KEYS[1]: the bucket (a hash {tat, queue, grants, starts, pause, slow, slow_at, and q:<org>
 # per waiting org}). ARGV: interval, tolerance, max_wait (reserve) or seconds (pause), mode
 # ("reserve" | "pause"), idle TTL, first ("1"), decay threshold, trusted-from, the slow-down
-# step, maximum and decay, the org. Floats travel as strings: a Lua number returned to Redis
-# would be truncated to an integer.
+# step, maximum and decay, the org, the patience of an org with nothing waiting. Floats travel
+# as strings: a Lua number returned to Redis would be truncated to an integer.
 _BUCKET_SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -428,6 +437,8 @@ else
   wait = math.max(permit_at - now, 0)
   local org_field = 'q:' .. ARGV[12]
   local own = 0
+  local queued_at = tonumber(redis.call('HGET', KEYS[1], org_field) or '') or 0
+  if queued_at <= now then amount = math.max(amount, tonumber(ARGV[13])) end
   if wait <= amount then
     granted = 1
     tat = tat + interval
@@ -500,6 +511,7 @@ class RedisBuckets:
         mode: str,
         first: bool,
         org: str = "",
+        idle_wait: float = 0.0,
     ) -> Reservation:
         if time.monotonic() < self._down_until:
             return Reservation(True, 0.0)
@@ -517,6 +529,7 @@ class RedisBuckets:
             repr(SLOW_MAX),
             repr(SLOW_DECAY),
             org,
+            repr(idle_wait),
         ]
         try:
             granted, wait = self._script(keys=[key], args=args)
@@ -537,6 +550,7 @@ class RedisBuckets:
         max_wait: float,
         first: bool = False,
         org: str = "",
+        idle_wait: float = 0.0,
     ) -> Reservation:
         return self._call(
             key,
@@ -546,6 +560,7 @@ class RedisBuckets:
             mode="reserve",
             first=first,
             org=org,
+            idle_wait=idle_wait,
         )
 
     def pause(self, key: str, *, rate: float, burst: int, seconds: float) -> None:
@@ -785,6 +800,7 @@ class CredentialPermits:
 
     def _acquired(self, operation: str) -> bool:
         patience = self._patience()
+        first_in_step = self._in_step and self._granted == 0
         answer = self.store.reserve(
             self._key,
             rate=self._limits.rate,
@@ -792,6 +808,10 @@ class CredentialPermits:
             max_wait=patience,
             first=self._granted == 0,
             org=self._org,
+            # A step of an org with nothing waiting is not held to the queue's depth.
+            idle_wait=(
+                float(settings.SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS) if first_in_step else 0.0
+            ),
         )
         if not answer.granted:
             self._refuse(operation, max(answer.wait, 0.001))

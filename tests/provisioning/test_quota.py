@@ -256,6 +256,7 @@ class ScriptedStore:
         max_wait: float,
         first: bool = False,
         org: str = "",
+        idle_wait: float = 0.0,
     ) -> Reservation:
         self.asked.append(max_wait)
         answer = self.answers.pop(0)

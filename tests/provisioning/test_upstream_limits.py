@@ -87,6 +87,30 @@ def test_a_second_org_is_not_queued_behind_the_first_org_s_backlog(bucket_store,
     assert second_b - place_b == pytest.approx(2.0, abs=0.5)
 
 
+def test_a_step_of_an_org_with_nothing_waiting_is_not_held_to_the_queue_s_depth(
+    bucket_store, redis_keys
+):
+    # given one credential at 10 permits/s (burst 1) with 5 permits reserved (0.5 s ahead),
+    # and org A's next step refused at a depth of 0.3 s: A has a place in the queue (an org
+    # with nothing waiting is held to the depth only by a caller that has no other patience)
+    key = _key()
+    redis_keys.append(key)
+    for _ in range(5):
+        assert bucket_store.reserve(key, rate=10.0, burst=1, max_wait=1.0, org="a").granted
+    refused_a = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.3, org="a")
+    # when org B, with nothing waiting, asks with the same depth and a patience of 1 s
+    granted_b = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.3, idle_wait=1.0, org="b")
+    # then A is still held to the depth (its steps wait in the queue), B is granted the next
+    # permit, and B's later steps, with nothing of B waiting, are granted too
+    again_a = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.3, idle_wait=1.0, org="a")
+    assert not refused_a.granted
+    assert granted_b.granted
+    assert granted_b.wait == pytest.approx(0.5, abs=0.05)
+    assert not again_a.granted
+    later_b = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.3, idle_wait=1.0, org="b")
+    assert later_b.granted
+
+
 def test_an_org_alone_gets_places_one_interval_apart(bucket_store, redis_keys):
     key = _key()
     redis_keys.append(key)
