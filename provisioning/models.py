@@ -111,6 +111,9 @@ class UpstreamBucket(models.Model):
     slow_at = models.FloatField(default=0.0)
     # Each waiting org's next place in the credential's queue (round-robin, `quota`).
     queues = models.JSONField(default=dict)
+    # The org whose lane is open, and until when (`quota`, "Fairness").
+    lane = models.FloatField(default=0.0)
+    lane_org = models.CharField(max_length=64, blank=True, default="")
 
     def __str__(self) -> str:
         return self.key

@@ -14,18 +14,11 @@ import pytest
 import redis
 from django.conf import settings
 
+from provisioning.buckets import DatabaseBuckets, MemoryBuckets, Reservation
 from provisioning.models import UpstreamBucket
-from provisioning.quota import (
-    CredentialPermits,
-    DatabaseBuckets,
-    Limits,
-    MemoryBuckets,
-    PermitDeferredError,
-    RedisBuckets,
-    Reservation,
-    credential_key,
-)
+from provisioning.quota import CredentialPermits, Limits, PermitDeferredError, credential_key
 from provisioning.quota import limits_for as quota_limits
+from provisioning.redis_buckets import RedisBuckets
 from provisioning.semrush import SemrushBusyError
 from tests.conftest import ROOT, TEST_BROKER_URL
 
@@ -406,7 +399,7 @@ def test_a_permit_granted_before_a_pause_is_not_sent_into_it(settings):
 
 
 def test_after_a_429_the_bucket_paces_slower_for_a_while(clocked):
-    from provisioning.quota import SLOW_DECAY, SLOW_STEP
+    from provisioning.buckets import SLOW_DECAY, SLOW_STEP
 
     store, clock = clocked
     key = _key()

@@ -19,16 +19,10 @@ import redis
 import requests
 from django.conf import settings
 
-from provisioning import quota
-from provisioning.quota import (
-    CredentialPermits,
-    DatabaseBuckets,
-    Limits,
-    MemoryBuckets,
-    PermitDeferredError,
-    RedisBuckets,
-    credential_key,
-)
+from provisioning import buckets
+from provisioning.buckets import DatabaseBuckets, MemoryBuckets
+from provisioning.quota import CredentialPermits, Limits, PermitDeferredError, credential_key
+from provisioning.redis_buckets import RedisBuckets
 from provisioning.semrush import SemrushBusyError, semrush_client_for
 from provisioning.simulator import SemrushSimulator
 from provisioning.slots import DatabaseSlots, MemorySlots, RedisSlots
@@ -109,6 +103,46 @@ def test_a_step_of_an_org_with_nothing_waiting_is_not_held_to_the_queue_s_depth(
     assert not again_a.granted
     later_b = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.3, idle_wait=1.0, org="b")
     assert later_b.granted
+
+
+def test_while_an_idle_org_s_lane_is_open_a_backlogged_org_is_held_to_one_permit(
+    bucket_store, redis_keys
+):
+    # given one credential at 10 permits/s (burst 1), org A with a step refused (A waits in
+    # the queue), then org B, with nothing waiting, granted a permit: B's lane is open
+    key = _key()
+    redis_keys.append(key)
+    for _ in range(2):
+        assert bucket_store.reserve(key, rate=10.0, burst=1, max_wait=1.0, org="a").granted
+    assert not bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.05, org="a").granted
+    granted_b = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.3, idle_wait=1.0, org="b")
+    # when A's next step asks with a depth of 0.5 s while its permit is 0.3 s away
+    step_a = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.5, idle_wait=1.0, org="a")
+    # then B was granted at once behind what was reserved, and A is held to one permit of
+    # depth: refused, so that B's next call does not wait behind A's
+    assert granted_b.granted
+    assert granted_b.wait == pytest.approx(0.2, abs=0.05)
+    assert not step_a.granted
+
+
+def test_a_lane_closes_after_a_second():
+    # given org A with 30 steps refused (its queue reaches about 3 s ahead), then org B granted
+    # a permit with nothing of B waiting: B's lane is open
+    clock = FakeClock()
+    store = MemoryBuckets(clock)
+    key = _key()
+    assert store.reserve(key, rate=10.0, burst=1, max_wait=1.0, org="a").granted
+    for _ in range(30):
+        assert not store.reserve(key, rate=10.0, burst=1, max_wait=0.0, org="a").granted
+    assert store.reserve(key, rate=10.0, burst=1, max_wait=0.3, idle_wait=1.0, org="b").granted
+    # when the lane has closed, and A's running steps have reserved 3 permits (0.3 s ahead)
+    clock.now += buckets.LANE_SECONDS + 0.01
+    for _ in range(3):
+        assert store.reserve(key, rate=10.0, burst=1, max_wait=5.0, org="a").granted
+    # then A's next step is held to its own depth again (0.5 s), not to one permit
+    step_a = store.reserve(key, rate=10.0, burst=1, max_wait=0.5, idle_wait=1.0, org="a")
+    assert step_a.granted
+    assert step_a.wait == pytest.approx(0.3, abs=0.05)
 
 
 def test_an_org_alone_gets_places_one_interval_apart(bucket_store, redis_keys):
@@ -453,5 +487,5 @@ def test_orgs_on_the_service_credential_share_its_limits_whatever_their_override
     assert isinstance(own_permits, CredentialPermits)
     assert shared_permits.limits == Limits(rate=10.0, burst=20, concurrency=10)
     assert own_permits.limits == Limits(rate=50.0, burst=5, concurrency=3)
-    assert shared_permits.key == quota.credential_key(settings.SEMRUSH_API_TOKEN)
-    assert own_permits.key == quota.credential_key("own-token")
+    assert shared_permits.key == credential_key(settings.SEMRUSH_API_TOKEN)
+    assert own_permits.key == credential_key("own-token")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from provisioning.quota import CredentialPermits, Limits, MemoryBuckets
+from provisioning.buckets import MemoryBuckets
+from provisioning.quota import CredentialPermits, Limits
 
 TOKEN = "metrics-token-of-the-scraper-0123456789"
 UNAUTHENTICATED = {
