@@ -3,6 +3,9 @@
 Every value that varies between machines comes from the environment through `config.env`;
 the defaults run the whole service on one laptop (SQLite, a filesystem broker, the simulator).
 With DEBUG off the process refuses to start without SECRET_KEY and FIELD_ENCRYPTION_KEY.
+
+One section per concern, read top to bottom; each setting is defined once, whole (nothing is
+appended to or inserted into a list further down).
 """
 
 from __future__ import annotations
@@ -12,69 +15,41 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
-from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
 from config.env import (
+    env_allowed_hosts,
     env_bool,
+    env_field_encryption_keys,
     env_float,
     env_float_list,
     env_int,
     env_list,
     env_rate,
     env_secret,
-    env_secret_list,
+    env_secret_key,
     env_str,
     refuse_placeholders,
 )
 
+# --- Paths and mode ---------------------------------------------------------------------------
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SERENITY_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 
 DEBUG = env_bool("DEBUG", False)
 
-_DEV_SECRET_KEY = "dev-only-insecure-secret-key-never-use-in-production"
-_DEV_FIELD_ENCRYPTION_KEY = "dev-only-field-encryption-key"
-
-# --- Issue 18 / SPEC §10.5: secrets, hosts, key rotation -------------------------------------
-# A secret made only of whitespace is as good as none: it is refused like a missing one.
-SECRET_KEY = env_secret("SECRET_KEY") or (_DEV_SECRET_KEY if DEBUG else "")
-# FIELD_ENCRYPTION_KEYS: comma-separated; the first encrypts, every one decrypts (rotation, see
-# kernel/crypto.py and `manage.py rotate_credentials`). FIELD_ENCRYPTION_KEY, the older single
-# key, is read when FIELD_ENCRYPTION_KEYS is not set.
-FIELD_ENCRYPTION_KEYS = env_secret_list("FIELD_ENCRYPTION_KEYS") or tuple(
-    filter(None, [env_secret("FIELD_ENCRYPTION_KEY")])
-)
-if not FIELD_ENCRYPTION_KEYS and DEBUG:
-    FIELD_ENCRYPTION_KEYS = (_DEV_FIELD_ENCRYPTION_KEY,)
-FIELD_ENCRYPTION_KEY = FIELD_ENCRYPTION_KEYS[0] if FIELD_ENCRYPTION_KEYS else ""
-if not SECRET_KEY:
-    raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off; refusing to start.")
-if not FIELD_ENCRYPTION_KEY:
-    raise ImproperlyConfigured(
-        "FIELD_ENCRYPTION_KEY must be set when DEBUG is off; refusing to start."
-    )
-# The key that encrypts must be long enough not to be guessed (it is a passphrase, stretched
-# by HKDF, not a random key). Older keys after it only decrypt, so that a short one can still
-# be rotated away from (`rotate_credentials`).
-FIELD_ENCRYPTION_KEY_MIN_LENGTH = 32
-if not DEBUG and len(FIELD_ENCRYPTION_KEY.strip()) < FIELD_ENCRYPTION_KEY_MIN_LENGTH:
-    raise ImproperlyConfigured(
-        f"FIELD_ENCRYPTION_KEYS: the key that encrypts (the first) must have at least "
-        f"{FIELD_ENCRYPTION_KEY_MIN_LENGTH} characters when DEBUG is off; refusing to start."
-    )
+# --- Secrets and hosts (SPEC §10.5) -----------------------------------------------------------
+# With DEBUG off each reader stops the process when its value is missing or whitespace only (or,
+# for the key that encrypts, shorter than 32 characters); with DEBUG on, development values stand
+# in (config/env.py).
+SECRET_KEY = env_secret_key(debug=DEBUG)
+FIELD_ENCRYPTION_KEYS = env_field_encryption_keys(debug=DEBUG)
+FIELD_ENCRYPTION_KEY = FIELD_ENCRYPTION_KEYS[0]
 # No variable of deploy/production.env may still hold its placeholder.
 refuse_placeholders()
+ALLOWED_HOSTS = env_allowed_hosts(debug=DEBUG)
 
-# No `*` default: with DEBUG off the hosts this service answers for must be named, or a forged
-# Host header would be accepted (and end up in absolute URLs such as the async Location).
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS") or (["*"] if DEBUG else [])
-if not ALLOWED_HOSTS:
-    raise ImproperlyConfigured(
-        "ALLOWED_HOSTS must be set when DEBUG is off (comma-separated host names); "
-        "refusing to start."
-    )
-
+# --- Applications, middleware, authentication -------------------------------------------------
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -88,19 +63,56 @@ INSTALLED_APPS = [
     "provisioning",
     "jobs",
     "webhooks",
+    # Swagger UI and Redoc from static files of their own (no CDN): SPECTACULAR_SETTINGS.
+    "drf_spectacular_sidecar",
+    # Admin login lockout (AXES_* below).
+    "axes",
 ]
 
 MIDDLEWARE = [
+    # Binds the request id (and the tenant, once known) for every log line that follows.
     "kernel.middleware.RequestContextMiddleware",
+    # Right after the request id is bound, before anything reads the path or the body:
+    # bodies over SERENITY_MAX_BODY_BYTES (chunked or not) answer 413 `requestTooLarge`.
+    "kernel.request_limits.RequestLimitsMiddleware",
     "kernel.middleware.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's CSS and JS) served by the app itself, with DEBUG off under
+    # gunicorn as well; right after SecurityMiddleware, as whitenoise documents.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Authenticated JSON answers must not be kept by any cache (kernel/security.py).
+    "kernel.security.NoStoreMiddleware",
+    # Answers a locked-out admin login; it must come last.
+    "axes.middleware.AxesMiddleware",
 ]
+
+AUTHENTICATION_BACKENDS = [
+    # First, so a locked-out login is refused before the password is even checked.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+
+# Admin login lockout (django-axes, serenity/lockout.py): AXES_FAILURE_LIMIT failed logins for
+# one user name from one address lock that pair out, and AXES_ADDRESS_FAILURE_LIMIT failed
+# logins from one address across user names lock the address out, for AXES_COOLOFF_HOURS;
+# `manage.py axes_reset` lifts it.
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_HOURS", 1.0)
+AXES_ADDRESS_FAILURE_LIMIT = env_int("AXES_ADDRESS_FAILURE_LIMIT", 20)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
+AXES_HANDLER = "serenity.lockout.AdminLoginLockoutHandler"
+AXES_RESET_ON_SUCCESS = True
+# The client address as the API's throttles see it: the peer, unless proxies are declared
+# (SERENITY_NUM_PROXIES, REST_FRAMEWORK below).
+AXES_CLIENT_IP_CALLABLE = "serenity.throttling.client_address"
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -121,7 +133,12 @@ TEMPLATES = [
     },
 ]
 
-# --- Database -------------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+# --- Database ---------------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'serenity.sqlite3'}"
 DATABASES = {
     "default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))
@@ -152,27 +169,36 @@ else:
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-CACHES: dict[str, dict[str, Any]] = {
-    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
-}
-
-AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
-LANGUAGE_CODE = "en-us"
-TIME_ZONE = "UTC"
-USE_I18N = False
-USE_TZ = True
+# --- Static files (SPEC §10.4) ----------------------------------------------------------------
+# Served by whitenoise (MIDDLEWARE above): from STATIC_ROOT after `manage.py collectstatic` (the
+# documented deploy), and from the apps' own folders when it has not run (scripts/run, tests).
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Compressed copies (gzip) made by collectstatic; no manifest, so that a process whose
+    # collectstatic has not run still renders every page.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = env_bool("WHITENOISE_USE_FINDERS", True)
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 
-# --- API ------------------------------------------------------------------------------------
+# --- API --------------------------------------------------------------------------------------
 REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["serenity.authentication.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # JSON nested deeper than 64 levels → 400 `invalidRequest`, for every route (SPEC §10.2).
+    "DEFAULT_PARSER_CLASSES": ["serenity.api.parsers.BoundedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "serenity.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
+    # Rates and the cache they count in: "Caches and throttles" below.
+    "DEFAULT_THROTTLE_CLASSES": ["serenity.throttling.WriteRateThrottle"],
+    # How many proxies in front of gunicorn append to X-Forwarded-For: 0 means the client
+    # address is the socket's peer (REMOTE_ADDR), so a forged X-Forwarded-For cannot dodge the
+    # throttle (or the admin lockout).
+    "NUM_PROXIES": env_int("SERENITY_NUM_PROXIES", 0),
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Serenity provisioning API",
@@ -193,9 +219,29 @@ SPECTACULAR_SETTINGS = {
         "WebhookEventTypeEnum": "webhooks.models.WebhookEventType",
         "OnboardingStatusEnum": "provisioning.models.OnboardingStatus",
     },
+    # Swagger UI and Redoc from drf-spectacular-sidecar's static files (no CDN).
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
+# Bodies over this size answer 413 `requestTooLarge` before any view reads them
+# (kernel.request_limits); Django's own limit on reading a body agrees with it.
+SERENITY_MAX_BODY_BYTES = env_int("SERENITY_MAX_BODY_BYTES", 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = SERENITY_MAX_BODY_BYTES
+# Pagination of the brand, market and job lists: `?limit=` bounds and default.
+SERENITY_PAGE_SIZE_DEFAULT = 100
+SERENITY_PAGE_SIZE_MAX = 500
+# Retry-After on a job in progress: seconds until its next scheduled step, within these bounds.
+SERENITY_RETRY_AFTER_MAX_SECONDS = 60
+# Idempotency-Key answers (SPEC §10.3) are kept this long after the answer; beat deletes expired
+# ones every IDEMPOTENCY_PURGE_INTERVAL_SECONDS.
+IDEMPOTENCY_TTL_SECONDS = env_int("IDEMPOTENCY_TTL_SECONDS", 86400)
+# A claimed key never answered (its process died) is taken over after this long: above any
+# request's own bound (a sync settle: poll attempts x interval, plus upstream timeouts).
+IDEMPOTENCY_IN_FLIGHT_SECONDS = env_int("IDEMPOTENCY_IN_FLIGHT_SECONDS", 600)
+IDEMPOTENCY_PURGE_INTERVAL_SECONDS = env_float("IDEMPOTENCY_PURGE_INTERVAL_SECONDS", 3600.0)
 
-# --- Semrush ------------------------------------------------------------------------------
+# --- Semrush upstream -------------------------------------------------------------------------
 SEMRUSH_BASE_URL = env_str("SEMRUSH_BASE_URL", "http://127.0.0.1:8765").rstrip("/")
 SEMRUSH_API_TOKEN = env_str("SEMRUSH_API_TOKEN", "dev-token")
 SEMRUSH_TIMEOUT_SECONDS = env_float("SEMRUSH_TIMEOUT_SECONDS", 15.0)
@@ -219,7 +265,7 @@ SEMRUSH_CONCURRENCY_LIMIT = env_int("SEMRUSH_CONCURRENCY_LIMIT", 10)
 # The language catalogue is read at most once per this, per process (SPEC §11.1).
 SEMRUSH_LANGUAGES_CACHE_SECONDS = env_float("SEMRUSH_LANGUAGES_CACHE_SECONDS", 86400.0)
 
-# --- Provisioning tunables (SPEC §9) -----------------------------------------------------------
+# --- Provisioning (SPEC §9) -------------------------------------------------------------------
 SERENITY_SETTLE_POLL_ATTEMPTS = env_int("SERENITY_SETTLE_POLL_ATTEMPTS", 30)
 SERENITY_SETTLE_POLL_INTERVAL_MS = env_float("SERENITY_SETTLE_POLL_INTERVAL_MS", 1000.0)
 SERENITY_PROVISION_BACKOFF_SECONDS = env_float_list(
@@ -235,6 +281,8 @@ SERENITY_SETTLE_HISTORY = env_int("SERENITY_SETTLE_HISTORY", 20)
 SERENITY_MAX_ACTIVATE_MARKETS = env_int("SERENITY_MAX_ACTIVATE_MARKETS", 50)
 SERENITY_MAX_PROMPTS = env_int("SERENITY_MAX_PROMPTS", 500)
 SERENITY_MAX_MARKETS_PER_BRAND = env_int("SERENITY_MAX_MARKETS_PER_BRAND", 50)
+
+# --- Jobs (SPEC §9; JOBS_COUNTDOWN_MAX_SECONDS follows the broker: Celery below) --------------
 JOBS_RETENTION_DAYS = env_float("JOBS_RETENTION_DAYS", 7.0)
 JOBS_DISPATCH_INTERVAL_SECONDS = env_float("JOBS_DISPATCH_INTERVAL_SECONDS", 2.0)
 JOBS_LEASE_SECONDS = env_float("JOBS_LEASE_SECONDS", 120.0)
@@ -246,7 +294,12 @@ JOBS_PUBLISH_TIMEOUT_SECONDS = env_float("JOBS_PUBLISH_TIMEOUT_SECONDS", 1.0)
 # per chain). Off: every step is its own message.
 JOBS_HAND_OVER_INLINE = env_bool("JOBS_HAND_OVER_INLINE", True)
 
-# --- Celery ---------------------------------------------------------------------------------
+# --- Webhooks (SPEC §11.3) --------------------------------------------------------------------
+# Deliveries to loopback, private, link-local, multicast and reserved addresses (and http://
+# URLs) are refused unless this is on: for development and tests only.
+SERENITY_WEBHOOK_ALLOW_PRIVATE = env_bool("SERENITY_WEBHOOK_ALLOW_PRIVATE", False)
+
+# --- Celery -----------------------------------------------------------------------------------
 _BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_QUEUE", "serenity")
@@ -267,12 +320,17 @@ CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
     "visibility_timeout": max(3600.0, 4 * _LONGEST_DELAY),
 }
 if CELERY_BROKER_URL.startswith("filesystem://"):
+    # The embedded default: a worker's warm shutdown begins within 0.25 s of the signal instead
+    # of up to 2 s (config/filesystem_broker.py), and the folder is polled every 0.2 s instead of
+    # every second, so Ctrl-C on ./scripts/run stops everything well under 5 s.
+    CELERY_BROKER_TRANSPORT = "config.filesystem_broker:Transport"
     _BROKER_DIR.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS.update(
         data_folder_in=str(_BROKER_DIR),
         data_folder_out=str(_BROKER_DIR),
         control_folder=str(_BROKER_DIR / "control"),
         store_processed=False,
+        polling_interval=0.2,
     )
 else:
     if CELERY_BROKER_URL.startswith("redis://"):
@@ -316,134 +374,59 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # config/celery.py applies Django's own rules (DB_CONN_MAX_AGE, health checks after an error)
 # around each task, as for a web request.
 CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000)
+
+
+def _periodic(task: str, every: float) -> dict[str, Any]:
+    """A beat entry on the periodic queue that expires after its interval (see above)."""
+    return {
+        "task": task,
+        "schedule": every,
+        "options": {"queue": CELERY_PERIODIC_QUEUE, "expires": every},
+    }
+
+
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
-    "jobs-dispatch": {
-        "task": "jobs.dispatch_due_jobs",
-        "schedule": JOBS_DISPATCH_INTERVAL_SECONDS,
-    },
-    "provisioning-stale-sweep": {
-        "task": "provisioning.sweep_stale_attempts",
-        "schedule": SERENITY_STALE_SWEEP_INTERVAL_SECONDS,
-    },
-    "jobs-purge": {
-        "task": "jobs.purge_finished_jobs",
-        "schedule": 3600.0,
-    },
+    "jobs-dispatch": _periodic("jobs.dispatch_due_jobs", JOBS_DISPATCH_INTERVAL_SECONDS),
+    "provisioning-stale-sweep": _periodic(
+        "provisioning.sweep_stale_attempts", SERENITY_STALE_SWEEP_INTERVAL_SECONDS
+    ),
+    "jobs-purge": _periodic("jobs.purge_finished_jobs", 3600.0),
+    "serenity-idempotency-purge": _periodic(
+        "serenity.purge_idempotency_keys", IDEMPOTENCY_PURGE_INTERVAL_SECONDS
+    ),
 }
-
-# --- Issue 16 / SPEC §10.3: API consumers ---------------------------------------------------
-# Idempotency-Key answers are kept this long after the answer; beat deletes expired ones.
-IDEMPOTENCY_TTL_SECONDS = env_int("IDEMPOTENCY_TTL_SECONDS", 86400)
-# A claimed key never answered (its process died) is taken over after this long: above any
-# request's own bound (a sync settle: poll attempts x interval, plus upstream timeouts).
-IDEMPOTENCY_IN_FLIGHT_SECONDS = env_int("IDEMPOTENCY_IN_FLIGHT_SECONDS", 600)
-IDEMPOTENCY_PURGE_INTERVAL_SECONDS = env_float("IDEMPOTENCY_PURGE_INTERVAL_SECONDS", 3600.0)
-CELERY_BEAT_SCHEDULE["serenity-idempotency-purge"] = {
-    "task": "serenity.purge_idempotency_keys",
-    "schedule": IDEMPOTENCY_PURGE_INTERVAL_SECONDS,
-}
-# --- Webhooks (SPEC §11.3) ---------------------------------------------------------------------
-# Deliveries to loopback, private, link-local, multicast and reserved addresses (and http://
-# URLs) are refused unless this is on: for development and tests only.
-SERENITY_WEBHOOK_ALLOW_PRIVATE = env_bool("SERENITY_WEBHOOK_ALLOW_PRIVATE", False)
-# Pagination of the brand, market and job lists: `?limit=` bounds and default.
-SERENITY_PAGE_SIZE_DEFAULT = 100
-SERENITY_PAGE_SIZE_MAX = 500
-# Retry-After on a job in progress: seconds until its next scheduled step, within these bounds.
-SERENITY_RETRY_AFTER_MAX_SECONDS = 60
-# Swagger UI and Redoc from drf-spectacular-sidecar's static files (no CDN).
-INSTALLED_APPS.append("drf_spectacular_sidecar")
-SPECTACULAR_SETTINGS.update(
-    SWAGGER_UI_DIST="SIDECAR", SWAGGER_UI_FAVICON_HREF="SIDECAR", REDOC_DIST="SIDECAR"
-)
-
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
-for _entry in CELERY_BEAT_SCHEDULE.values():
-    _entry["options"] = {"queue": CELERY_PERIODIC_QUEUE, "expires": _entry["schedule"]}
 
-# --- Logging: one JSON object per line -------------------------------------------------------
-LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
-CELERY_TASK_LOG_LEVEL = env_str("CELERY_TASK_LOG_LEVEL", "WARNING")
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "filters": {"context": {"()": "kernel.logging.ContextFilter"}},
-    "formatters": {"json": {"()": "kernel.logging.JsonFormatter"}},
-    "handlers": {
-        "console": {
-            "class": "logging.StreamHandler",
-            "formatter": "json",
-            "filters": ["context"],
+# --- Caches and throttles (SPEC §10.5) --------------------------------------------------------
+# Throttles (serenity/throttling.py) count in a cache every process shares: Redis when the
+# broker is Redis, this process' memory for the embedded default (one process serves there).
+# The throttle cache is its own alias so that nothing ever clears it along with other caches;
+# its socket timeouts are short because a throttle that cannot reach Redis lets the request
+# through rather than failing it (the broker outage is handled by the dispatcher, SPEC §6.4).
+SERENITY_THROTTLE_CACHE_URL = env_str(
+    "SERENITY_THROTTLE_CACHE_URL",
+    CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "",
+)
+CACHES: dict[str, dict[str, Any]] = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": SERENITY_THROTTLE_CACHE_URL,
+            "KEY_PREFIX": "serenity-throttle",
+            "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2},
         }
-    },
-    "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {
-        "django.db.backends": {"level": "WARNING"},
-        "urllib3": {"level": "WARNING"},
-        # Celery's "Task … received" and "Task … succeeded in …" lines: two per task, each with
-        # the task's arguments and result repr'd, beside the "step ended" line the runner
-        # already writes with the outcome, duration and tenant ids. Failures are still logged
-        # (at ERROR). CELERY_TASK_LOG_LEVEL=INFO brings them back.
-        "celery.app.trace": {"level": CELERY_TASK_LOG_LEVEL},
-        "celery.worker.strategy": {"level": CELERY_TASK_LOG_LEVEL},
-    },
+        if SERENITY_THROTTLE_CACHE_URL
+        else {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": "serenity-throttle",
+        }
+    ),
 }
+SERENITY_THROTTLE_WRITES = env_rate("SERENITY_THROTTLE_WRITES", "30/s")
+SERENITY_THROTTLE_AUTH_FAILURES = env_rate("SERENITY_THROTTLE_AUTH_FAILURES", "30/min")
 
-# --- Issue 15 / SPEC §10.2: bad input never answers 500 -----------------------------------------
-# Bodies over this size answer 413 `requestTooLarge` before any view reads them
-# (kernel.request_limits); Django's own limit on reading a body agrees with it.
-SERENITY_MAX_BODY_BYTES = env_int("SERENITY_MAX_BODY_BYTES", 1024 * 1024)
-DATA_UPLOAD_MAX_MEMORY_SIZE = SERENITY_MAX_BODY_BYTES
-# Right after the request id is bound, before anything reads the path or the body.
-MIDDLEWARE.insert(
-    MIDDLEWARE.index("kernel.middleware.RequestContextMiddleware") + 1,
-    "kernel.request_limits.RequestLimitsMiddleware",
-)
-# JSON nested deeper than 64 levels → 400 `invalidRequest`, for every route.
-REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = ["serenity.api.parsers.BoundedJSONParser"]
-
-# Issue 17 / SPEC §10.4 ------------------------------------------------------------------------
-# Static files (the admin's CSS and JS) are served by the app itself through whitenoise, with
-# DEBUG off under gunicorn as well: from STATIC_ROOT after `manage.py collectstatic` (the
-# documented deploy), and from the apps' own folders when it has not run (scripts/run, tests).
-MIDDLEWARE.insert(
-    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
-    "whitenoise.middleware.WhiteNoiseMiddleware",
-)
-STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    # Compressed copies (gzip) made by collectstatic; no manifest, so that a process whose
-    # collectstatic has not run still renders every page.
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
-}
-WHITENOISE_USE_FINDERS = env_bool("WHITENOISE_USE_FINDERS", True)
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)
-
-# Prometheus multiprocess mode in every run mode, with nothing to set: counters and histograms
-# of every process (gunicorn workers, Celery pool processes) are files in this folder, which
-# every process of one deployment must share (and which should be emptied when the whole
-# deployment restarts: scripts/run does). prometheus_client reads the variable when it is
-# first imported, which is after the settings in every process of ours.
-PROMETHEUS_MULTIPROC_DIR = Path(
-    env_str("PROMETHEUS_MULTIPROC_DIR") or str(VAR_DIR / "prometheus")
-).resolve()
-PROMETHEUS_MULTIPROC_DIR.mkdir(parents=True, exist_ok=True)
-os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(PROMETHEUS_MULTIPROC_DIR)
-
-# Beat's "Sending due task" line of every tick is a DEBUG line.
-LOGGING["filters"]["beat_ticks"] = {"()": "kernel.logging.BeatTickFilter"}  # type: ignore[index]
-LOGGING["loggers"]["celery.beat"] = {"filters": ["beat_ticks"]}  # type: ignore[index]
-
-# The filesystem broker (the embedded default): a worker's warm shutdown begins within 0.25 s
-# of the signal instead of up to 2 s (config/filesystem_broker.py), and the folder is polled
-# every 0.2 s instead of every second, so Ctrl-C on ./scripts/run stops everything well under
-# 5 s.
-if CELERY_BROKER_URL.startswith("filesystem://"):
-    CELERY_BROKER_TRANSPORT = "config.filesystem_broker:Transport"
-    CELERY_BROKER_TRANSPORT_OPTIONS.setdefault("polling_interval", 0.2)
-
-# --- Issue 18 / SPEC §10.5: security hardening ----------------------------------------------
-# Deploy settings (`manage.py check --deploy` is clean with the README's production values).
+# --- Deploy security (SPEC §10.5; `manage.py check --deploy` is clean with production.env) ----
 # Behind a TLS-terminating proxy, SECURE_PROXY_SSL_HEADER=X-Forwarded-Proto tells Django that
 # a request came in over https; set it only when that proxy always sets (or strips) the header.
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
@@ -464,61 +447,52 @@ if _PROXY_SSL_HEADER:
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
+# --- Metrics (SPEC §11.4) ---------------------------------------------------------------------
+# Prometheus multiprocess mode in every run mode, with nothing to set: counters and histograms
+# of every process (gunicorn workers, Celery pool processes) are files in this folder, which
+# every process of one deployment must share (and which should be emptied when the whole
+# deployment restarts: scripts/run does). prometheus_client reads the variable when it is
+# first imported, which is after the settings in every process of ours.
+PROMETHEUS_MULTIPROC_DIR = Path(
+    env_str("PROMETHEUS_MULTIPROC_DIR") or str(VAR_DIR / "prometheus")
+).resolve()
+PROMETHEUS_MULTIPROC_DIR.mkdir(parents=True, exist_ok=True)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(PROMETHEUS_MULTIPROC_DIR)
 # /metrics answers only `Authorization: Bearer <SERENITY_METRICS_TOKEN>`; with none set, only
 # loopback clients (serenity/api/health.py). Org ids label the quota metrics only when asked:
 # one series per org is a cardinality (and a list of ids) the operator chooses.
 SERENITY_METRICS_TOKEN = env_secret("SERENITY_METRICS_TOKEN")
 SERENITY_METRICS_PER_ORG = env_bool("SERENITY_METRICS_PER_ORG", False)
 
-# Authenticated JSON answers must not be kept by any cache (kernel/security.py).
-MIDDLEWARE.append("kernel.security.NoStoreMiddleware")
-
-# Throttles (serenity/throttling.py) count in a cache every process shares: Redis when the
-# broker is Redis, this process' memory for the embedded default (one process serves there).
-# The throttle cache is its own alias so that nothing ever clears it along with other caches;
-# its socket timeouts are short because a throttle that cannot reach Redis lets the request
-# through rather than failing it (the broker outage is handled by the dispatcher, SPEC §6.4).
-SERENITY_THROTTLE_CACHE_URL = env_str(
-    "SERENITY_THROTTLE_CACHE_URL",
-    CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "",
-)
-if SERENITY_THROTTLE_CACHE_URL:
-    CACHES["throttle"] = {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
-        "LOCATION": SERENITY_THROTTLE_CACHE_URL,
-        "KEY_PREFIX": "serenity-throttle",
-        "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2},
-    }
-else:
-    CACHES["throttle"] = {
-        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-        "LOCATION": "serenity-throttle",
-    }
-SERENITY_THROTTLE_WRITES = env_rate("SERENITY_THROTTLE_WRITES", "30/s")
-SERENITY_THROTTLE_AUTH_FAILURES = env_rate("SERENITY_THROTTLE_AUTH_FAILURES", "30/min")
-REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["serenity.throttling.WriteRateThrottle"]
-# How many proxies in front of gunicorn append to X-Forwarded-For: 0 means the client address
-# is the socket's peer (REMOTE_ADDR), so a forged X-Forwarded-For cannot dodge the throttle.
-REST_FRAMEWORK["NUM_PROXIES"] = env_int("SERENITY_NUM_PROXIES", 0)
-
-# Admin login lockout (django-axes, serenity/lockout.py): AXES_FAILURE_LIMIT failed logins for
-# one user name from one address lock that pair out, and AXES_ADDRESS_FAILURE_LIMIT failed
-# logins from one address across user names lock the address out, for AXES_COOLOFF_HOURS;
-# `manage.py axes_reset` lifts it.
-INSTALLED_APPS.append("axes")
-# AxesMiddleware answers a locked-out login; it must come last.
-MIDDLEWARE.append("axes.middleware.AxesMiddleware")
-AUTHENTICATION_BACKENDS = [
-    # First, so a locked-out login is refused before the password is even checked.
-    "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
-]
-AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
-AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_HOURS", 1.0)
-AXES_ADDRESS_FAILURE_LIMIT = env_int("AXES_ADDRESS_FAILURE_LIMIT", 20)
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
-AXES_HANDLER = "serenity.lockout.AdminLoginLockoutHandler"
-AXES_RESET_ON_SUCCESS = True
-# The client address as the API's throttles see it: the peer, unless proxies are declared.
-AXES_CLIENT_IP_CALLABLE = "serenity.throttling.client_address"
-AXES_VERBOSE = False
+# --- Logging: one JSON object per line --------------------------------------------------------
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
+CELERY_TASK_LOG_LEVEL = env_str("CELERY_TASK_LOG_LEVEL", "WARNING")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {
+        "context": {"()": "kernel.logging.ContextFilter"},
+        # Beat's "Sending due task" line of every tick is a DEBUG line.
+        "beat_ticks": {"()": "kernel.logging.BeatTickFilter"},
+    },
+    "formatters": {"json": {"()": "kernel.logging.JsonFormatter"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json",
+            "filters": ["context"],
+        }
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "urllib3": {"level": "WARNING"},
+        # Celery's "Task … received" and "Task … succeeded in …" lines: two per task, each with
+        # the task's arguments and result repr'd, beside the "step ended" line the runner
+        # already writes with the outcome, duration and tenant ids. Failures are still logged
+        # (at ERROR). CELERY_TASK_LOG_LEVEL=INFO brings them back.
+        "celery.app.trace": {"level": CELERY_TASK_LOG_LEVEL},
+        "celery.worker.strategy": {"level": CELERY_TASK_LOG_LEVEL},
+        "celery.beat": {"filters": ["beat_ticks"]},
+    },
+}

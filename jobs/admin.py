@@ -1,6 +1,6 @@
 """Admin for async jobs: one row per chain (the id clients hold) with the chain's effective
 status, the chain's steps on its page, and an action that re-publishes a stuck chain's current
-step through `jobs.services.job_republish` (SPEC §8, §10.4).
+step through `jobs.dispatch.job_republish` (SPEC §8, §10.4).
 
 Job metadata holds ids and parameters, never secrets; it is shown read-only. `jobs` knows no
 brand: the admin registered for the site (`provisioning.admin`) extends this one with the
@@ -19,9 +19,10 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from jobs.dispatch import job_republish
 from jobs.models import AsyncJob, JobStatus
 from jobs.selectors import OVERDUE_AFTER_SECONDS, overdue_chains_q
-from jobs.services import REQUEST_ID_KEY, job_republish
+from jobs.services import REQUEST_ID_KEY
 
 
 def _pretty_json(value: Any) -> SafeString:

@@ -1,4 +1,5 @@
-"""Writes on job rows: chains, claims, hand-overs, dispatch and retention (SPEC §4.6, §6.3, §6.4).
+"""Writes on job rows: chains, claims, hand-overs and endings (SPEC §4.6, §6.3, §6.4). The
+dispatcher and the operator's republish are in `jobs.dispatch`, retention in `jobs.retention`.
 
 Every function that changes a claimed job is conditional on the caller's claim token, so a
 worker whose lease expired (and whose job another worker re-claimed) writes nothing.
@@ -7,7 +8,6 @@ Callers that combine a job write with a business write wrap both in one transact
 
 from __future__ import annotations
 
-import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -16,8 +16,7 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Field, Q, Window
-from django.db.models.functions import RowNumber
+from django.db.models import F, Field, Q
 from django.utils import timezone
 
 from jobs import states
@@ -25,8 +24,6 @@ from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.publishing import publish_job
 from jobs.signals import chain_ended_check, chain_ended_send
 from kernel import context
-
-logger = logging.getLogger("serenity.jobs")
 
 CHAINED_POSITION = 1000
 # The key, in every row's `metadata`, of the id of the request that started the chain.
@@ -430,120 +427,3 @@ def chain_fail(*, root_id: uuid.UUID, error: dict[str, Any]) -> int:
         if changed:
             chain_ended_check(root_id=root_id)
     return changed
-
-
-def job_republish(*, job_id: uuid.UUID) -> bool:
-    """Operator action: publish an unfinished, runnable job again (claims make it harmless)."""
-    job = AsyncJob.objects.filter(
-        pk=job_id, status=JobStatus.IN_PROGRESS, run_after__isnull=False
-    ).first()
-    if job is None:
-        return False
-    return publish_job(job_id=job.id, task_name=task_name_for(job.step))
-
-
-def jobs_dispatch_due(*, limit: int = 500) -> int:
-    """The backstop of delivery: publish every due job that has no live message, round-robin
-    across orgs.
-
-    Due and unclaimed, and either never published or published (due) longer than a lease ago
-    without being claimed (the message was lost); or claimed with an expired lease (the worker
-    died) and not re-published since the lease ran out (or that message too is a lease
-    overdue). Duplicate messages are harmless: a delivery that cannot claim does nothing.
-    """
-    now = timezone.now()
-    lost_before = now - timedelta(seconds=settings.JOBS_LEASE_SECONDS)
-    # An expired claim keeps its token until a worker re-claims the job, so without the
-    # `published_at` condition every round (every couple of seconds) would send another message
-    # for it while the workers are busy.
-    message_missing = (
-        Q(published_at__isnull=True)
-        | Q(published_at__lt=F("lease_expires_at"))
-        | Q(published_at__lt=lost_before)
-    )
-    # Round-robin across orgs (SPEC §10.6): each org's n-th due job (oldest first) goes out
-    # before any org's (n+1)-th, so one org's backlog of re-scheduled steps never queues a
-    # second org's jobs behind it.
-    due = (
-        AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, run_after__lte=now)
-        .filter(
-            Q(claim_token__isnull=True, published_at__isnull=True)
-            | Q(claim_token__isnull=True, published_at__lt=lost_before)
-            | (Q(claim_token__isnull=False, lease_expires_at__lt=now) & message_missing)
-        )
-        .annotate(
-            turn=Window(
-                RowNumber(),
-                partition_by=[F("organization_id")],
-                order_by=[F("run_after").asc(), F("id").asc()],
-            )
-        )
-        .order_by("turn", "run_after", "id")
-        .values_list("id", "step")[:limit]
-    )
-    published = 0
-    for job_id, step in due:
-        if publish_job(job_id=job_id, task_name=task_name_for(step)):
-            published += 1
-        else:
-            break  # the broker is down: the next round tries again
-    if published:
-        logger.info("dispatcher re-published jobs", extra={"count": published})
-    return published
-
-
-def jobs_purge_finished(*, older_than_days: float | None = None) -> int:
-    """Delete finished chains older than the retention (every row finished and unchanged for
-    that long), keeping each brand's newest provisioning chain as history. Returns the number of
-    rows deleted."""
-    days = settings.JOBS_RETENTION_DAYS if older_than_days is None else older_than_days
-    cutoff = timezone.now() - timedelta(days=days)
-    newest_per_brand = (
-        AsyncJob.objects.filter(
-            root__isnull=True, job_type=JobType.PROVISION_WORKSPACE, brand_id__isnull=False
-        )
-        .order_by("brand_id", "-created_at")
-        .distinct("brand_id")
-        .values_list("id", flat=True)
-        if _supports_distinct_on()
-        else _newest_roots_portable()
-    )
-    keep = set(newest_per_brand)
-    # A chain is old only when none of its rows is unfinished or changed within the retention:
-    # the root's own `updated_at` is not bumped when the chain's last step finishes.
-    active_roots = (
-        AsyncJob.objects.filter(root__isnull=False)
-        .filter(Q(status=JobStatus.IN_PROGRESS) | Q(updated_at__gte=cutoff))
-        .values("root_id")
-    )
-    doomed = [
-        pk
-        for pk in AsyncJob.objects.filter(root__isnull=True, updated_at__lt=cutoff)
-        .exclude(status=JobStatus.IN_PROGRESS)
-        .exclude(pk__in=active_roots)
-        .values_list("id", flat=True)
-        if pk not in keep
-    ]
-    deleted = 0
-    for start in range(0, len(doomed), 500):
-        batch = doomed[start : start + 500]
-        deleted += AsyncJob.objects.filter(Q(root_id__in=batch) | Q(pk__in=batch)).delete()[0]
-    return deleted
-
-
-def _supports_distinct_on() -> bool:
-    from django.db import connection
-
-    return connection.features.can_distinct_on_fields
-
-
-def _newest_roots_portable() -> list[uuid.UUID]:
-    newest: dict[uuid.UUID, tuple[Any, uuid.UUID]] = {}
-    for job_id, brand_id, created_at in AsyncJob.objects.filter(
-        root__isnull=True, job_type=JobType.PROVISION_WORKSPACE, brand_id__isnull=False
-    ).values_list("id", "brand_id", "created_at"):
-        if brand_id is None:
-            continue
-        if brand_id not in newest or created_at > newest[brand_id][0]:
-            newest[brand_id] = (created_at, job_id)
-    return [job_id for _, job_id in newest.values()]

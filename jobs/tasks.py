@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from jobs import services
+from jobs.dispatch import jobs_dispatch_due
+from jobs.retention import jobs_purge_finished
 
 
 @shared_task(name="jobs.dispatch_due_jobs", ignore_result=True)
 def dispatch_due_jobs() -> int:
-    return services.jobs_dispatch_due()
+    return jobs_dispatch_due()
 
 
 @shared_task(name="jobs.purge_finished_jobs", ignore_result=True)
 def purge_finished_jobs() -> int:
-    return services.jobs_purge_finished()
+    return jobs_purge_finished()

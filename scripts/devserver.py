@@ -292,11 +292,8 @@ def _banner(args: argparse.Namespace, setup: dict[str, str], log_dir: Path) -> s
     )
 
 
-def main() -> int:
-    args = _parse_args()
-    var_dir = Path(os.environ.get("SERENITY_VAR_DIR") or ROOT / "var").resolve()
-    log_dir = var_dir / "log"
-    log_dir.mkdir(parents=True, exist_ok=True)
+def _ports_free(args: argparse.Namespace) -> bool:
+    """Whether the API's and the simulator's ports are free; if not, says which option to use."""
     for host, port, option, variable in (
         (args.host, args.port, "--port", "SERENITY_PORT"),
         ("127.0.0.1", args.simulator_port, "--simulator-port", "SEMRUSH_SIMULATOR_PORT"),
@@ -306,17 +303,29 @@ def main() -> int:
                 f"error: port {port} is in use; pick another with {option} N (or set {variable})",
                 file=sys.stderr,
             )
-            return 1
+            return False
+    return True
+
+
+def _empty_metrics_dir(var_dir: Path) -> None:
+    """Every process of this run writes its counters here; an earlier run's must not count."""
     metrics_dir = var_dir / "prometheus"
     shutil.rmtree(metrics_dir, ignore_errors=True)
     metrics_dir.mkdir(parents=True)
 
-    env = _environment(args, var_dir)
-    os.environ.update(env)
-    os.chdir(ROOT)
-    sys.path.insert(0, str(ROOT))
-    setup = _prepare(var_dir)
 
+def _worker_child(args: argparse.Namespace, log_dir: Path) -> Child:
+    argv = [sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "info"]
+    # Threads, as the README recommends for production: a warm shutdown takes well under a
+    # second (prefork's takes ~2 s more, joining its processes).
+    argv += ["-P", "threads", "--concurrency", str(args.concurrency), "-n", "serenity-dev@%h"]
+    return Child("worker", argv, log_dir / "worker.log", own_shutdown=True)
+
+
+def _children(
+    args: argparse.Namespace, env: dict[str, str], setup: dict[str, str], log_dir: Path
+) -> tuple[Child, list[Child]]:
+    """The simulator, then what needs it: the worker, beat and the API, in start order."""
     python = sys.executable
     simulator = Child(
         "simulator",
@@ -331,29 +340,6 @@ def main() -> int:
         ],
         log_dir / "simulator.log",
     )
-    worker = Child(
-        "worker",
-        [
-            python,
-            "-m",
-            "celery",
-            "-A",
-            "config",
-            "worker",
-            "-l",
-            "info",
-            # Threads, as the README recommends for production: a warm shutdown takes well under
-            # a second (prefork's takes ~2 s more, joining its processes).
-            "-P",
-            "threads",
-            "--concurrency",
-            str(args.concurrency),
-            "-n",
-            "serenity-dev@%h",
-        ],
-        log_dir / "worker.log",
-        own_shutdown=True,
-    )
     beat = Child(
         "beat", [python, "-m", "celery", "-A", "config", "beat", "-l", "info"], log_dir / "beat.log"
     )
@@ -362,25 +348,38 @@ def main() -> int:
         [python, "manage.py", "runserver", f"{args.host}:{args.port}", "--noreload"],
         log_dir / "api.log",
     )
-    children: list[Child] = []
+    return simulator, [_worker_child(args, log_dir), beat, api]
 
-    def _terminate(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
 
+def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _supervise(
+    args: argparse.Namespace,
+    simulator: Child,
+    others: list[Child],
+    env: dict[str, str],
+    banner: str,
+) -> int:
+    """Start the simulator, then the others once it listens; print the banner once the API
+    answers; run until Ctrl-C or SIGTERM (0) or until a child exits or does not come up (1).
+    Every child started is stopped on every way out."""
     # Explicitly, since a shell starting us in the background leaves SIGINT ignored.
-    signal.signal(signal.SIGTERM, _terminate)
-    signal.signal(signal.SIGINT, _terminate)
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
+    children: list[Child] = []
     try:
         children.append(simulator)
         _start(simulator, env)
         _wait_until(
             lambda: _port_in_use("127.0.0.1", args.simulator_port), children, "the simulator"
         )
-        for child in (worker, beat, api):
+        for child in others:
             children.append(child)
             _start(child, env)
         _wait_until(lambda: _http_ok(f"http://{args.host}:{args.port}/healthz"), children, "API")
-        print(_banner(args, setup, log_dir), flush=True)
+        print(banner, flush=True)
         while True:
             _check_alive(children)
             time.sleep(0.5)
@@ -395,6 +394,25 @@ def main() -> int:
         print(_tail(failed.log_path), file=sys.stderr, flush=True)
         _stop(children)
         return 1
+
+
+def main() -> int:
+    args = _parse_args()
+    var_dir = Path(os.environ.get("SERENITY_VAR_DIR") or ROOT / "var").resolve()
+    log_dir = var_dir / "log"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    if not _ports_free(args):
+        return 1
+    _empty_metrics_dir(var_dir)
+
+    env = _environment(args, var_dir)
+    os.environ.update(env)
+    os.chdir(ROOT)
+    sys.path.insert(0, str(ROOT))
+    setup = _prepare(var_dir)
+
+    simulator, others = _children(args, env, setup, log_dir)
+    return _supervise(args, simulator, others, env, _banner(args, setup, log_dir))
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ from unittest import mock
 import pytest
 import requests
 
+from jobs.dispatch import jobs_dispatch_due
 from jobs.models import AsyncJob
-from jobs.services import jobs_dispatch_due
 from serenity.models import Brand
 from tests.chains.helpers import brands_path
 

@@ -14,6 +14,7 @@ from django.db import OperationalError
 from django.utils import timezone
 
 from jobs import services as job_services
+from jobs.dispatch import jobs_dispatch_due
 from jobs.models import AsyncJob
 from provisioning import tasks
 from provisioning.models import ProvisioningAttempt
@@ -116,7 +117,7 @@ def test_a_hand_over_lost_with_its_worker_is_published_by_the_dispatcher(
     AsyncJob.objects.filter(pk=chained.pk).update(
         published_at=timezone.now() - timedelta(seconds=settings.JOBS_LEASE_SECONDS + 1)
     )
-    assert job_services.jobs_dispatch_due() == 1
+    assert jobs_dispatch_due() == 1
     assert published[-1] == str(chained.pk)
     # and its delivery finishes the chain
     tasks.create_market(str(chained.pk))

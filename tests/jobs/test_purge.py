@@ -10,7 +10,8 @@ from typing import Any
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
-from jobs.services import CHAINED_POSITION, jobs_purge_finished
+from jobs.retention import jobs_purge_finished
+from jobs.services import CHAINED_POSITION
 from provisioning.models import AttemptStartedBy, AttemptStatus
 from tests.factories import AsyncJobFactory, BrandFactory, ProvisioningAttemptFactory
 

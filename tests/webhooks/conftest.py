@@ -29,7 +29,14 @@ def published() -> Iterator[list[str]]:
     """Record publishes instead of sending them (the job ids, in order): the test runs each
     step itself (as tests/chains/conftest.py)."""
     sent: list[str] = []
-    with mock.patch(
-        "jobs.services.publish_job", side_effect=lambda **kw: sent.append(str(kw["job_id"])) or True
+
+    def record(**kw: Any) -> bool:
+        sent.append(str(kw["job_id"]))
+        return True
+
+    # Where jobs are created and handed over, and where the dispatcher sends them again.
+    with (
+        mock.patch("jobs.services.publish_job", side_effect=record),
+        mock.patch("jobs.dispatch.publish_job", side_effect=record),
     ):
         yield sent

@@ -1,0 +1,85 @@
+"""Publishing due jobs again: the dispatcher, the backstop of delivery (SPEC §6.4), and the
+operator's republish (SPEC §8).
+
+A message is only transport; the job row is the truth. Whatever publish was lost (the broker
+was down, a worker died holding a claim, a hand-over's worker died before claiming), the row is
+still due, and beat's dispatcher publishes it again. Duplicate messages are harmless: a
+delivery that cannot claim its job does nothing (`jobs.services.job_claim`).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import F, Q, Window
+from django.db.models.functions import RowNumber
+from django.utils import timezone
+
+from jobs.models import AsyncJob, JobStatus
+from jobs.publishing import publish_job
+from jobs.services import task_name_for
+
+logger = logging.getLogger("serenity.jobs")
+
+
+def job_republish(*, job_id: uuid.UUID) -> bool:
+    """Operator action: publish an unfinished, runnable job again (claims make it harmless)."""
+    job = AsyncJob.objects.filter(
+        pk=job_id, status=JobStatus.IN_PROGRESS, run_after__isnull=False
+    ).first()
+    if job is None:
+        return False
+    return publish_job(job_id=job.id, task_name=task_name_for(job.step))
+
+
+def jobs_dispatch_due(*, limit: int = 500) -> int:
+    """The backstop of delivery: publish every due job that has no live message, round-robin
+    across orgs.
+
+    Due and unclaimed, and either never published or published (due) longer than a lease ago
+    without being claimed (the message was lost); or claimed with an expired lease (the worker
+    died) and not re-published since the lease ran out (or that message too is a lease
+    overdue). Duplicate messages are harmless: a delivery that cannot claim does nothing.
+    """
+    now = timezone.now()
+    lost_before = now - timedelta(seconds=settings.JOBS_LEASE_SECONDS)
+    # An expired claim keeps its token until a worker re-claims the job, so without the
+    # `published_at` condition every round (every couple of seconds) would send another message
+    # for it while the workers are busy.
+    message_missing = (
+        Q(published_at__isnull=True)
+        | Q(published_at__lt=F("lease_expires_at"))
+        | Q(published_at__lt=lost_before)
+    )
+    # Round-robin across orgs (SPEC §10.6): each org's n-th due job (oldest first) goes out
+    # before any org's (n+1)-th, so one org's backlog of re-scheduled steps never queues a
+    # second org's jobs behind it.
+    due = (
+        AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, run_after__lte=now)
+        .filter(
+            Q(claim_token__isnull=True, published_at__isnull=True)
+            | Q(claim_token__isnull=True, published_at__lt=lost_before)
+            | (Q(claim_token__isnull=False, lease_expires_at__lt=now) & message_missing)
+        )
+        .annotate(
+            turn=Window(
+                RowNumber(),
+                partition_by=[F("organization_id")],
+                order_by=[F("run_after").asc(), F("id").asc()],
+            )
+        )
+        .order_by("turn", "run_after", "id")
+        .values_list("id", "step")[:limit]
+    )
+    published = 0
+    for job_id, step in due:
+        if publish_job(job_id=job_id, task_name=task_name_for(step)):
+            published += 1
+        else:
+            break  # the broker is down: the next round tries again
+    if published:
+        logger.info("dispatcher re-published jobs", extra={"count": published})
+    return published
