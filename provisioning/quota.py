@@ -41,7 +41,7 @@ publishes a thousand messages on commit. They drain fast because a step refused 
 leaves its worker slot in milliseconds (a claim, one bucket call, a release) and at most
 ``SEMRUSH_RATE_LIMIT_STEP_QUEUE`` steps per credential sleep in slots waiting for a permit: the
 other slots keep taking messages. A released step comes back by a countdown message at its
-place; the dispatcher (:func:`jobs.services.jobs_dispatch_due`, the backstop for lost messages)
+place; the dispatcher (:func:`jobs.dispatch.jobs_dispatch_due`, the backstop for lost messages)
 publishes due jobs round-robin across orgs too.
 
 The concurrency limit (SPEC §11.1) is :mod:`provisioning.slots`: after its permit, an attempt
