@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 
-from serenity.api.schemas import examples as ex
-from serenity.api.schemas.components import (
+from provisioning.serializers import JobSerializer
+from serenity.api.responses import (
     ActivateAnswerSerializer,
     ActivationIncompleteSerializer,
     BrandAcceptedSerializer,
@@ -16,13 +16,13 @@ from serenity.api.schemas.components import (
     DeactivateAnswerSerializer,
     JobAcceptedSerializer,
     JobListSerializer,
-    JobSerializer,
     LanguageListSerializer,
     MarketCreatedSerializer,
     MarketListSerializer,
     MarketSerializer,
     PromptsAnswerSerializer,
 )
+from serenity.api.schemas import examples as ex
 from serenity.api.schemas.parts import (
     ACCEPTED_HEADERS,
     BRAND_CHECKS,

@@ -12,8 +12,8 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
 from jobs.models import JobStatus
+from serenity.api.responses import ErrorEnvelopeSerializer
 from serenity.api.schemas import examples as ex
-from serenity.api.schemas.components import ErrorEnvelopeSerializer
 from serenity.models import BrandStatus
 
 # --- Error responses ---------------------------------------------------------------------------
