@@ -65,6 +65,37 @@ ERROR_CODES = sorted(
 )
 
 
+class PresentOnlyMixin:
+    """An optional field that may hold null: left out of the answer when the body has no such
+    key, null when it holds null (DRF alone would show an absent nullable key as null)."""
+
+    source: str | None
+
+    def get_attribute(self, instance: Any) -> Any:
+        if isinstance(instance, Mapping) and self.source not in instance:
+            raise SkipField()
+        return super().get_attribute(instance)  # type: ignore[misc]
+
+
+class PresentOnlyUUIDField(PresentOnlyMixin, serializers.UUIDField):
+    pass
+
+
+class PresentOnlyURLField(PresentOnlyMixin, serializers.URLField):
+    pass
+
+
+class ErrorDetailsSerializer(serializers.Serializer):
+    field = serializers.CharField(
+        required=False, help_text="The refused field, e.g. `brands[3].markets[0].market`."
+    )
+    jobId = PresentOnlyUUIDField(  # noqa: N815
+        required=False,
+        allow_null=True,
+        help_text="`semrush_provisioning_in_progress`: the brand's job in progress, to poll.",
+    )
+
+
 class ErrorEnvelopeSerializer(serializers.Serializer):
     """Renders `DomainError.as_body()`: `details` only when the error has some."""
 
@@ -74,9 +105,7 @@ class ErrorEnvelopeSerializer(serializers.Serializer):
     message = serializers.CharField(
         help_text="One line, at most 500 characters; never upstream text, URLs or ids."
     )
-    details = serializers.DictField(
-        required=False, help_text="Optional; e.g. `{field}` for `invalidRequest`."
-    )
+    details = ErrorDetailsSerializer(required=False)
 
 
 # --- Brands and markets ---------------------------------------------------------------------
@@ -249,15 +278,6 @@ class ActivatedMarketSerializer(serializers.Serializer):
     body = MarketAnswerField()
 
 
-class PresentOnlyURLField(serializers.URLField):
-    """Left out of the answer when the body has no such key; null when it holds null."""
-
-    def get_attribute(self, instance: Any) -> Any:
-        if isinstance(instance, Mapping) and self.source not in instance:
-            raise SkipField()
-        return super().get_attribute(instance)
-
-
 class ActivateAnswerSerializer(serializers.Serializer):
     brandId = serializers.UUIDField()  # noqa: N815
     status = serializers.ChoiceField(choices=[BrandStatus.ACTIVE, BrandStatus.PENDING])
@@ -279,7 +299,7 @@ class ActivationIncompleteSerializer(serializers.Serializer):
     )
     error = serializers.ChoiceField(choices=ERROR_CODES)
     message = serializers.CharField()
-    details = serializers.DictField(required=False)
+    details = ErrorDetailsSerializer(required=False)
     markets = ActivatedMarketSerializer(many=True, required=False)
 
 

@@ -636,3 +636,23 @@ def test_every_503_and_429_documents_retry_after(document):
                 header = operation["responses"][status]["headers"]["Retry-After"]
                 assert header["schema"] == {"type": "integer", "minimum": 1}, (path, status)
                 assert header["required"] is (status == "429"), (path, status)
+
+
+def test_every_response_example_is_a_valid_answer(document):
+    from openapi_schema_validator import OAS30StrictValidator
+
+    wrong = []
+    for (method, path), operation in operations(document).items():
+        for status, response in operation["responses"].items():
+            media = response.get("content", {}).get("application/json")
+            if media is None:
+                continue
+            schema = {**media["schema"], "components": document["components"]}
+            validator = OAS30StrictValidator(
+                schema, format_checker=OAS30StrictValidator.FORMAT_CHECKER
+            )
+            values = [e["value"] for e in media.get("examples", {}).values()]
+            values += [media["example"]] if "example" in media else []
+            for value in values:
+                wrong += [(method, path, status, e.message) for e in validator.iter_errors(value)]
+    assert wrong == []

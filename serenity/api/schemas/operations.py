@@ -269,46 +269,13 @@ activate_schema = extend_schema(
         200: ok(
             ActivateAnswerSerializer,
             "Active (every market live).",
-            ex.example(
-                "Project activation",
-                {
-                    "brandId": ex.BRAND_ID,
-                    "status": "active",
-                    "baseUrl": "https://acme.example",
-                    "markets": [
-                        {
-                            "market": "US",
-                            "languageCode": "en",
-                            "status": 201,
-                            "body": ex.MARKET_CREATED,
-                        }
-                    ],
-                },
-            ),
+            ex.example("Project activation", ex.ACTIVATED),
         ),
         202: accepted(JobAcceptedSerializer),
         207: ok(
             ActivateAnswerSerializer,
             "B: the status write failed; C: some markets are not live.",
-            ex.example(
-                "A market failed",
-                {
-                    "brandId": ex.BRAND_ID,
-                    "status": "active",
-                    "baseUrl": "https://acme.example",
-                    "markets": [
-                        {
-                            "market": "US",
-                            "languageCode": "en",
-                            "status": 502,
-                            "body": {
-                                "error": "serenityUpstreamError",
-                                "message": "Semrush could not complete the request.",
-                            },
-                        }
-                    ],
-                },
-            ),
+            ex.example("A market failed", ex.ACTIVATED_PARTLY),
         ),
         **error_responses(
             ORG_CHECKS,
@@ -327,17 +294,7 @@ activate_schema = extend_schema(
             "(with `brandId`, `status`, `markets`), `serenityUpstreamError`, "
             "`subworkspaceCreationFailed`, `subworkspaceGone`, `workspaceNotEmpty`.",
             examples=[
-                ex.example(
-                    "502 serenityActivationIncomplete",
-                    {
-                        "brandId": ex.BRAND_ID,
-                        "status": "pending",
-                        "error": "serenityActivationIncomplete",
-                        "message": "The workspace is ready but the brand could not be "
-                        "activated; retry.",
-                        "markets": [],
-                    },
-                ),
+                ex.example("502 serenityActivationIncomplete", ex.ACTIVATION_INCOMPLETE),
                 *(
                     ex.error_example(502, code)
                     for code in (
