@@ -283,7 +283,7 @@ activate_schema = extend_schema(
             SERENITY_CHECKS,
             {400: ["baseUrlRequired", "unknownMarket", "unknownLanguage"]},
             GUARD,
-            {409: ["ambiguousWorkspace"]},
+            {404: ["noParentWorkspace"], 409: ["ambiguousWorkspace", "workspaceMisconfigured"]},
             UPSTREAM,
             {504: ["subworkspaceCreationTimeout"]},
             WRITE_CHECKS,
@@ -324,7 +324,15 @@ deactivate_schema = extend_schema(
             "Decommissioned.",
             ex.example("Deactivated", {"brandId": ex.BRAND_ID, "status": "pending"}),
         ),
-        **error_responses(ORG_CHECKS, BRAND_CHECKS, GUARD, UPSTREAM, WRITE_CHECKS),
+        **error_responses(
+            ORG_CHECKS,
+            BRAND_CHECKS,
+            GUARD,
+            # a flat brand's projects are in the parent; a pointer equal to the parent is refused
+            {404: ["noParentWorkspace"], 409: ["workspaceMisconfigured"]},
+            UPSTREAM,
+            WRITE_CHECKS,
+        ),
     },
 )
 
