@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -90,41 +90,69 @@ def step_status(job: AsyncJob) -> str:
     return str(job.status)
 
 
-def chain_payload(view: ChainView) -> dict[str, Any]:
-    payload = job_document(
+@dataclass(frozen=True)
+class StepDocument:
+    """One visible step of a chain, as polling lists it (SPEC §4.6)."""
+
+    step: str
+    status: str
+    started_at: datetime | None
+    finished_at: datetime | None
+    # When a `PENDING` step is due (a scheduled settle read: the Retry-After of polling); None
+    # for any other status.
+    run_after: datetime | None
+
+
+@dataclass(frozen=True)
+class JobDocument:
+    """A chain as clients see it (SPEC §4.6): the effective status of the whole chain, its
+    `result` only when COMPLETED and its `error` only when FAILED or CANCELLED. `steps` is None
+    where the document goes without them (the job list, webhook events)."""
+
+    job_id: uuid.UUID
+    job_type: str
+    status: str
+    result: dict[str, Any] | None
+    error: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+    brand_id: uuid.UUID | None
+    steps: list[StepDocument] | None = None
+
+
+def chain_document(view: ChainView) -> JobDocument:
+    document = job_document(
         job_id=view.asked.id, root=view.root, effective=view.effective, updated_at=view.updated_at
     )
-    return {**payload, "steps": [step_payload(s) for s in view.steps]}
+    return replace(document, steps=[step_document(s) for s in view.steps])
 
 
-def step_payload(job: AsyncJob) -> dict[str, Any]:
+def step_document(job: AsyncJob) -> StepDocument:
     status = step_status(job)
-    payload = {
-        "step": job.step,
-        "status": status,
-        "startedAt": _iso(job.started_at),
-        "finishedAt": _iso(job.finished_at),
-    }
-    if status == "PENDING":
-        # When the step is due (a scheduled settle read): the Retry-After of polling.
-        payload["runAfter"] = _iso(job.run_after)
-    return payload
+    return StepDocument(
+        step=job.step,
+        status=status,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        run_after=job.run_after if status == "PENDING" else None,
+    )
 
 
 def job_document(
     *, job_id: uuid.UUID, root: AsyncJob, effective: AsyncJob, updated_at: datetime
-) -> dict[str, Any]:
+) -> JobDocument:
     """A chain's document without its steps: the job list's items (SPEC §10.3)."""
     status = str(effective.status)
-    return {
-        "jobId": str(job_id),
-        "jobType": root.job_type,
-        "status": status,
-        "result": effective.result if status == JobStatus.COMPLETED else None,
-        "error": effective.error if status in (JobStatus.FAILED, JobStatus.CANCELLED) else None,
-        "createdAt": _iso(root.created_at),
-        "updatedAt": _iso(updated_at),
-    }
+    return JobDocument(
+        job_id=job_id,
+        job_type=root.job_type,
+        status=status,
+        result=effective.result if status == JobStatus.COMPLETED else None,
+        error=effective.error if status in (JobStatus.FAILED, JobStatus.CANCELLED) else None,
+        created_at=root.created_at,
+        updated_at=updated_at,
+        brand_id=root.brand_id,
+    )
 
 
 def retry_after_seconds(effective: AsyncJob) -> int:
@@ -172,7 +200,7 @@ def job_list(
     )
 
 
-def job_list_item(root: AsyncJob) -> dict[str, Any]:
+def job_list_item(root: AsyncJob) -> JobDocument:
     """The document of a root row read by `job_list`."""
     changes = [root.updated_at, getattr(root, "latest_step_change", None)]
     return job_document(
@@ -181,7 +209,3 @@ def job_list_item(root: AsyncJob) -> dict[str, Any]:
         effective=root.current or root,
         updated_at=max(c for c in changes if c is not None),
     )
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value is not None else None

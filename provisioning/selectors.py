@@ -7,6 +7,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -263,24 +264,85 @@ def onboarding_list(
     )
 
 
-def onboarding_summary(onboarding: Onboarding) -> dict[str, Any]:
-    """The onboarding without its items, as the API renders it (SPEC §11.2) and the
+@dataclass(frozen=True)
+class OnboardingSummary:
+    """An onboarding without its items, as the API renders it (SPEC §11.2) and the
     `onboarding.completed` event carries it (SPEC §11.3)."""
+
+    onboarding_id: uuid.UUID
+    status: str
+    total: int
+    counts: OnboardingCounts
+    created_at: datetime
+    updated_at: datetime
+
+
+def onboarding_summary(onboarding: Onboarding) -> OnboardingSummary:
     counts = onboarding_counts(onboarding)
-    return {
-        "onboardingId": str(onboarding.pk),
-        "status": onboarding_status(onboarding, counts),
-        "total": onboarding.total,
-        "counts": {
-            "inProgress": counts.in_progress,
-            "completed": counts.completed,
-            "failed": counts.failed,
-            "cancelled": counts.cancelled,
-        },
-        "createdAt": _iso(onboarding.created_at),
-        "updatedAt": _iso(onboarding.updated_at),
-    }
+    return OnboardingSummary(
+        onboarding_id=onboarding.pk,
+        status=onboarding_status(onboarding, counts),
+        total=onboarding.total,
+        counts=counts,
+        created_at=onboarding.created_at,
+        updated_at=onboarding.updated_at,
+    )
 
 
-def _iso(value: Any) -> str:
-    return str(value.isoformat().replace("+00:00", "Z"))
+@dataclass(frozen=True)
+class OnboardingItemDocument:
+    """An item as its chain reports itself (SPEC §4.6: the root's current step decides), or
+    FAILED with its own error when it was refused at accept (no chain)."""
+
+    index: int
+    name: str
+    brand_id: uuid.UUID | None
+    job_id: uuid.UUID | None
+    status: str
+    result: dict[str, Any] | None
+    error: dict[str, Any] | None
+
+
+def onboarding_item_document(item: OnboardingItem) -> OnboardingItemDocument:
+    """From an item read by `onboarding_items` (its root and current step joined: no query)."""
+    if item.job is None:
+        return OnboardingItemDocument(
+            index=item.index,
+            name=item.name,
+            brand_id=item.brand_id,
+            job_id=None,
+            status=JobStatus.FAILED,
+            result=None,
+            error=item.error,
+        )
+    effective = item.job.current or item.job
+    status = str(effective.status)
+    return OnboardingItemDocument(
+        index=item.index,
+        name=item.name,
+        brand_id=item.brand_id,
+        job_id=item.job_id,
+        status=status,
+        result=effective.result if status == JobStatus.COMPLETED else None,
+        error=effective.error if status in (JobStatus.FAILED, JobStatus.CANCELLED) else None,
+    )
+
+
+@dataclass(frozen=True)
+class OnboardingDocument(OnboardingSummary):
+    """An onboarding with one page of its items (`GET …/onboardings/{id}`)."""
+
+    items: list[OnboardingItemDocument]
+    next_cursor: str | None
+
+
+def onboarding_document(
+    *, onboarding: Onboarding, cursor: str | None, limit: int
+) -> OnboardingDocument:
+    """Raises `InvalidRequestError` for a cursor that is not one of this list's."""
+    page = onboarding_items(onboarding=onboarding, cursor=cursor, limit=limit)
+    return OnboardingDocument(
+        **vars(onboarding_summary(onboarding)),
+        items=[onboarding_item_document(item) for item in page.items],
+        next_cursor=page.next_cursor,
+    )

@@ -2,8 +2,9 @@
 
 `onboarding_completed` is sent once per onboarding, inside the transaction in which its last
 item ended (or in which it was accepted, when every item was refused at once), with
-`onboarding` and `summary` (its document without items, as the API renders it): the webhooks
-app turns it into the `onboarding.completed` event in that same transaction (the outbox).
+`onboarding` and `summary` (`selectors.OnboardingSummary`: its document without items, which
+`provisioning.serializers` renders for the API and the event alike): the webhooks app turns it
+into the `onboarding.completed` event in that same transaction (the outbox).
 """
 
 from __future__ import annotations

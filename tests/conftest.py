@@ -16,12 +16,40 @@ from django.conf import settings
 from rest_framework.test import APIClient
 
 from serenity.models import Organization, Role
+from tests.conformance import ServedDocument
 from tests.factories import MembershipFactory, OrganizationFactory, UserFactory, make_token
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # Each run gets its own test database, so that concurrent runs on one machine never collide.
 settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = f"test_serenity_{os.getpid()}"
+
+
+@pytest.fixture(scope="session")
+def served_document(django_db_setup: Any, django_db_blocker: Any) -> ServedDocument:
+    """The OpenAPI document at /api/schema/, as a client reads it (from the test database's
+    process, should serving it ever read one)."""
+    with django_db_blocker.unblock():
+        response = APIClient().get("/api/schema/", {"format": "json"})
+    assert response.status_code == 200
+    return ServedDocument(response.json())
+
+
+@pytest.fixture(autouse=True)
+def answers_conform_to_the_document(
+    monkeypatch: pytest.MonkeyPatch, served_document: ServedDocument
+) -> None:
+    """Under every test: each answer a test client gets is one the served OpenAPI document
+    describes (its status documented on its operation, its body valid under a strict OpenAPI
+    3.0 validator, nulls included, its required headers sent: SPEC §11.5)."""
+    original = APIClient.request
+
+    def checked(self: APIClient, **kwargs: Any) -> Any:
+        response = original(self, **kwargs)
+        served_document.check(response)
+        return response
+
+    monkeypatch.setattr(APIClient, "request", checked)
 
 
 @dataclass

@@ -15,6 +15,8 @@ from typing import Any
 
 from jobs.models import AsyncJob, JobStatus, JobType
 from jobs.selectors import job_document
+from provisioning.selectors import OnboardingSummary
+from provisioning.serializers import JobEventDataSerializer, OnboardingSummarySerializer
 from webhooks.models import Webhook, WebhookEventType
 from webhooks.services import webhook_event_publish
 
@@ -32,7 +34,8 @@ def job_event_id(root_id: uuid.UUID) -> uuid.UUID:
 
 
 def job_event_data(root_id: uuid.UUID) -> dict[str, Any]:
-    """The root job's document as polling reports it (without `steps`), plus `brandId`."""
+    """The root job's document as polling reports it (without `steps`), plus `brandId`:
+    rendered by the serializer the API's job answers use."""
     root = AsyncJob.objects.select_related("current").get(pk=root_id)
     effective = root.current or root
     document = job_document(
@@ -41,7 +44,7 @@ def job_event_data(root_id: uuid.UUID) -> dict[str, Any]:
         effective=effective,
         updated_at=max(root.updated_at, effective.updated_at),
     )
-    return {**document, "brandId": str(root.brand_id) if root.brand_id else None}
+    return dict(JobEventDataSerializer(document).data)
 
 
 def job_chain_ended(
@@ -82,13 +85,14 @@ def onboarding_event_id(onboarding_id: uuid.UUID) -> uuid.UUID:
 
 
 def onboarding_completed_event(
-    sender: Any, *, onboarding: Any, summary: dict[str, Any], **_: Any
+    sender: Any, *, onboarding: Any, summary: OnboardingSummary, **_: Any
 ) -> None:
     """`provisioning.signals.onboarding_completed` receiver: the `onboarding.completed` event,
-    `data` = the onboarding without its items (SPEC §11.3), in the completion's transaction."""
+    `data` = the onboarding without its items (SPEC §11.3), rendered as the API renders it, in
+    the completion's transaction."""
     webhook_event_publish(
         organization_id=onboarding.organization_id,
         type=WebhookEventType.ONBOARDING_COMPLETED,
-        data=summary,
+        data=dict(OnboardingSummarySerializer(summary).data),
         event_id=onboarding_event_id(onboarding.pk),
     )

@@ -245,7 +245,7 @@ def onboarding_chain_ended(sender: Any, *, metadata: dict[str, Any], **_: Any) -
 
 def onboarding_complete_if_ended(onboarding: Onboarding) -> None:
     summary = selectors.onboarding_summary(onboarding)
-    if summary["status"] == OnboardingStatus.IN_PROGRESS:
+    if summary.status == OnboardingStatus.IN_PROGRESS:
         return
     if Onboarding.objects.filter(pk=onboarding.pk, completed_at__isnull=True).update(
         completed_at=timezone.now()

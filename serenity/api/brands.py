@@ -16,7 +16,12 @@ from serenity.api import schemas
 from serenity.api.base import OrgScopedView
 from serenity.api.jobs import accepted_headers
 from serenity.api.pagination import PageQuerySerializer, query_parse
-from serenity.api.payloads import brand_payload, market_payload
+from serenity.api.responses import (
+    BrandAcceptedSerializer,
+    BrandCreatedSerializer,
+    BrandListSerializer,
+    BrandSerializer,
+)
 from serenity.api.serializers import BrandCreateSerializer, BrandUpdateSerializer
 from serenity.models import BrandStatus
 from serenity.slices import slice_parse
@@ -57,9 +62,7 @@ class BrandCollectionView(OrgScopedView):
             cursor=query["cursor"],
             limit=query["limit"],
         )
-        return Response(
-            {"brands": [brand_payload(b) for b in page.items], "nextCursor": page.next_cursor}
-        )
+        return Response(BrandListSerializer(page).data)
 
     @schemas.brand_create_schema
     def post(self, request: Request, org_id: str) -> Response:
@@ -72,20 +75,18 @@ class BrandCollectionView(OrgScopedView):
         )
         if created.job is not None:
             # Accepted: the brand as inserted with its pending attempt (no re-read).
-            payload = brand_payload(created.brand)
-            payload.update(jobId=str(created.job.pk), jobStatus=created.job.status)
-            return Response(payload, status=202, headers=accepted_headers(created.job))
-        payload = brand_payload(selectors.brand_get(brand_id=created.brand.pk))
-        if created.market is not None:
-            payload["market"] = market_payload(created.market)
-        return Response(payload, status=201)
+            accepted = BrandAcceptedSerializer(created.brand, context={"job": created.job})
+            return Response(accepted.data, status=202, headers=accepted_headers(created.job))
+        brand = selectors.brand_get(brand_id=created.brand.pk)
+        market = {"market": created.market} if created.market is not None else {}
+        return Response(BrandCreatedSerializer(brand, context=market).data, status=201)
 
 
 class BrandDetailView(OrgScopedView):
     @schemas.brand_get_schema
     def get(self, request: Request, org_id: str, brand_id: str) -> Response:
         assert self.scope.brand is not None
-        return Response(brand_payload(selectors.brand_get(brand_id=self.scope.brand.pk)))
+        return Response(BrandSerializer(selectors.brand_get(brand_id=self.scope.brand.pk)).data)
 
     @schemas.brand_update_schema
     def patch(self, request: Request, org_id: str, brand_id: str) -> Response:
@@ -93,4 +94,4 @@ class BrandDetailView(OrgScopedView):
         body = BrandUpdateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         services.brand_update(brand=self.scope.brand, changes=body.validated_data)
-        return Response(brand_payload(selectors.brand_get(brand_id=self.scope.brand.pk)))
+        return Response(BrandSerializer(selectors.brand_get(brand_id=self.scope.brand.pk)).data)

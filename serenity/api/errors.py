@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from kernel.errors import DomainError, clean_message
+from serenity.api.responses import ErrorEnvelopeSerializer
 
 logger = logging.getLogger("serenity.api")
 
@@ -98,7 +99,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     retry_after = getattr(exc, "retry_after", getattr(exc, "wait", None))
     if isinstance(retry_after, int | float) and retry_after > 0:
         headers["Retry-After"] = str(max(1, int(retry_after)))
-    return Response(error.as_body(), status=error.http_status, headers=headers)
+    body = ErrorEnvelopeSerializer(error.as_body()).data
+    return Response(body, status=error.http_status, headers=headers)
 
 
 def not_found_view(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:

@@ -10,16 +10,18 @@ from rest_framework.response import Response
 
 from jobs.models import AsyncJob, JobStatus
 from jobs.selectors import (
-    chain_payload,
+    chain_document,
     job_chain_get,
     job_list,
     job_list_item,
     retry_after_seconds,
 )
 from provisioning import services as provisioning_services
+from provisioning.serializers import JobSerializer
 from serenity.api import schemas
 from serenity.api.base import OrgScopedView
 from serenity.api.pagination import PageQuerySerializer, query_parse
+from serenity.api.responses import JobListSerializer
 
 
 def job_location(job: AsyncJob) -> str:
@@ -31,16 +33,12 @@ def accepted_headers(job: AsyncJob) -> dict[str, str]:
     return {"Location": job_location(job), "Retry-After": str(retry_after_seconds(job))}
 
 
-def accepted_body(job: AsyncJob) -> dict[str, str]:
-    return {"jobId": str(job.pk), "jobType": job.job_type, "status": JobStatus.IN_PROGRESS}
-
-
 def _render(job_id: str, brand_id: uuid.UUID) -> Response:
     view = job_chain_get(job_id=uuid.UUID(job_id), brand_id=brand_id)
-    body = chain_payload(view)
-    in_progress = body["status"] == JobStatus.IN_PROGRESS
+    document = chain_document(view)
+    in_progress = document.status == JobStatus.IN_PROGRESS
     headers = {"Retry-After": str(retry_after_seconds(view.effective))} if in_progress else {}
-    return Response(body, headers=headers)
+    return Response(JobSerializer(document).data, headers=headers)
 
 
 class JobListQuerySerializer(PageQuerySerializer):
@@ -62,9 +60,8 @@ class JobCollectionView(OrgScopedView):
             cursor=query["cursor"],
             limit=query["limit"],
         )
-        return Response(
-            {"items": [job_list_item(j) for j in page.items], "nextCursor": page.next_cursor}
-        )
+        items = [job_list_item(root) for root in page.items]
+        return Response(JobListSerializer({"items": items, "next_cursor": page.next_cursor}).data)
 
 
 class JobDetailView(OrgScopedView):

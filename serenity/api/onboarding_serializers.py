@@ -1,5 +1,6 @@
 """Request and response bodies of the onboarding routes (SPEC §11.2). The views render with the
-response classes and the OpenAPI document (serenity.api.schemas.onboardings) describes the same
+response classes (and those of `provisioning.serializers`, which the `onboarding.completed`
+event shares) and the OpenAPI document (serenity.api.schemas.onboardings) describes the same
 classes: what is documented is what is rendered."""
 
 from __future__ import annotations
@@ -7,16 +8,17 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs.models import JobStatus
-from provisioning.models import OnboardingStatus
+from provisioning.models import Onboarding
+from provisioning.serializers import OnboardingItemSerializer, OnboardingSummarySerializer
 from serenity.api.fields import BodyObjectSerializer, BrandNameField, HttpUrlField
+from serenity.api.responses import NEXT_CURSOR_HELP
 from serenity.api.serializers import ActivateMarketSerializer, BrandCreateSerializer
 
 MAX_BRANDS = 1000
-NEXT_CURSOR_HELP = "Pass as `?cursor=` for the next page; null on the last page."
-STATUSES = OnboardingStatus.choices
 
 # --- Request ------------------------------------------------------------------------------------
 
@@ -58,54 +60,28 @@ class OnboardingCreateSerializer(BodyObjectSerializer):
 
 
 class OnboardingAcceptedSerializer(serializers.Serializer):
+    """202 of an onboarding create, from the onboarding just accepted."""
+
     onboardingId = serializers.UUIDField(source="id")  # noqa: N815
-    status = serializers.ChoiceField(choices=[JobStatus.IN_PROGRESS])
+    status = serializers.SerializerMethodField()
     total = serializers.IntegerField()
 
-
-class OnboardingCountsSerializer(serializers.Serializer):
-    inProgress = serializers.IntegerField()  # noqa: N815
-    completed = serializers.IntegerField()
-    failed = serializers.IntegerField()
-    cancelled = serializers.IntegerField()
-
-
-class OnboardingItemErrorSerializer(serializers.Serializer):
-    code = serializers.CharField()
-    message = serializers.CharField()
-    retryable = serializers.BooleanField()
-
-
-class OnboardingItemResultSerializer(serializers.Serializer):
-    status = serializers.IntegerField(help_text="The sync path's HTTP status.")
-    body = serializers.DictField(help_text="The sync path's answer.")
-    outcome = serializers.ChoiceField(choices=["succeeded", "partial", "failed"])
-
-
-class OnboardingItemSerializer(serializers.Serializer):
-    index = serializers.IntegerField(help_text="The item's position in `brands`, from 0.")
-    name = serializers.CharField()
-    brandId = serializers.UUIDField(allow_null=True)  # noqa: N815
-    jobId = serializers.UUIDField(allow_null=True)  # noqa: N815
-    status = serializers.ChoiceField(choices=JobStatus.choices)
-    result = OnboardingItemResultSerializer(allow_null=True)
-    error = OnboardingItemErrorSerializer(allow_null=True)
-
-
-class OnboardingSummarySerializer(serializers.Serializer):
-    onboardingId = serializers.UUIDField()  # noqa: N815
-    status = serializers.ChoiceField(choices=STATUSES)
-    total = serializers.IntegerField()
-    counts = OnboardingCountsSerializer()
-    createdAt = serializers.DateTimeField()  # noqa: N815
-    updatedAt = serializers.DateTimeField()  # noqa: N815
+    @extend_schema_field(serializers.ChoiceField(choices=[JobStatus.IN_PROGRESS]))
+    def get_status(self, onboarding: Onboarding) -> str:
+        return JobStatus.IN_PROGRESS
 
 
 class OnboardingSerializer(OnboardingSummarySerializer):
+    """An onboarding with one page of its items (`provisioning.selectors.OnboardingDocument`)."""
+
     items = OnboardingItemSerializer(many=True)
-    nextCursor = serializers.CharField(allow_null=True, help_text=NEXT_CURSOR_HELP)  # noqa: N815
+    nextCursor = serializers.CharField(  # noqa: N815
+        source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
+    )
 
 
 class OnboardingListSerializer(serializers.Serializer):
     items = OnboardingSummarySerializer(many=True)
-    nextCursor = serializers.CharField(allow_null=True, help_text=NEXT_CURSOR_HELP)  # noqa: N815
+    nextCursor = serializers.CharField(  # noqa: N815
+        source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
+    )

@@ -9,12 +9,12 @@ from django.conf import settings
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from jobs.models import AsyncJob, JobStatus
+from jobs.models import JobStatus
 from kernel.errors import InvalidRequestError
 from provisioning import selectors
 from provisioning.flows.common import MarketPlan
 from provisioning.flows.onboarding import OnboardingBrand, onboarding_begin, onboarding_cancel
-from provisioning.models import Onboarding, OnboardingItem
+from provisioning.models import Onboarding
 from serenity.api import schemas
 from serenity.api.base import OrgScopedView
 from serenity.api.onboarding_serializers import (
@@ -67,42 +67,11 @@ def _brands_input(brands: list[dict[str, Any]]) -> list[OnboardingBrand]:
     return parsed
 
 
-def _item(item: OnboardingItem) -> dict[str, Any]:
-    """An item as its chain reports itself (SPEC §4.6): the root's current step decides."""
-    if item.job is None:
-        return {
-            "index": item.index,
-            "name": item.name,
-            "brandId": item.brand_id,
-            "jobId": None,
-            "status": JobStatus.FAILED,
-            "result": None,
-            "error": item.error,
-        }
-    effective: AsyncJob = item.job.current or item.job
-    status = str(effective.status)
-    return {
-        "index": item.index,
-        "name": item.name,
-        "brandId": item.brand_id,
-        "jobId": item.job_id,
-        "status": status,
-        "result": effective.result if status == JobStatus.COMPLETED else None,
-        "error": effective.error if status in (JobStatus.FAILED, JobStatus.CANCELLED) else None,
-    }
-
-
 def _document(onboarding: Onboarding, *, cursor: str | None, limit: int) -> Response:
-    page = selectors.onboarding_items(onboarding=onboarding, cursor=cursor, limit=limit)
-    body = {
-        **selectors.onboarding_summary(onboarding),
-        "items": [_item(i) for i in page.items],
-        "nextCursor": page.next_cursor,
-    }
-    headers = (
-        {"Retry-After": str(RETRY_AFTER_SECONDS)} if body["status"] == JobStatus.IN_PROGRESS else {}
-    )
-    return Response(OnboardingSerializer(body).data, headers=headers)
+    document = selectors.onboarding_document(onboarding=onboarding, cursor=cursor, limit=limit)
+    in_progress = document.status == JobStatus.IN_PROGRESS
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if in_progress else {}
+    return Response(OnboardingSerializer(document).data, headers=headers)
 
 
 class OnboardingCollectionView(OrgScopedView):
@@ -112,10 +81,8 @@ class OnboardingCollectionView(OrgScopedView):
         page = selectors.onboarding_list(
             organization=self.scope.organization, cursor=query["cursor"], limit=query["limit"]
         )
-        body = {
-            "items": [selectors.onboarding_summary(o) for o in page.items],
-            "nextCursor": page.next_cursor,
-        }
+        summaries = [selectors.onboarding_summary(o) for o in page.items]
+        body = {"items": summaries, "next_cursor": page.next_cursor}
         return Response(OnboardingListSerializer(body).data)
 
     @schemas.onboarding_create_schema
@@ -127,9 +94,7 @@ class OnboardingCollectionView(OrgScopedView):
             brands=_brands_input(body.validated_data["brands"]),
         )
         return Response(
-            OnboardingAcceptedSerializer(
-                {"id": onboarding.pk, "status": JobStatus.IN_PROGRESS, "total": onboarding.total}
-            ).data,
+            OnboardingAcceptedSerializer(onboarding).data,
             status=202,
             headers={
                 "Location": onboarding_location(onboarding),

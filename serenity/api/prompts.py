@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from provisioning.flows.prompts import prompts_add
 from serenity.api import schemas
 from serenity.api.base import SerenityView
+from serenity.api.responses import PromptsAnswerSerializer
 from serenity.api.serenity_routes import render
 from serenity.api.serializers import PromptsSerializer
 
@@ -22,5 +23,6 @@ class PromptCollectionView(SerenityView):
         return render(
             prompts_add(
                 brand=self.scope.brand, prompts=data["prompts"], run_async=data["run_async"]
-            )
+            ),
+            {200: PromptsAnswerSerializer},
         )

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from kernel.errors import InvalidRequestError
 from provisioning.catalogue import languages_list
 from provisioning.flows.activate import activate
 from provisioning.flows.common import MarketPlan
@@ -15,9 +18,19 @@ from provisioning.flows.market_create import market_create
 from provisioning.outcome import Accepted, Outcome
 from serenity.api import schemas
 from serenity.api.base import OrgScopedView, SerenityView
-from serenity.api.jobs import accepted_body, accepted_headers
+from serenity.api.jobs import accepted_headers
 from serenity.api.pagination import PageQuerySerializer, query_parse
-from serenity.api.payloads import market_payload
+from serenity.api.responses import (
+    ActivateAnswerSerializer,
+    ActivationIncompleteSerializer,
+    DeactivateAnswerSerializer,
+    ErrorEnvelopeSerializer,
+    JobAcceptedSerializer,
+    LanguageListSerializer,
+    MarketCreatedSerializer,
+    MarketListSerializer,
+    MarketSerializer,
+)
 from serenity.api.serializers import ActivateSerializer, MarketCreateSerializer
 from serenity.exceptions import MarketNotFoundError
 from serenity.models import Market
@@ -26,11 +39,28 @@ from serenity.slices import normalize_language, slice_parse
 
 DEFAULT_ACTIVATE_MARKETS = [{"market": "US", "languageCode": "en"}]
 
+Answers = Mapping[int, type[serializers.Serializer]]
+MARKET_CREATED: Answers = {201: MarketCreatedSerializer}
+ACTIVATED: Answers = {
+    200: ActivateAnswerSerializer,
+    207: ActivateAnswerSerializer,
+    502: ActivationIncompleteSerializer,
+}
+DEACTIVATED: Answers = {200: DeactivateAnswerSerializer}
 
-def render(result: Outcome | Accepted) -> Response:
+
+def render(result: Outcome | Accepted, answers: Answers) -> Response:
+    """A flow's answer: the 202 of the job an async request started, or the outcome's body
+    rendered by the serializer `answers` names for its status (an error status it does not
+    name: the error envelope)."""
     if isinstance(result, Accepted):
-        return Response(accepted_body(result.job), status=202, headers=accepted_headers(result.job))
-    return Response(result.body, status=result.status, headers=result.headers)
+        return Response(
+            JobAcceptedSerializer(result.job).data,
+            status=202,
+            headers=accepted_headers(result.job),
+        )
+    serializer = answers.get(result.status, ErrorEnvelopeSerializer)
+    return Response(serializer(result.body).data, status=result.status, headers=result.headers)
 
 
 def _market_plans(
@@ -44,8 +74,6 @@ def _market_plans(
         )
         key = (parsed.geo_target_id, parsed.language_code)
         if key in seen:
-            from kernel.errors import InvalidRequestError
-
             raise InvalidRequestError(f"markets[{index}]: duplicate market.")
         seen.add(key)
         plans.append(
@@ -65,9 +93,7 @@ class MarketCollectionView(SerenityView):
         assert self.scope.brand is not None
         query = query_parse(PageQuerySerializer, request)
         page = market_list(brand=self.scope.brand, cursor=query["cursor"], limit=query["limit"])
-        return Response(
-            {"items": [market_payload(m) for m in page.items], "nextCursor": page.next_cursor}
-        )
+        return Response(MarketListSerializer(page).data)
 
     @schemas.market_create_schema
     def post(self, request: Request, org_id: str, brand_id: str) -> Response:
@@ -81,7 +107,8 @@ class MarketCollectionView(SerenityView):
             brand_names=data.get("brandNames"),
             brand_domain=data.get("brandDomain"),
         )
-        return render(market_create(brand=self.scope.brand, plan=plan, run_async=data["run_async"]))
+        created = market_create(brand=self.scope.brand, plan=plan, run_async=data["run_async"])
+        return render(created, MARKET_CREATED)
 
 
 class MarketDetailView(SerenityView):
@@ -100,7 +127,7 @@ class MarketDetailView(SerenityView):
         market = self._market(geo_target_id, language_code)
         if market is None:
             raise MarketNotFoundError()
-        return Response(market_payload(market))
+        return Response(MarketSerializer(market).data)
 
     @schemas.market_delete_schema
     def delete(
@@ -134,7 +161,8 @@ class ActivateView(SerenityView):
                     brand_domain=data.get("brandDomain"),
                 ),
                 run_async=data["run_async"],
-            )
+            ),
+            ACTIVATED,
         )
 
 
@@ -144,10 +172,11 @@ class DeactivateView(OrgScopedView):
     @schemas.deactivate_schema
     def post(self, request: Request, org_id: str, brand_id: str) -> Response:
         assert self.scope.brand is not None
-        return render(deactivate(brand=self.scope.brand))
+        return render(deactivate(brand=self.scope.brand), DEACTIVATED)
 
 
 class LanguagesView(OrgScopedView):
     @schemas.language_list_schema
     def get(self, request: Request, org_id: str) -> Response:
-        return Response({"items": languages_list(organization=self.scope.organization)})
+        items = languages_list(organization=self.scope.organization)
+        return Response(LanguageListSerializer({"items": items}).data)

@@ -7,10 +7,9 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from serenity.api.fields import HttpUrlField
+from serenity.api.responses import NEXT_CURSOR_HELP
 from webhooks.addresses import URL_MAX_LENGTH
 from webhooks.models import DeliveryStatus, WebhookEventType
-
-NEXT_CURSOR_HELP = "Pass as `?cursor=` for the next page; null on the last page."
 
 # --- Request ------------------------------------------------------------------------------------
 

@@ -1,7 +1,9 @@
 """A safety net under every API test of this package: no response body, success or error,
 carries an upstream URL, token or error text, and no error body carries any upstream id
 (SPEC §4, §7; issue 3 acceptance 6). Tests still assert their error envelopes with
-`tests.support.assert_error`, which also knows the ids a caller legitimately owns.
+`tests.support.assert_error`, which also knows the ids a caller legitimately owns. (That every
+answer conforms to the served OpenAPI document is checked under every test of the suite:
+tests/conftest.py.)
 
 Also the brand most API tests start from: active, its pointer a settled workspace."""
 

@@ -20,6 +20,19 @@ def jobs_url(caller, brand) -> str:  # type: ignore[no-untyped-def]
     return f"/v2/orgs/{caller.org.id}/brands/{brand.id}/serenity/jobs"
 
 
+def market_created(brand) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """What a createMarket step stores: the sync path's 201 (serenity.api.responses)."""
+    body = {
+        "brandId": str(brand.id),
+        "geoTargetId": 2840,
+        "languageCode": "en",
+        "workspaceId": "ws-1",
+        "projectId": "prj-1",
+        "published": True,
+    }
+    return {"status": 201, "body": body, "outcome": "succeeded"}
+
+
 def chain(brand, *, current_status: str, root_status: str = "COMPLETED"):  # type: ignore[no-untyped-def]
     """A two-step chain: a finished provisionWorkspace root, then createMarket (current)."""
     root = AsyncJobFactory(brand=brand, status=root_status, started_at=timezone.now())
@@ -29,9 +42,7 @@ def chain(brand, *, current_status: str, root_status: str = "COMPLETED"):  # typ
         step=JobStep.CREATE_MARKET,
         position=1,
         status=current_status,
-        result={"status": 201, "body": {"ok": True}, "outcome": "succeeded"}
-        if current_status == JobStatus.COMPLETED
-        else None,
+        result=market_created(brand) if current_status == JobStatus.COMPLETED else None,
     )
     AsyncJob.objects.filter(pk=root.pk).update(next=step, current=step)
     return AsyncJob.objects.get(pk=root.pk), AsyncJob.objects.get(pk=step.pk)
@@ -61,7 +72,7 @@ def test_the_list_holds_root_jobs_with_the_chains_effective_state(writer):
                 "jobId": str(done_root.pk),
                 "jobType": "provisionWorkspace",
                 "status": "COMPLETED",
-                "result": {"status": 201, "body": {"ok": True}, "outcome": "succeeded"},
+                "result": market_created(brand),
                 "error": None,
                 "createdAt": iso(done_root.created_at),
                 "updatedAt": iso(max(done_root.updated_at, done_step.updated_at)),

@@ -220,7 +220,8 @@ def test_reading_an_onboarding_counts_every_item_and_pages_its_items(sw_writer):
     path = url(sw_writer, f"/{accepted['onboardingId']}")
     # given the second chain completed and the fourth failed (as their workers would end them)
     items = list(OnboardingItem.objects.order_by("index"))
-    result = {"status": 200, "body": {"brandId": str(items[1].brand_id)}, "outcome": "succeeded"}
+    ready = {"brandId": str(items[1].brand_id), "provisioningStatus": "ready"}
+    result = {"status": 200, "body": ready, "outcome": "succeeded"}
     AsyncJob.objects.filter(pk=items[1].job_id).update(status=JobStatus.COMPLETED, result=result)
     error = {"code": "subworkspaceCreationFailed", "message": "x", "retryable": False}
     AsyncJob.objects.filter(pk=items[3].job_id).update(status=JobStatus.FAILED, error=error)

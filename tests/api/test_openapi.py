@@ -524,3 +524,135 @@ def test_metrics_documents_its_token_and_refusals(document):
     assert metrics["security"] == [{"metricsToken": []}, {}]
     assert set(metrics["responses"]) == {"200", "401", "403"}
     assert document["components"]["securitySchemes"]["metricsToken"]["scheme"] == "bearer"
+
+
+# --- Nulls, enums and headers as a strict OpenAPI 3.0 reader sees them (SPEC §11.5) -------------
+
+
+def _schemas(node: Any) -> Any:
+    """Every dict of the document, depth first (examples left out: they are values)."""
+    if isinstance(node, dict):
+        yield node
+        for key, value in node.items():
+            if key not in ("example", "examples"):
+                yield from _schemas(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _schemas(item)
+
+
+def test_every_nullable_stands_beside_a_type(document):
+    # OpenAPI 3.0.3: `nullable` without `type` in the same object allows no null
+    assert [s for s in _schemas(document) if s.get("nullable") is True and "type" not in s] == []
+    job = document["components"]["schemas"]["Job"]["properties"]
+    assert job["result"]["anyOf"] == [
+        {"$ref": "#/components/schemas/JobResult"},
+        {"type": "object", "nullable": True, "enum": [None]},
+    ]
+
+
+def _domain_error_codes() -> set[str]:
+    import importlib
+    import pkgutil
+
+    from kernel.errors import DomainError
+
+    for package in ("kernel", "serenity", "provisioning", "jobs", "webhooks"):
+        root = importlib.import_module(package)
+        for module in pkgutil.walk_packages(root.__path__, f"{package}."):
+            if ".migrations" not in module.name and ".simulator" not in module.name:
+                importlib.import_module(module.name)
+    found, todo = set(), [DomainError]
+    while todo:
+        error = todo.pop()
+        found.add(error.code)
+        todo.extend(error.__subclasses__())
+    return found
+
+
+def _enum(document: dict[str, Any], component: str, prop: str) -> set[str]:
+    schema = document["components"]["schemas"][component]["properties"][prop]
+    ref = schema.get("$ref") or schema["allOf"][0]["$ref"]
+    return set(document["components"]["schemas"][ref.rsplit("/", 1)[-1]]["enum"])
+
+
+def test_the_error_codes_are_enums(document):
+    framework = {
+        "authenticationRequired",
+        "unsupportedMediaType",
+        "methodNotAllowed",
+        "notAcceptable",
+        "rateLimited",
+        "requestTooLarge",
+        "lengthRequired",
+    }
+    assert _enum(document, "ErrorEnvelope", "error") == _domain_error_codes() | framework
+    assert _enum(document, "JobError", "code") == {
+        "jobFailed",
+        "provisioningCancelled",
+        "provisioningStale",
+        "brandExists",
+        "ambiguousWorkspace",
+        "workspaceNotEmpty",
+        "subworkspaceCreationFailed",
+        "subworkspaceCreationTimeout",
+        "subworkspaceGone",
+        "serenityUpstreamError",
+        "upstreamBusy",
+        "upstreamUnauthorized",
+        "upstreamForbidden",
+    }
+    reasons = {"terminal", "exhausted", "upstream", "gone", "ambiguous", "unexpected"}
+    assert _enum(document, "ProvisioningError", "code") >= reasons
+
+
+def test_a_job_result_body_is_one_of_the_answers_it_stands_for(document):
+    body = document["components"]["schemas"]["JobResult"]["properties"]["body"]
+    assert {ref["$ref"].rsplit("/", 1)[-1] for ref in body["anyOf"]} == {
+        "MarketCreated",
+        "ActivateAnswer",
+        "ActivationIncomplete",
+        "PromptsAnswer",
+        "WorkspaceReady",
+        "ErrorEnvelope",
+    }
+
+
+def test_every_v2_operation_documents_the_statuses_any_route_can_answer(document):
+    for (method, path), operation in operations(document).items():
+        if not path.startswith("/v2/"):
+            continue
+        statuses = set(operation["responses"])
+        assert {"400", "401", "403", "404", "406", "413", "429", "500"} <= statuses, path
+        if method in ("post", "patch"):
+            assert {"409", "415", "422"} <= statuses, (method, path)
+            assert _error_codes(operation["responses"]["415"]) == {"unsupportedMediaType"}
+
+
+def test_every_503_and_429_documents_retry_after(document):
+    for (_method, path), operation in operations(document).items():
+        for status in ("429", "503"):
+            if status in operation["responses"] and path.startswith("/v2/"):
+                header = operation["responses"][status]["headers"]["Retry-After"]
+                assert header["schema"] == {"type": "integer", "minimum": 1}, (path, status)
+                assert header["required"] is (status == "429"), (path, status)
+
+
+def test_every_response_example_is_a_valid_answer(document):
+    from openapi_schema_validator import OAS30StrictValidator
+
+    wrong = []
+    for (method, path), operation in operations(document).items():
+        for status, response in operation["responses"].items():
+            media = response.get("content", {}).get("application/json")
+            if media is None:
+                continue
+            schema = {**media["schema"], "components": document["components"]}
+            validator = OAS30StrictValidator(
+                schema, format_checker=OAS30StrictValidator.FORMAT_CHECKER
+            )
+            values = [e["value"] for e in media.get("examples", {}).values()]
+            values += [media["example"]] if "example" in media else []
+            for value in values:
+                wrong += [(method, path, status, e.message) for e in validator.iter_errors(value)]
+    assert wrong == []

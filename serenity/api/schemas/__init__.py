@@ -1,12 +1,14 @@
 """The OpenAPI 3 description of the HTTP API (SPEC §4), for drf-spectacular.
 
-`operations` holds one `*_schema` decorator per operation, which the views apply;
-`components` the extensions and the documentation-only response bodies they refer to; `hooks`
-the functions the settings name (`serenity.api.schemas.postprocess_schema`,
+`operations`, `onboardings` and `webhooks` hold one `*_schema` decorator per operation, which
+the views apply, naming the output serializers the views render with; `parts` their shared
+pieces; `extensions` how drf-spectacular documents our own field and authentication classes;
+`hooks` the functions the settings name (`serenity.api.schemas.postprocess_schema`,
 `serenity.api.schemas.doc_excludes`). This package exposes the names the views and the settings
 use.
 """
 
+from serenity.api.schemas import extensions  # noqa: F401  (registers the extensions)
 from serenity.api.schemas.hooks import doc_excludes, postprocess_schema
 from serenity.api.schemas.onboardings import (
     onboarding_cancel_schema,

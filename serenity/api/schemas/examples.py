@@ -91,6 +91,33 @@ MARKET_CREATED = {
     "projectId": "prj-41c7e0b2",
     "published": True,
 }
+ACTIVATED = {
+    "brandId": BRAND_ID,
+    "status": "active",
+    "baseUrl": "https://acme.example",
+    "markets": [{"market": "US", "languageCode": "en", "status": 201, "body": MARKET_CREATED}],
+}
+ACTIVATED_PARTLY = {
+    **ACTIVATED,
+    "markets": [
+        {
+            "market": "US",
+            "languageCode": "en",
+            "status": 502,
+            "body": {
+                "error": "serenityUpstreamError",
+                "message": "Semrush could not complete the request.",
+            },
+        }
+    ],
+}
+ACTIVATION_INCOMPLETE = {
+    "brandId": BRAND_ID,
+    "status": "pending",
+    "error": "serenityActivationIncomplete",
+    "message": "The brand could not be activated.",
+    "markets": [],
+}
 JOB_ACCEPTED = {"jobId": JOB_ID, "jobType": "provisionWorkspace", "status": "IN_PROGRESS"}
 JOB_COMPLETED_ITEM = {
     "jobId": JOB_ID,

@@ -175,6 +175,15 @@ RETRY_AFTER_429 = {
         "description": "Whole seconds until the rate's window lets this request through.",
     }
 }
+RETRY_AFTER_503 = {
+    "Retry-After": {
+        "schema": {"type": "integer", "minimum": 1},
+        "required": False,
+        "description": "With `upstreamBusy`: whole seconds until the Semrush quota of the "
+        "organization's credential may let the request through (none with "
+        "`configurationError`).",
+    }
+}
 
 
 def _rename_path(path: str) -> str:
@@ -300,18 +309,55 @@ def _not_blank(schema: dict[str, Any]) -> None:
         schema["pattern"] = NOT_BLANK_PATTERN
 
 
+# OpenAPI 3.0.3: `nullable: true` counts only beside a `type` in the same schema object. A
+# nullable nested serializer comes out of drf-spectacular as `{allOf: [$ref], nullable: true}`,
+# which therefore refuses null: it is stated as "that object, or null" instead.
+NULL_OBJECT: dict[str, Any] = {"type": "object", "nullable": True, "enum": [None]}
+_NON_SCHEMA_KEYS = frozenset({"example", "examples", "enum", "default"})
+
+
+def _nullable_by_construction(node: Any) -> None:
+    """Walk a schema (and every schema inside it) and restate each `nullable` that has no
+    `type` beside it as an alternative that holds null: `{anyOf: [$ref, null]}` for a
+    reference; a `oneOf` of enums already lists drf-spectacular's `NullEnum`."""
+    if isinstance(node, list):
+        for item in node:
+            _nullable_by_construction(item)
+        return
+    if not isinstance(node, dict):
+        return
+    if node.get("nullable") is True and "type" not in node:
+        del node["nullable"]
+        if "$ref" in node or "allOf" in node:
+            alternatives = node.pop("allOf", None) or [{"$ref": node.pop("$ref")}]
+            assert len(alternatives) == 1, alternatives  # one nested serializer, not a merge
+            node["anyOf"] = [*alternatives, dict(NULL_OBJECT)]
+    for key, value in node.items():
+        if key not in _NON_SCHEMA_KEYS:
+            _nullable_by_construction(value)
+
+
+def _retry_after_headers(responses: dict[str, Any]) -> None:
+    """Every 429 and 503 of the API says when to come back (serenity.api.errors)."""
+    for status, header in (("429", RETRY_AFTER_429), ("503", RETRY_AFTER_503)):
+        if status in responses:
+            responses[status].setdefault("headers", {}).update(header)
+
+
 def postprocess_schema(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    """SPEC §4's path parameter names, unique operationIds, the health views, and the
-    constraints validation applies beyond the serializers' fields."""
+    """SPEC §4's path parameter names, unique operationIds, the health views, the
+    constraints validation applies beyond the serializers' fields, and nulls stated as
+    OpenAPI 3.0 reads them."""
     _apply_constraints(result.get("components", {}).get("schemas", {}))
+    _nullable_by_construction(result.get("components", {}).get("schemas", {}))
+    _nullable_by_construction(result.get("paths", {}))
     paths: dict[str, Any] = {}
     for path, item in result.get("paths", {}).items():
         renamed = _rename_path(path)
         for operation in item.values():
             if isinstance(operation, dict):
                 _rename_parameters(operation, renamed)
-                if "429" in operation.get("responses", {}):
-                    operation["responses"]["429"].setdefault("headers", {}).update(RETRY_AFTER_429)
+                _retry_after_headers(operation.get("responses", {}))
         if renamed == PROMPT_JOB_PATH:
             item["get"].update(PROMPT_JOB_OPERATION)
         paths[renamed] = item

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 
 from serenity.api.onboarding_serializers import (
     OnboardingAcceptedSerializer,
@@ -15,21 +15,21 @@ from serenity.api.onboarding_serializers import (
 )
 from serenity.api.schemas import examples as ex
 from serenity.api.schemas.parts import (
-    IDEMPOTENT,
-    JSON_BODY,
     ORG_CHECKS,
     PAGE_PARAMETERS,
     PAGED,
+    WRITE_CHECKS,
     WRITE_PARAMETERS,
     WWW_AUTHENTICATE,
     ErrorCodes,
+    accepted_headers,
     error_responses,
     ok,
+    polling_header,
 )
 
 ONBOARDING_ID = "2d6f9b13-7c48-4e05-a1b7-5e3c9d0f8a26"
 ONBOARDING_NOT_FOUND: ErrorCodes = {404: ["onboardingNotFound"]}
-NOT_A_SERENITY_ORG: ErrorCodes = {403: ["serenityNotEnabled"]}
 ACCEPTED: dict[str, Any] = {"onboardingId": ONBOARDING_ID, "status": "IN_PROGRESS", "total": 3}
 COUNTS = {"inProgress": 1, "completed": 1, "failed": 1, "cancelled": 0}
 ITEMS: list[dict[str, Any]] = [
@@ -73,13 +73,17 @@ SUMMARY: dict[str, Any] = {
     "createdAt": ex.CREATED_AT,
     "updatedAt": ex.UPDATED_AT,
 }
-POLL_HEADER = OpenApiParameter(
-    "Retry-After",
-    int,
-    OpenApiParameter.HEADER,
-    response=[200],
-    description="Sent while the onboarding is `IN_PROGRESS`: seconds before polling again.",
+POLL_HEADER = polling_header(
+    "Sent while the onboarding is `IN_PROGRESS`: seconds before polling again."
 )
+# An item is validated before anything is written (SPEC §11.2); its markets' slices as a market
+# create's (`serenity.slices.slice_parse`). A name taken by a concurrent create at every try of
+# the accept's transaction is `brandExists` for the whole request.
+ACCEPT_REFUSALS: ErrorCodes = {
+    400: ["unknownMarket", "unknownLanguage"],
+    403: ["serenityNotEnabled"],
+    409: ["brandExists"],
+}
 
 onboarding_create_schema = extend_schema(
     operation_id="onboardingCreate",
@@ -118,21 +122,9 @@ onboarding_create_schema = extend_schema(
     parameters=[
         *WRITE_PARAMETERS,
         WWW_AUTHENTICATE,
-        OpenApiParameter(
-            "Location",
-            str,
-            OpenApiParameter.HEADER,
-            response=[202],
-            required=True,
-            description="The onboarding's path, to poll.",
-        ),
-        OpenApiParameter(
-            "Retry-After",
-            int,
-            OpenApiParameter.HEADER,
-            response=[202],
-            required=True,
-            description="Seconds before the first poll.",
+        *accepted_headers(
+            location="The onboarding's path, to poll.",
+            retry_after="Seconds before the first poll.",
         ),
     ],
     responses={
@@ -141,7 +133,7 @@ onboarding_create_schema = extend_schema(
             description="Accepted: every item's chain is started.",
             examples=[ex.example("Accepted", ACCEPTED)],
         ),
-        **error_responses(ORG_CHECKS, NOT_A_SERENITY_ORG, JSON_BODY, IDEMPOTENT),
+        **error_responses(ORG_CHECKS, ACCEPT_REFUSALS, WRITE_CHECKS),
     },
 )
 
@@ -202,6 +194,6 @@ onboarding_cancel_schema = extend_schema(
                 },
             ),
         ),
-        **error_responses(ORG_CHECKS, ONBOARDING_NOT_FOUND, JSON_BODY, IDEMPOTENT),
+        **error_responses(ORG_CHECKS, ONBOARDING_NOT_FOUND, WRITE_CHECKS),
     },
 )

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 
-from serenity.api.schemas import examples as ex
-from serenity.api.schemas.components import (
+from provisioning.serializers import JobSerializer
+from serenity.api.responses import (
     ActivateAnswerSerializer,
     ActivationIncompleteSerializer,
     BrandAcceptedSerializer,
@@ -16,21 +16,20 @@ from serenity.api.schemas.components import (
     DeactivateAnswerSerializer,
     JobAcceptedSerializer,
     JobListSerializer,
-    JobSerializer,
     LanguageListSerializer,
     MarketCreatedSerializer,
     MarketListSerializer,
     MarketSerializer,
     PromptsAnswerSerializer,
 )
+from serenity.api.schemas import examples as ex
 from serenity.api.schemas.parts import (
     ACCEPTED_HEADERS,
     BRAND_CHECKS,
     BRAND_STATUS_QUERY,
+    GONE,
     GUARD,
-    IDEMPOTENT,
     JOB_STATUS_QUERY,
-    JSON_BODY,
     ORG_CHECKS,
     PAGE_PARAMETERS,
     PAGED,
@@ -38,6 +37,7 @@ from serenity.api.schemas.parts import (
     SERENITY_CHECKS,
     SETTLE,
     UPSTREAM,
+    WRITE_CHECKS,
     WRITE_PARAMETERS,
     WWW_AUTHENTICATE,
     ErrorCodes,
@@ -120,10 +120,9 @@ brand_create_schema = extend_schema(
                 409: ["brandExists", "sliceExists", "quotaExceeded", "ambiguousWorkspace"],
                 502: ["workspaceNotEmpty"],
             },
-            JSON_BODY,
             UPSTREAM,
             SETTLE,
-            IDEMPOTENT,
+            WRITE_CHECKS,
         ),
     },
 )
@@ -156,7 +155,7 @@ brand_update_schema = extend_schema(
             "The updated brand.",
             ex.example("Updated", {**ex.BRAND, "aliases": ["ACME Corp", "Acme Inc"]}),
         ),
-        **error_responses(ORG_CHECKS, BRAND_CHECKS, JSON_BODY, IDEMPOTENT),
+        **error_responses(ORG_CHECKS, BRAND_CHECKS, WRITE_CHECKS),
     },
 )
 
@@ -211,10 +210,10 @@ market_create_schema = extend_schema(
                 ],
             },
             GUARD,
-            JSON_BODY,
             UPSTREAM,
             SETTLE,
-            IDEMPOTENT,
+            GONE,
+            WRITE_CHECKS,
         ),
     },
 )
@@ -270,46 +269,13 @@ activate_schema = extend_schema(
         200: ok(
             ActivateAnswerSerializer,
             "Active (every market live).",
-            ex.example(
-                "Project activation",
-                {
-                    "brandId": ex.BRAND_ID,
-                    "status": "active",
-                    "baseUrl": "https://acme.example",
-                    "markets": [
-                        {
-                            "market": "US",
-                            "languageCode": "en",
-                            "status": 201,
-                            "body": ex.MARKET_CREATED,
-                        }
-                    ],
-                },
-            ),
+            ex.example("Project activation", ex.ACTIVATED),
         ),
         202: accepted(JobAcceptedSerializer),
         207: ok(
             ActivateAnswerSerializer,
             "B: the status write failed; C: some markets are not live.",
-            ex.example(
-                "A market failed",
-                {
-                    "brandId": ex.BRAND_ID,
-                    "status": "active",
-                    "baseUrl": "https://acme.example",
-                    "markets": [
-                        {
-                            "market": "US",
-                            "languageCode": "en",
-                            "status": 502,
-                            "body": {
-                                "error": "serenityUpstreamError",
-                                "message": "Semrush could not complete the request.",
-                            },
-                        }
-                    ],
-                },
-            ),
+            ex.example("A market failed", ex.ACTIVATED_PARTLY),
         ),
         **error_responses(
             ORG_CHECKS,
@@ -317,30 +283,27 @@ activate_schema = extend_schema(
             SERENITY_CHECKS,
             {400: ["baseUrlRequired", "unknownMarket", "unknownLanguage"]},
             GUARD,
-            {409: ["ambiguousWorkspace"]},
-            JSON_BODY,
+            {404: ["noParentWorkspace"], 409: ["ambiguousWorkspace", "workspaceMisconfigured"]},
             UPSTREAM,
             {504: ["subworkspaceCreationTimeout"]},
-            IDEMPOTENT,
+            WRITE_CHECKS,
         ),
         502: OpenApiResponse(
             ActivationIncompleteSerializer,
             description="Error envelope; `error` is one of `serenityActivationIncomplete` "
             "(with `brandId`, `status`, `markets`), `serenityUpstreamError`, "
-            "`subworkspaceCreationFailed`, `workspaceNotEmpty`.",
+            "`subworkspaceCreationFailed`, `subworkspaceGone`, `workspaceNotEmpty`.",
             examples=[
-                ex.example(
-                    "502 serenityActivationIncomplete",
-                    {
-                        "brandId": ex.BRAND_ID,
-                        "status": "pending",
-                        "error": "serenityActivationIncomplete",
-                        "message": "The workspace is ready but the brand could not be "
-                        "activated; retry.",
-                        "markets": [],
-                    },
+                ex.example("502 serenityActivationIncomplete", ex.ACTIVATION_INCOMPLETE),
+                *(
+                    ex.error_example(502, code)
+                    for code in (
+                        "serenityUpstreamError",
+                        "subworkspaceCreationFailed",
+                        "subworkspaceGone",
+                        "workspaceNotEmpty",
+                    )
                 ),
-                ex.error_example(502, "serenityUpstreamError"),
             ],
         ),
     },
@@ -361,7 +324,15 @@ deactivate_schema = extend_schema(
             "Decommissioned.",
             ex.example("Deactivated", {"brandId": ex.BRAND_ID, "status": "pending"}),
         ),
-        **error_responses(ORG_CHECKS, BRAND_CHECKS, GUARD, UPSTREAM, IDEMPOTENT),
+        **error_responses(
+            ORG_CHECKS,
+            BRAND_CHECKS,
+            GUARD,
+            # a flat brand's projects are in the parent; a pointer equal to the parent is refused
+            {404: ["noParentWorkspace"], 409: ["workspaceMisconfigured"]},
+            UPSTREAM,
+            WRITE_CHECKS,
+        ),
     },
 )
 
@@ -397,14 +368,15 @@ prompts_create_schema = extend_schema(
             ex.example("Counts", {"created": 2, "skipped": 0, "failed": 0}),
         ),
         202: accepted(JobAcceptedSerializer, {**ex.JOB_ACCEPTED, "jobType": "classifyPrompts"}),
-        # Upstream failures are not errors here: their prompts count as `failed`.
+        # A failed push is not an error here: its prompts count as `failed`. A workspace gone
+        # upstream is (after the heal, whose own upstream read may fail: UPSTREAM).
         **error_responses(
             ORG_CHECKS,
             BRAND_CHECKS,
             SERENITY_CHECKS,
-            JSON_BODY,
-            {503: ["configurationError"]},
-            IDEMPOTENT,
+            UPSTREAM,
+            GONE,
+            WRITE_CHECKS,
         ),
     },
 )
@@ -463,7 +435,7 @@ job_cancel_schema = extend_schema(
             BRAND_CHECKS,
             JOB_NOT_FOUND,
             {409: ["jobFinished", "jobNotCancellable"]},
-            IDEMPOTENT,
+            WRITE_CHECKS,
         ),
     },
 )

@@ -12,28 +12,32 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
 from jobs.models import JobStatus
+from serenity.api.responses import ErrorEnvelopeSerializer
 from serenity.api.schemas import examples as ex
-from serenity.api.schemas.components import ErrorEnvelopeSerializer
 from serenity.models import BrandStatus
 
 # --- Error responses ---------------------------------------------------------------------------
 
 ErrorCodes = Mapping[int, Sequence[str]]
 
-# SPEC §4's checks, in the order they run, for every `/v2/orgs/{orgId}/…` route; and 429 for an
-# address over its failed-authentication limit (a wrong token: serenity.throttling), which every
-# route authenticates, and for a token over its write rate on the mutating ones.
+# SPEC §4's checks, in the order they run, for every `/v2/orgs/{orgId}/…` route; 406 for an
+# `Accept` header that JSON does not satisfy (DRF's content negotiation, before anything else);
+# 413 for a body (chunked or not) larger than SERENITY_MAX_BODY_BYTES, on any method
+# (kernel.request_limits); and 429 for an address over its failed-authentication limit (a wrong
+# token: serenity.throttling), which every route authenticates, and for a token over its write
+# rate on the mutating ones.
 ORG_CHECKS: ErrorCodes = {
     400: ["invalidRequest"],
     401: ["authenticationRequired"],
     403: ["forbidden"],
     404: ["notFound"],
+    406: ["notAcceptable"],
+    413: ["requestTooLarge"],
     429: ["rateLimited"],
     500: ["internalServerError"],
 }
 BRAND_CHECKS: ErrorCodes = {404: ["brandNotFound"]}
 SERENITY_CHECKS: ErrorCodes = {404: ["serenityNotActive"]}
-JSON_BODY: ErrorCodes = {415: ["unsupportedMediaType"]}
 UPSTREAM: ErrorCodes = {
     401: ["upstreamUnauthorized"],
     403: ["upstreamForbidden"],
@@ -41,12 +45,14 @@ UPSTREAM: ErrorCodes = {
     503: ["configurationError", "upstreamBusy"],
 }
 SETTLE: ErrorCodes = {502: ["subworkspaceCreationFailed"], 504: ["subworkspaceCreationTimeout"]}
+# The brand's own workspace was deleted outside this service (SPEC §10.2).
+GONE: ErrorCodes = {502: ["subworkspaceGone"]}
 GUARD: ErrorCodes = {409: ["semrush_provisioning_in_progress"]}
-# Every POST and PATCH under /v2 (SPEC §10.3), whose body (chunked or not) is bounded by
-# SERENITY_MAX_BODY_BYTES (kernel.request_limits).
-IDEMPOTENT: ErrorCodes = {
+# Every POST and PATCH under /v2: its body must be JSON (SPEC §10.2; also on the routes that
+# take no fields) and its `Idempotency-Key` is honoured (SPEC §10.3).
+WRITE_CHECKS: ErrorCodes = {
     409: ["idempotencyKeyInUse"],
-    413: ["requestTooLarge"],
+    415: ["unsupportedMediaType"],
     422: ["idempotencyKeyReused"],
 }
 PAGED: ErrorCodes = {400: ["invalidRequest"]}
@@ -128,33 +134,45 @@ PAGE_PARAMETERS = [
     ),
 ]
 
-ACCEPTED_HEADERS = [
-    OpenApiParameter(
-        "Location",
-        str,
-        OpenApiParameter.HEADER,
-        response=[202],
-        required=True,
-        description="The path of `B/serenity/jobs/{jobId}` to poll.",
-    ),
-    OpenApiParameter(
-        "Retry-After",
-        int,
-        OpenApiParameter.HEADER,
-        response=[202],
-        required=True,
-        description="Whole seconds (1 to 60) until the chain's next scheduled step.",
-    ),
-]
+
+def accepted_headers(*, location: str, retry_after: str) -> list[OpenApiParameter]:
+    """The headers of a 202: where to poll, and when."""
+    return [
+        OpenApiParameter(
+            "Location",
+            str,
+            OpenApiParameter.HEADER,
+            response=[202],
+            required=True,
+            description=location,
+        ),
+        OpenApiParameter(
+            "Retry-After",
+            int,
+            OpenApiParameter.HEADER,
+            response=[202],
+            required=True,
+            description=retry_after,
+        ),
+    ]
+
+
+def polling_header(description: str) -> OpenApiParameter:
+    """`Retry-After` on a 200 of something still in progress."""
+    return OpenApiParameter(
+        "Retry-After", int, OpenApiParameter.HEADER, response=[200], description=description
+    )
+
+
+ACCEPTED_HEADERS = accepted_headers(
+    location="The path of `B/serenity/jobs/{jobId}` to poll.",
+    retry_after="Whole seconds (1 to 60) until the chain's next scheduled step.",
+)
 POLLING_HEADERS = [
-    OpenApiParameter(
-        "Retry-After",
-        int,
-        OpenApiParameter.HEADER,
-        response=[200],
-        description="Sent while the job is `IN_PROGRESS`: whole seconds (1 to 60) until the "
-        "chain's next scheduled step (a `PENDING` step's `runAfter`).",
-    ),
+    polling_header(
+        "Sent while the job is `IN_PROGRESS`: whole seconds (1 to 60) until the chain's next "
+        "scheduled step (a `PENDING` step's `runAfter`)."
+    )
 ]
 
 BRAND_STATUS_QUERY = OpenApiParameter(

@@ -9,11 +9,10 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 
 from serenity.api.schemas import examples as ex
 from serenity.api.schemas.parts import (
-    IDEMPOTENT,
-    JSON_BODY,
     ORG_CHECKS,
     PAGE_PARAMETERS,
     PAGED,
+    WRITE_CHECKS,
     WRITE_PARAMETERS,
     WWW_AUTHENTICATE,
     ErrorCodes,
@@ -81,7 +80,7 @@ webhook_create_schema = extend_schema(
                 )
             ],
         ),
-        **error_responses(ORG_CHECKS, JSON_BODY, IDEMPOTENT),
+        **error_responses(ORG_CHECKS, WRITE_CHECKS),
     },
 )
 
@@ -153,6 +152,6 @@ delivery_redeliver_schema = extend_schema(
             description="The attempt is scheduled now.",
             examples=[ex.example("Scheduled", {**DELIVERY, "nextAttemptAt": ex.UPDATED_AT})],
         ),
-        **error_responses(ORG_CHECKS, WEBHOOK_NOT_FOUND, IDEMPOTENT),
+        **error_responses(ORG_CHECKS, WEBHOOK_NOT_FOUND, WRITE_CHECKS),
     },
 )

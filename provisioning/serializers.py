@@ -1,0 +1,154 @@
+"""Output serializers of the documents that provisioning work shows to clients: a chain as job
+polling reports it (SPEC §4.6) and an onboarding without its items (§11.2).
+
+The API renders its answers with these classes, drf-spectacular documents those answers from
+them, and the webhook events (§11.3) carry what they render: one shape for all three. They live
+here rather than in `serenity.api` because the webhooks app renders them too and nothing may
+import an API package; and rather than in `jobs` because their vocabulary (the error codes, the
+answers a result stands for) is that of provisioning's steps, which `jobs` runs without knowing.
+
+They render the selectors' values (`jobs.selectors.JobDocument`,
+`provisioning.selectors.OnboardingSummary`, …) and decide nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+from rest_framework.fields import SkipField
+
+from jobs.models import JobStatus, JobStep, JobType
+from kernel.errors import DomainError
+from provisioning import exceptions
+from provisioning.models import OnboardingStatus
+from serenity.exceptions import BrandExistsError
+
+# Every `code` a job's `error` can carry: the errors that a job reports as themselves (those
+# with a `job_message`, `exceptions.job_error`), the chain's own endings (`jobFailed`,
+# `provisioningCancelled`, `provisioningStale`) and an onboarding item refused at accept.
+JOB_ERROR_CODES = [
+    "jobFailed",
+    "provisioningCancelled",
+    "provisioningStale",
+    BrandExistsError.code,
+    *(
+        error.code
+        for error in vars(exceptions).values()
+        if isinstance(error, type)
+        and issubclass(error, DomainError)
+        and getattr(error, "job_message", None) is not None
+    ),
+]
+OUTCOMES = ["succeeded", "partial", "failed"]
+
+
+class OmittedWhenNullDateTimeField(serializers.DateTimeField):
+    """Left out of the answer, rather than shown as null, when the value is None."""
+
+    def get_attribute(self, instance: Any) -> Any:
+        value = super().get_attribute(instance)
+        if value is None:
+            raise SkipField()
+        return value
+
+
+class OutcomeBodyField(serializers.JSONField):
+    """The body of the answer an outcome stands for (`provisioning.outcome.Outcome.body`,
+    stored with the job): exactly what the sync path answered, which the API's own output
+    serializers rendered there. The API documents it as any of those answers
+    (`serenity.api.schemas.extensions`)."""
+
+
+class JobErrorSerializer(serializers.Serializer):
+    code = serializers.ChoiceField(choices=JOB_ERROR_CODES)
+    message = serializers.CharField(help_text="Generic for upstream failures.")
+    retryable = serializers.BooleanField()
+
+
+class JobResultSerializer(serializers.Serializer):
+    status = serializers.IntegerField(help_text="The HTTP status the sync path would answer.")
+    body = OutcomeBodyField(help_text="The body the sync path would answer.")
+    outcome = serializers.ChoiceField(
+        choices=OUTCOMES, help_text="`succeeded` (2xx but 207), `partial` (207), `failed`."
+    )
+
+
+class JobStepSerializer(serializers.Serializer):
+    step = serializers.ChoiceField(choices=JobStep.choices)
+    status = serializers.ChoiceField(choices=["PENDING", *JobStatus.values])
+    startedAt = serializers.DateTimeField(source="started_at", allow_null=True)  # noqa: N815
+    finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)  # noqa: N815
+    runAfter = OmittedWhenNullDateTimeField(  # noqa: N815
+        source="run_after",
+        required=False,
+        help_text="`PENDING` steps only: when the step is due.",
+    )
+
+
+class JobListItemSerializer(serializers.Serializer):
+    """A chain's document without its steps (the job list; a job event's `data`)."""
+
+    jobId = serializers.UUIDField(  # noqa: N815
+        source="job_id", help_text="The root job's id: the one clients hold."
+    )
+    jobType = serializers.ChoiceField(source="job_type", choices=JobType.choices)  # noqa: N815
+    status = serializers.ChoiceField(
+        choices=JobStatus.choices, help_text="The effective status of the whole chain."
+    )
+    result = JobResultSerializer(allow_null=True, help_text="Non-null only when `COMPLETED`.")
+    error = JobErrorSerializer(
+        allow_null=True, help_text="Non-null only when `FAILED` or `CANCELLED`."
+    )
+    createdAt = serializers.DateTimeField(source="created_at")  # noqa: N815
+    updatedAt = serializers.DateTimeField(  # noqa: N815
+        source="updated_at", help_text="The latest change anywhere in the chain."
+    )
+
+
+class JobSerializer(JobListItemSerializer):
+    """A chain's document with the steps that exist so far (job polling, cancel)."""
+
+    jobId = serializers.UUIDField(  # noqa: N815
+        source="job_id", help_text="Always the id that was asked for."
+    )
+    steps = JobStepSerializer(many=True)
+    # Declared again after `steps`: the answer keeps SPEC §4.6's order.
+    createdAt = serializers.DateTimeField(source="created_at")  # noqa: N815
+    updatedAt = serializers.DateTimeField(  # noqa: N815
+        source="updated_at", help_text="The latest change anywhere in the chain."
+    )
+
+
+class JobEventDataSerializer(JobListItemSerializer):
+    """A job event's `data`: the chain's document without its steps, plus `brandId`."""
+
+    brandId = serializers.UUIDField(source="brand_id", allow_null=True)  # noqa: N815
+
+
+class OnboardingCountsSerializer(serializers.Serializer):
+    inProgress = serializers.IntegerField(source="in_progress")  # noqa: N815
+    completed = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    cancelled = serializers.IntegerField()
+
+
+class OnboardingItemSerializer(serializers.Serializer):
+    index = serializers.IntegerField(help_text="The item's position in `brands`, from 0.")
+    name = serializers.CharField()
+    brandId = serializers.UUIDField(source="brand_id", allow_null=True)  # noqa: N815
+    jobId = serializers.UUIDField(source="job_id", allow_null=True)  # noqa: N815
+    status = serializers.ChoiceField(choices=JobStatus.choices)
+    result = JobResultSerializer(allow_null=True)
+    error = JobErrorSerializer(allow_null=True)
+
+
+class OnboardingSummarySerializer(serializers.Serializer):
+    """An onboarding without its items (the list; the `onboarding.completed` event's `data`)."""
+
+    onboardingId = serializers.UUIDField(source="onboarding_id")  # noqa: N815
+    status = serializers.ChoiceField(choices=OnboardingStatus.choices)
+    total = serializers.IntegerField()
+    counts = OnboardingCountsSerializer()
+    createdAt = serializers.DateTimeField(source="created_at")  # noqa: N815
+    updatedAt = serializers.DateTimeField(source="updated_at")  # noqa: N815

@@ -1,0 +1,342 @@
+"""Output serializers of the brand, market, activation, prompt, job and language routes (SPEC
+§4): every answer of those routes is rendered by one of these classes, and the OpenAPI document
+describes the same classes (`serenity.api.schemas.operations`), so what is documented is what
+is rendered. The job and onboarding documents, which webhook events carry too, are in
+`provisioning.serializers`.
+
+They read models and the selectors' and flows' values; they decide nothing. Field order is
+the order of the answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+from rest_framework.fields import SkipField, get_attribute
+
+from jobs import exceptions as job_errors
+from jobs.models import JobStatus, JobType
+from kernel import errors as kernel_errors
+from kernel.errors import DomainError
+from provisioning import exceptions as provisioning_errors
+from provisioning.models import AttemptReason
+from provisioning.selectors import brand_provisioning_state
+from provisioning.serializers import JobListItemSerializer
+from serenity import exceptions as serenity_errors
+from serenity.models import Brand, BrandStatus, MarketStatus
+from serenity.slices import country_for_geo_target_id
+from webhooks import exceptions as webhook_errors
+
+NEXT_CURSOR_HELP = "Pass as `?cursor=` for the next page; null on the last page."
+
+# Codes of the errors that are not a class of ours: DRF's refusals as the exception handler
+# names them (serenity.api.errors) and the request limits of the WSGI and middleware layers
+# (kernel.request_limits).
+FRAMEWORK_ERROR_CODES = [
+    "authenticationRequired",
+    "unsupportedMediaType",
+    "methodNotAllowed",
+    "notAcceptable",
+    "rateLimited",
+    "requestTooLarge",
+    "lengthRequired",
+]
+# Every `error` an envelope can carry: the codes of the domain error classes of every app, and
+# the framework's.
+ERROR_CODES = sorted(
+    {
+        *FRAMEWORK_ERROR_CODES,
+        *(
+            error.code
+            for module in (
+                kernel_errors,
+                serenity_errors,
+                provisioning_errors,
+                job_errors,
+                webhook_errors,
+            )
+            for error in vars(module).values()
+            if isinstance(error, type) and issubclass(error, DomainError)
+        ),
+    }
+)
+
+
+class PresentOnlyMixin:
+    """An optional field that may hold null: left out of the answer when the body has no such
+    key, null when it holds null (DRF alone would show an absent nullable key as null)."""
+
+    source: str | None
+
+    def get_attribute(self, instance: Any) -> Any:
+        if isinstance(instance, Mapping) and self.source not in instance:
+            raise SkipField()
+        return super().get_attribute(instance)  # type: ignore[misc]
+
+
+class PresentOnlyUUIDField(PresentOnlyMixin, serializers.UUIDField):
+    pass
+
+
+class PresentOnlyURLField(PresentOnlyMixin, serializers.URLField):
+    pass
+
+
+class ErrorDetailsSerializer(serializers.Serializer):
+    field = serializers.CharField(
+        required=False, help_text="The refused field, e.g. `brands[3].markets[0].market`."
+    )
+    jobId = PresentOnlyUUIDField(  # noqa: N815
+        required=False,
+        allow_null=True,
+        help_text="`semrush_provisioning_in_progress`: the brand's job in progress, to poll.",
+    )
+
+
+class ErrorEnvelopeSerializer(serializers.Serializer):
+    """Renders `DomainError.as_body()`: `details` only when the error has some."""
+
+    error = serializers.ChoiceField(
+        choices=ERROR_CODES, help_text="A stable machine code, e.g. `brandNotFound`."
+    )
+    message = serializers.CharField(
+        help_text="One line, at most 500 characters; never upstream text, URLs or ids."
+    )
+    details = ErrorDetailsSerializer(required=False)
+
+
+# --- Brands and markets ---------------------------------------------------------------------
+
+
+class ProvisioningErrorSerializer(serializers.Serializer):
+    code = serializers.ChoiceField(
+        choices=AttemptReason.choices, help_text="Why the latest attempt failed."
+    )
+    message = serializers.CharField()
+
+
+class FromContextMixin:
+    """A field whose value is handed to the serializer beside the instance, in `context` (the
+    job of a 202 and the market of a 201 are not attributes of the brand): `source` is looked
+    up there. Left out of the answer when the context does not have it."""
+
+    source_attrs: list[str]
+    context: Mapping[str, Any]
+
+    def get_attribute(self, instance: Any) -> Any:
+        try:
+            return get_attribute(self.context, self.source_attrs)
+        except KeyError:
+            raise SkipField() from None
+
+
+class BrandSerializer(serializers.Serializer):
+    """A brand read by the brand selectors (`provisioning.selectors`), which annotate its
+    latest attempt: its provisioning state (SPEC §6.5) is derived from that, with no query."""
+
+    id = serializers.UUIDField()
+    organizationId = serializers.UUIDField(source="organization_id")  # noqa: N815
+    name = serializers.CharField()
+    status = serializers.ChoiceField(choices=BrandStatus.choices)
+    baseUrl = serializers.URLField(source="base_url", allow_null=True)  # noqa: N815
+    urls = serializers.ListField(child=serializers.URLField())
+    aliases = serializers.ListField(child=serializers.CharField())
+    serenityEnabled = serializers.BooleanField(  # noqa: N815
+        source="serenity_enabled",
+        allow_null=True,
+        help_text="The brand's override; null inherits the organization's flag.",
+    )
+    semrushSubWorkspaceId = serializers.CharField(  # noqa: N815
+        source="semrush_sub_workspace_id", allow_null=True
+    )
+    semrushProvisioningStatus = serializers.SerializerMethodField(  # noqa: N815
+        help_text="null: never provisioned, or deactivated."
+    )
+    semrushProvisioningError = serializers.SerializerMethodField(  # noqa: N815
+        help_text="Set only when semrushProvisioningStatus is `failed`."
+    )
+    createdAt = serializers.DateTimeField(source="created_at")  # noqa: N815
+    updatedAt = serializers.DateTimeField(source="updated_at")  # noqa: N815
+
+    @extend_schema_field(
+        serializers.ChoiceField(choices=["pending", "failed", "ready"], allow_null=True)
+    )
+    def get_semrushProvisioningStatus(self, brand: Brand) -> str | None:  # noqa: N802
+        return brand_provisioning_state(brand).status
+
+    @extend_schema_field(ProvisioningErrorSerializer(allow_null=True))
+    def get_semrushProvisioningError(self, brand: Brand) -> dict[str, str] | None:  # noqa: N802
+        error = brand_provisioning_state(brand).error
+        return None if error is None else ProvisioningErrorSerializer(error).data
+
+
+class CountryField(serializers.CharField):
+    """A market's ISO 3166-1 alpha-2 country, from its geoTargetId."""
+
+    def to_representation(self, value: int) -> str | None:  # type: ignore[override]
+        return country_for_geo_target_id(value)
+
+
+class MarketSerializer(serializers.Serializer):
+    brandId = serializers.UUIDField(source="brand_id")  # noqa: N815
+    market = CountryField(
+        source="geo_target_id", allow_null=True, help_text="ISO 3166-1 alpha-2, upper case."
+    )
+    geoTargetId = serializers.IntegerField(  # noqa: N815
+        source="geo_target_id", help_text="2000 + ISO numeric, e.g. 2840."
+    )
+    languageCode = serializers.CharField(source="language_code")  # noqa: N815
+    name = serializers.CharField()
+    status = serializers.ChoiceField(choices=MarketStatus.choices)
+    semrushProjectId = serializers.CharField(  # noqa: N815
+        source="semrush_project_id", allow_null=True
+    )
+    workspaceId = serializers.CharField(source="workspace_id", allow_null=True)  # noqa: N815
+    createdAt = serializers.DateTimeField(source="created_at")  # noqa: N815
+    updatedAt = serializers.DateTimeField(source="updated_at")  # noqa: N815
+
+
+@extend_schema_field(MarketSerializer)
+class ContextMarketSerializer(FromContextMixin, MarketSerializer):
+    pass
+
+
+class BrandCreatedSerializer(BrandSerializer):
+    """201 of a brand create; `context["market"]`: the market created with it, if any."""
+
+    market = ContextMarketSerializer(
+        required=False, help_text="Present when the request carried `semrushMarket`."
+    )
+
+
+class ContextUUIDField(FromContextMixin, serializers.UUIDField):
+    pass
+
+
+class ContextChoiceField(FromContextMixin, serializers.ChoiceField):
+    pass
+
+
+class BrandAcceptedSerializer(BrandSerializer):
+    """202 of an async brand create: the brand as inserted, and `context["job"]`, the job to
+    poll."""
+
+    jobId = ContextUUIDField(source="job.pk")  # noqa: N815
+    jobStatus = ContextChoiceField(  # noqa: N815
+        source="job.status", choices=JobStatus.choices, help_text="Always `IN_PROGRESS`."
+    )
+
+
+class BrandListSerializer(serializers.Serializer):
+    brands = BrandSerializer(many=True, source="items")
+    nextCursor = serializers.CharField(  # noqa: N815
+        source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
+    )
+
+
+class MarketListSerializer(serializers.Serializer):
+    items = MarketSerializer(many=True)
+    nextCursor = serializers.CharField(  # noqa: N815
+        source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
+    )
+
+
+# --- Answers of the flows (`provisioning.outcome.Outcome.body`) -------------------------------
+
+
+class JobAcceptedSerializer(serializers.Serializer):
+    """202 of an async request: the job just started."""
+
+    jobId = serializers.UUIDField(source="pk")  # noqa: N815
+    jobType = serializers.ChoiceField(source="job_type", choices=JobType.choices)  # noqa: N815
+    status = serializers.ChoiceField(choices=JobStatus.choices, help_text="Always `IN_PROGRESS`.")
+
+
+class MarketCreatedSerializer(serializers.Serializer):
+    brandId = serializers.UUIDField()  # noqa: N815
+    geoTargetId = serializers.IntegerField()  # noqa: N815
+    languageCode = serializers.CharField()  # noqa: N815
+    workspaceId = serializers.CharField()  # noqa: N815
+    projectId = serializers.CharField()  # noqa: N815
+    published = serializers.BooleanField()
+
+
+class MarketAnswerField(serializers.JSONField):
+    """What a market create would have answered for this market: a `MarketCreated` body or an
+    error envelope (documented as either: `serenity.api.schemas.extensions`)."""
+
+
+class ActivatedMarketSerializer(serializers.Serializer):
+    market = serializers.CharField(help_text="ISO 3166-1 alpha-2, upper case.")
+    languageCode = serializers.CharField()  # noqa: N815
+    status = serializers.IntegerField(
+        help_text="This market's own HTTP-like status: 201 created, 409 already live, 4xx/5xx."
+    )
+    body = MarketAnswerField()
+
+
+class ActivateAnswerSerializer(serializers.Serializer):
+    brandId = serializers.UUIDField()  # noqa: N815
+    status = serializers.ChoiceField(choices=[BrandStatus.ACTIVE, BrandStatus.PENDING])
+    baseUrl = PresentOnlyURLField(  # noqa: N815
+        required=False, allow_null=True, help_text="Project activation (branch C) only."
+    )
+    markets = ActivatedMarketSerializer(
+        many=True, help_text="Empty for branches A and B; one entry per market for branch C."
+    )
+
+
+class ActivationIncompleteSerializer(serializers.Serializer):
+    """502 on activate: the error envelope; for `serenityActivationIncomplete` (the workspace
+    exists but the status write failed) with the brand's fields around it."""
+
+    brandId = serializers.UUIDField(required=False)  # noqa: N815
+    status = serializers.ChoiceField(
+        choices=[BrandStatus.ACTIVE, BrandStatus.PENDING], required=False
+    )
+    error = serializers.ChoiceField(choices=ERROR_CODES)
+    message = serializers.CharField()
+    details = ErrorDetailsSerializer(required=False)
+    markets = ActivatedMarketSerializer(many=True, required=False)
+
+
+class DeactivateAnswerSerializer(serializers.Serializer):
+    brandId = serializers.UUIDField()  # noqa: N815
+    status = serializers.ChoiceField(
+        choices=[BrandStatus.ACTIVE, BrandStatus.PENDING], help_text="Always `pending`."
+    )
+
+
+class PromptsAnswerSerializer(serializers.Serializer):
+    created = serializers.IntegerField()
+    skipped = serializers.IntegerField()
+    failed = serializers.IntegerField()
+
+
+class WorkspaceReadySerializer(serializers.Serializer):
+    """The result body of an async bare brand create: its workspace is ready."""
+
+    brandId = serializers.UUIDField()  # noqa: N815
+    provisioningStatus = serializers.ChoiceField(choices=["ready"])  # noqa: N815
+
+
+# --- Jobs and languages -------------------------------------------------------------------------
+
+
+class JobListSerializer(serializers.Serializer):
+    items = JobListItemSerializer(many=True)
+    nextCursor = serializers.CharField(  # noqa: N815
+        source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
+    )
+
+
+class LanguageSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    code = serializers.CharField()
+
+
+class LanguageListSerializer(serializers.Serializer):
+    items = LanguageSerializer(many=True)

@@ -1,0 +1,85 @@
+"""drf-spectacular extensions: how our authentication class, our strict boolean field and the
+fields that hold another answer's body are documented. The output serializers themselves are
+documented as they are (`serenity.api.responses`, `provisioning.serializers`)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from drf_spectacular.extensions import (
+    OpenApiAuthenticationExtension,
+    OpenApiSerializerFieldExtension,
+)
+from drf_spectacular.plumbing import build_basic_type
+from drf_spectacular.types import OpenApiTypes
+from rest_framework import serializers
+
+from serenity.api.responses import (
+    ActivateAnswerSerializer,
+    ActivationIncompleteSerializer,
+    ErrorEnvelopeSerializer,
+    MarketCreatedSerializer,
+    PromptsAnswerSerializer,
+    WorkspaceReadySerializer,
+)
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "serenity.authentication.BearerTokenAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API token from `create_api_token`: `Authorization: Bearer <token>`.",
+        }
+
+
+class StrictBooleanFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = "serenity.api.fields.StrictBooleanField"
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        return {
+            **(build_basic_type(OpenApiTypes.BOOL) or {"type": "boolean"}),
+            "description": "JSON `true` or `false` only: a string, number or null is "
+            "400 `invalidRequest`.",
+        }
+
+
+class AnswerBodyExtension(OpenApiSerializerFieldExtension):
+    """A field that holds the body of another answer: any of the answers it may stand for
+    (`anyOf`, not `oneOf`: an `ActivationIncomplete` body is an error envelope too)."""
+
+    answers: ClassVar[list[type[serializers.Serializer]]]
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        return {
+            "anyOf": [
+                auto_schema.resolve_serializer(answer, direction).ref for answer in self.answers
+            ]
+        }
+
+
+class OutcomeBodyExtension(AnswerBodyExtension):
+    """A job's `result.body`: what the sync path of the chain's operation answered."""
+
+    target_class = "provisioning.serializers.OutcomeBodyField"
+    answers: ClassVar[list[type[serializers.Serializer]]] = [
+        MarketCreatedSerializer,
+        ActivateAnswerSerializer,
+        PromptsAnswerSerializer,
+        WorkspaceReadySerializer,
+        ActivationIncompleteSerializer,
+        ErrorEnvelopeSerializer,
+    ]
+
+
+class MarketAnswerExtension(AnswerBodyExtension):
+    """A market entry's `body` in an activation: what a market create would have answered."""
+
+    target_class = "serenity.api.responses.MarketAnswerField"
+    answers: ClassVar[list[type[serializers.Serializer]]] = [
+        MarketCreatedSerializer,
+        ErrorEnvelopeSerializer,
+    ]
