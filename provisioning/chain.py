@@ -12,8 +12,11 @@ the release of the chain's market reservation, the hand-over to the chained job.
                   its code; a fresh candidate is emptied (never a terminal one)
     StoodDown     the attempt is no longer pending, or the brand changed under the chain:
                   CANCELLED (FAILED when reconciled as stale); a promoted workspace stays
-    Finished      the chained work answered: the attempt is ready, the chain COMPLETED with
-                  the answer (None: cancelled before its final write → CANCELLED)
+    Finished      the chained work answered: its market rows' final writes, the attempt
+                  ready and the chain COMPLETED with the answer, in one transaction (None:
+                  nothing left to write → CANCELLED)
+    Discarded     the answer's final write was refused (a deactivate or cancel won): its live
+                  projects deleted, their rows dropped, CANCELLED
     RetryLater    upstream asked to wait longer than a worker should: the same row, later
 
 A step refused an upstream permit (`quota.PermitDeferredError`, SPEC §10.6) is released by
@@ -52,9 +55,11 @@ from provisioning.exceptions import (
     attempt_reason,
     job_error,
 )
+from provisioning.markets import market_writes_commit, market_writes_refused
 from provisioning.models import AttemptReason, AttemptStartedBy, AttemptStatus, ProvisioningAttempt
-from provisioning.outcome import Outcome
+from provisioning.outcome import MarketWrite, Outcome
 from provisioning.selectors import settle_seconds_learned
+from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org
 from provisioning.workspace import (
     GROUP_KEY,
@@ -111,6 +116,15 @@ class Finished:
 
 
 @dataclass(frozen=True)
+class Discarded:
+    """The chained work's final write was refused (SPEC §6.3: a deactivate or cancel won after
+    its last upstream call): the projects it was making live have been deleted upstream, and
+    `market_writes` (their rows dropped, the other rows as answered) end with the job."""
+
+    market_writes: tuple[MarketWrite, ...]
+
+
+@dataclass(frozen=True)
 class RetryLater:
     delay_seconds: float
 
@@ -120,7 +134,7 @@ class Crashed:
     pass
 
 
-StepEnd = Promoted | SettleLater | Failed | StoodDown | Finished | RetryLater | Crashed
+StepEnd = Promoted | SettleLater | Failed | StoodDown | Finished | Discarded | RetryLater | Crashed
 
 
 def quota_deferring(handler: StepHandler) -> StepHandler:
@@ -199,22 +213,77 @@ def step_end(run: StepRun, attempt: ProvisioningAttempt | None, end: StepEnd) ->
     if isinstance(end, RetryLater):
         step_commit(run, JobDefer(delay_seconds=end.delay_seconds), effects=_attempt_touched(run))
         return
+    if isinstance(end, Finished) and end.outcome is not None:
+        _end_answered(run, attempt, end.outcome)
+        return
     ending, effects = _final(run, attempt, end)
     step_commit(run, ending, effects=effects)
     if isinstance(end, StoodDown | Crashed) and attempt is not None:
         cleanup_candidate(attempt_id=attempt.id)
 
 
-def _final(
-    run: StepRun, attempt: ProvisioningAttempt | None, end: StoodDown | Finished | Crashed
-) -> tuple[JobEnding, Callable[[], bool]]:
-    """The last job write of the chain and the attempt's move that goes with it."""
-    promoted = attempt is not None and attempt.workspace_promoted
+def _end_answered(run: StepRun, attempt: ProvisioningAttempt | None, outcome: Outcome) -> None:
+    """The chained work answered: in one transaction, its market rows' final writes (SPEC
+    §11.5, `markets.market_writes_commit`), the attempt `ready` and the job COMPLETED with the
+    answer. A row goes live only while the chain may still write (`still_valid`: the attempt
+    pending, the brand pointing at its workspace) and the reservation is still the chain's;
+    otherwise nothing of the transaction stands, the projects that were going live are deleted
+    upstream, and the step ends `Discarded`. A lost claim writes nothing (the holder ends it)."""
+    refused = False
 
     def effects() -> bool:
+        nonlocal refused
+        valid = (
+            still_valid(attempt.id, attempt.brand_id, attempt.candidate_workspace_id or "")
+            if attempt is not None
+            else None
+        )
+        if not market_writes_commit(outcome.market_writes, still_valid=valid):
+            refused = True
+            return False
+        if attempt is not None:
+            states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
+        return True
+
+    completed = Finish(JobStatus.COMPLETED, result=outcome.as_job_result())
+    if step_commit(run, completed, effects=effects) or not refused:
+        return
+    instead = market_writes_refused(client=_client_of(run, attempt), writes=outcome.market_writes)
+    step_end(run, attempt, Discarded(instead))
+
+
+def _client_of(run: StepRun, attempt: ProvisioningAttempt | None) -> SemrushClient:
+    organization = (
+        attempt.brand.organization
+        if attempt is not None
+        else Organization.objects.get(pk=run.job.organization_id)
+    )
+    return client_for_org(
+        organization,
+        brand_id=str(run.job.brand_id),
+        attempt_id=str(attempt.id) if attempt is not None else None,
+        step_job_id=str(run.job.id),
+    )
+
+
+def _final(
+    run: StepRun,
+    attempt: ProvisioningAttempt | None,
+    end: StoodDown | Finished | Discarded | Crashed,
+) -> tuple[JobEnding, Callable[[], bool]]:
+    """The last job write of the chain and the writes that go with it (the attempt's move, the
+    chain's market rows), when the chained work did not answer."""
+    promoted = attempt is not None and attempt.workspace_promoted
+    # The chained step got as far as its final write (Finished(None): it found nothing left
+    # to write): the attempt is ready whatever else happened, as after an answer.
+    reached_its_end = isinstance(end, Finished | Discarded)
+
+    def effects() -> bool:
+        if isinstance(end, Discarded):
+            market_writes_commit(end.market_writes)
         if attempt is None:
             return True
-        if (promoted and attempt.status == AttemptStatus.PENDING) or isinstance(end, Finished):
+        if (promoted and attempt.status == AttemptStatus.PENDING) or reached_its_end:
             # Once promotion has succeeded, the chain's end (but a cancellation, which has
             # already finished the attempt) makes it ready: the workspace is valid and stays.
             states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
@@ -225,17 +294,15 @@ def _final(
                 reason=AttemptReason.UNEXPECTED,
                 error="Unexpected error.",
             )
-        if not isinstance(end, Finished):
+        if not reached_its_end:
             # Nothing was created for the chain's market (a chained step that answered has
             # finished or freed its markets itself): its slice is free again (SPEC §3); a
             # reservation with a project stays resumable.
             services.release_reservations(owner=attempt.id)
         return True
 
-    if isinstance(end, Finished):
-        if end.outcome is None:
-            return Finish(JobStatus.CANCELLED, error=job_services.cancelled_error()), effects
-        return Finish(JobStatus.COMPLETED, result=end.outcome.as_job_result()), effects
+    if isinstance(end, Finished | Discarded):
+        return Finish(JobStatus.CANCELLED, error=job_services.cancelled_error()), effects
     if isinstance(end, Crashed):
         error = {"code": "jobFailed", "message": JOB_FAILED_MESSAGE, "retryable": promoted}
         return Finish(JobStatus.FAILED, error=error), effects

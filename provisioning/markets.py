@@ -4,7 +4,9 @@ The sync routes and the chained jobs call `market_provision` unchanged, so both 
 `Outcome`. The slice is reserved by a `creating` row under the live-slice unique constraint
 before any upstream call; the reservation records its owner and, as soon as it exists, the
 upstream project id, so a re-run after a crash resumes the same project instead of making a
-second one.
+second one. The row's final write (`live`, `publish_failed`, or dropped) travels in the
+Outcome and is committed with the end of the work (SPEC §11.5): a chained step's ending, in one
+transaction with its job and its attempt; a sync request's `market_outcome_commit`.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from django.conf import settings
@@ -20,9 +22,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
-from provisioning.exceptions import QuotaExceededError, UpstreamError
+from provisioning.exceptions import ProvisioningCancelledError, QuotaExceededError, UpstreamError
 from provisioning.models import AttemptStatus, ProvisioningAttempt
-from provisioning.outcome import Outcome
+from provisioning.outcome import MarketEnd, MarketWrite, Outcome
 from provisioning.semrush import SemrushClient, SemrushError, SemrushQuotaError
 from provisioning.upstream import translate_upstream
 from serenity.exceptions import SliceExistsError
@@ -203,12 +205,11 @@ def market_provision(
     request: MarketRequest,
     owned_workspace: bool,
     delete_on_failure: bool,
-    still_valid: Callable[[], bool] | None = None,
     renew: Callable[[], object] | None = None,
     workspace_new: bool = False,
-) -> Outcome | None:
-    """Create or resume the slice's project in `workspace_id`, set its tracked URL, publish it
-    and finish the market row. The reservation (`market`, owned by `owner`) already exists.
+) -> Outcome:
+    """Create or resume the slice's project in `workspace_id`, set its tracked URL and publish
+    it. The reservation (`market`, owned by `owner`) already exists.
 
     In a sub-workspace the slice's project is first looked up upstream (a published one is
     `sliceExists`, a draft is resumed), unless `workspace_new`: the caller's attempt created
@@ -216,59 +217,28 @@ def market_provision(
     project (nothing else may touch a brand's workspace while its attempt is pending) and the
     listing would be an upstream call that cannot find anything. A re-run always looks.
 
-    Returns the Outcome; or None when `still_valid()` turned false before the final write (a
-    deactivate or cancel won): the project this call created is deleted and the reservation
-    dropped. `delete_on_failure` (flat mode) deletes a created project when a later step fails.
+    The one write here is the project id, recorded on the reservation the moment the project
+    exists (a crash from then on resumes that project). The row's final write is returned in
+    the Outcome (`market_writes`, one `MarketWrite`), for the caller to commit with the end of
+    its work (`market_writes_commit`; a sync request: `market_outcome_commit`).
+    `delete_on_failure` (flat mode) deletes a project created here when a later call fails.
     """
-    created_here = False
-    ambiguous_create = False
     project_id = market.semrush_project_id
+    created_here = False
+    ended = _Ending(market=market, owner=owner, workspace_id=workspace_id, owned=owned_workspace)
     try:
         if project_id is None and owned_workspace and not workspace_new:
             existing = _find_slice_project(
                 client.list_projects(workspace_id=workspace_id, owned=True), request.slice
             )
             if existing is not None:
-                status = str(existing.get("publish_status") or "").lower()
-                if status in PUBLISHED:
-                    market_release(market_id=market.pk, owner=owner)
-                    return Outcome.from_error(SliceExistsError())
+                if str(existing.get("publish_status") or "").lower() in PUBLISHED:
+                    return ended(Outcome.from_error(SliceExistsError()), MarketEnd.RELEASED)
                 project_id = str(existing["id"])
         if project_id is None:
-            try:
-                project = client.create_project(
-                    workspace_id=workspace_id,
-                    name=request.name or request.slice.default_name,
-                    location_id=request.slice.geo_target_id,
-                    language=request.language_id,
-                    brand_names=request.brand_names,
-                    brand_domain=request.brand_domain,
-                    country_code=request.slice.country.lower(),
-                    location_name=request.slice.country_name,
-                    owned=owned_workspace,
-                )
-            except SemrushError as exc:
-                # An ambiguous create (a timeout or a 5xx) may have made the project upstream:
-                # reconcile through the listing, as a workspace create does (SPEC §5), instead
-                # of releasing the slice and leaving a project no market points at. Only in
-                # the brand's own workspace, where the slice identifies the project.
-                if not (exc.ambiguous and owned_workspace):
-                    raise
-                existing = _find_slice_project(
-                    client.list_projects(workspace_id=workspace_id, owned=True), request.slice
-                )
-                if existing is None:
-                    # Not visible yet, but it may still be made: keep the market (no project
-                    # id, `publish_failed`) so that the next create of the slice finds and
-                    # resumes that project instead of making a second one.
-                    ambiguous_create = True
-                    raise
-                logger.warning(
-                    "project create was ambiguous; resuming the project it made",
-                    extra={"project_id": str(existing["id"])},
-                )
-                project = existing
-            project_id = str(project["id"])
+            project_id = _project_create(
+                client=client, workspace_id=workspace_id, request=request, owned=owned_workspace
+            )
             created_here = True
         # Record the project the moment it exists: a crash from here on resumes it.
         Market.objects.filter(pk=market.pk, reserved_by=owner).update(
@@ -276,59 +246,32 @@ def market_provision(
         )
         if renew is not None:
             renew()
-        if brand.base_url:
-            try:
-                client.set_tracked_url(
-                    workspace_id=workspace_id,
-                    project_id=project_id,
-                    primary_url=brand.base_url,
-                    owned=owned_workspace,
-                )
-            except SemrushError:
-                # Upstream treats the tracked URL as a setting; a failed PATCH is logged and
-                # the market still goes live (it can be re-set by activating again).
-                logger.warning("setting the tracked URL failed", extra={"project_id": project_id})
-        client.publish_project(
-            workspace_id=workspace_id, project_id=project_id, owned=owned_workspace
+        _project_publish(
+            client=client,
+            brand=brand,
+            workspace_id=workspace_id,
+            project_id=project_id,
+            owned=owned_workspace,
         )
+    except _CreateUnresolvedError as unresolved:
+        # Not visible yet, but it may still be made: keep the market (no project id,
+        # `publish_failed`) so that the next create of the slice finds and resumes that
+        # project instead of making a second one.
+        return ended(_failure(unresolved.cause), MarketEnd.PUBLISH_FAILED)
     except SemrushError as exc:
-        return _provision_failed(
-            client=client,
-            market=market,
-            owner=owner,
-            workspace_id=workspace_id,
-            project_id=project_id,
-            created_here=created_here,
-            exc=exc,
-            delete_on_failure=delete_on_failure,
-            owned_workspace=owned_workspace,
-            ambiguous_create=ambiguous_create,
-        )
-
-    with transaction.atomic():
-        if still_valid is not None and not still_valid():
-            valid = False
-        else:
-            finished = Market.objects.filter(
-                pk=market.pk, reserved_by=owner, deleted_at__isnull=True
-            ).update(
-                status=MarketStatus.LIVE,
-                reserved_by=None,
-                semrush_project_id=project_id,
+        if project_id is None:
+            return ended(_failure(exc), MarketEnd.RELEASED)
+        if delete_on_failure and created_here:
+            _discard(
+                client=client,
                 workspace_id=workspace_id,
-                updated_at=timezone.now(),
+                project_id=project_id,
+                owned_workspace=owned_workspace,
             )
-            valid = finished == 1
-    if not valid:
-        _discard(
-            client=client,
-            workspace_id=workspace_id,
-            project_id=project_id,
-            owned_workspace=owned_workspace,
-        )
-        Market.objects.filter(pk=market.pk, reserved_by=owner).delete()
-        return None
-    return Outcome(
+            return ended(_failure(exc), MarketEnd.RELEASED, project_id)
+        # The project exists: keep it on the market so the next create resumes it.
+        return ended(_failure(exc), MarketEnd.PUBLISH_FAILED, project_id)
+    answer = Outcome(
         status=201,
         body={
             "brandId": str(brand.id),
@@ -339,6 +282,183 @@ def market_provision(
             "published": True,
         },
     )
+    return ended(answer, MarketEnd.LIVE, project_id)
+
+
+@dataclass(frozen=True)
+class _Ending:
+    """`market_provision`'s answers, each with its market row's final write."""
+
+    market: Market
+    owner: uuid.UUID
+    workspace_id: str
+    owned: bool
+
+    def __call__(self, outcome: Outcome, end: MarketEnd, project_id: str | None = None) -> Outcome:
+        write = MarketWrite(
+            market_id=self.market.pk,
+            owner=self.owner,
+            end=end,
+            project_id=project_id,
+            workspace_id=self.workspace_id,
+            owned_workspace=self.owned,
+        )
+        return replace(outcome, market_writes=(*outcome.market_writes, write))
+
+
+class _CreateUnresolvedError(Exception):
+    """An ambiguous project create whose project the listing does not show (yet)."""
+
+    def __init__(self, cause: SemrushError) -> None:
+        super().__init__("ambiguous project create")
+        self.cause = cause
+
+
+def _project_create(
+    *, client: SemrushClient, workspace_id: str, request: MarketRequest, owned: bool
+) -> str:
+    """Create the slice's project; its id. An ambiguous create (a timeout or a 5xx) may have
+    made the project upstream: in the brand's own workspace, where the slice identifies the
+    project, it is reconciled through the listing, as a workspace create is (SPEC §5), instead
+    of leaving a project no market points at; not found there → `_CreateUnresolvedError`.
+    Raises SemrushError otherwise."""
+    try:
+        project = client.create_project(
+            workspace_id=workspace_id,
+            name=request.name or request.slice.default_name,
+            location_id=request.slice.geo_target_id,
+            language=request.language_id,
+            brand_names=request.brand_names,
+            brand_domain=request.brand_domain,
+            country_code=request.slice.country.lower(),
+            location_name=request.slice.country_name,
+            owned=owned,
+        )
+    except SemrushError as exc:
+        if not (exc.ambiguous and owned):
+            raise
+        existing = _find_slice_project(
+            client.list_projects(workspace_id=workspace_id, owned=True), request.slice
+        )
+        if existing is None:
+            raise _CreateUnresolvedError(exc) from exc
+        logger.warning(
+            "project create was ambiguous; resuming the project it made",
+            extra={"project_id": str(existing["id"])},
+        )
+        project = existing
+    return str(project["id"])
+
+
+def _project_publish(
+    *, client: SemrushClient, brand: Brand, workspace_id: str, project_id: str, owned: bool
+) -> None:
+    """Set the project's tracked URL (the brand's `baseUrl`), then publish it. Raises the
+    publish's SemrushError; a failed tracked URL is only logged."""
+    if brand.base_url:
+        try:
+            client.set_tracked_url(
+                workspace_id=workspace_id,
+                project_id=project_id,
+                primary_url=brand.base_url,
+                owned=owned,
+            )
+        except SemrushError:
+            # Upstream treats the tracked URL as a setting; a failed PATCH is logged and
+            # the market still goes live (it can be re-set by activating again).
+            logger.warning("setting the tracked URL failed", extra={"project_id": project_id})
+    client.publish_project(workspace_id=workspace_id, project_id=project_id, owned=owned)
+
+
+def _failure(exc: SemrushError) -> Outcome:
+    error = QuotaExceededError() if isinstance(exc, SemrushQuotaError) else translate_upstream(exc)
+    if isinstance(error, UpstreamError):
+        logger.warning(
+            "market provisioning failed upstream", extra={"error_class": type(exc).__name__}
+        )
+    return Outcome.from_error(error)
+
+
+# --- the final writes -------------------------------------------------------------------------
+
+
+def market_writes_commit(
+    writes: tuple[MarketWrite, ...], *, still_valid: Callable[[], bool] | None = None
+) -> bool:
+    """Apply the market rows' final writes, in the caller's transaction (each only while its
+    owner still holds the reservation). False — nothing of the transaction may stand, the
+    caller rolls it back — when a row may not go live: `still_valid()` says the work lost the
+    brand (a chain's attempt ended, or the brand points elsewhere), or the reservation is no
+    longer the owner's (a heal or a deactivate tombstoned it). Other writes are never refused:
+    what failed is recorded whoever won."""
+    if (
+        still_valid is not None
+        and any(write.end is MarketEnd.LIVE for write in writes)
+        and not still_valid()
+    ):
+        return False
+    changed = [(write, _market_write(write)) for write in writes]
+    return all(rows == 1 for write, rows in changed if write.end is MarketEnd.LIVE)
+
+
+def _market_write(write: MarketWrite) -> int:
+    """One row's final write; the number of rows it changed."""
+    owned = Market.objects.filter(pk=write.market_id, reserved_by=write.owner)
+    now = timezone.now()
+    if write.end is MarketEnd.LIVE:
+        return owned.filter(deleted_at__isnull=True).update(
+            status=MarketStatus.LIVE,
+            reserved_by=None,
+            semrush_project_id=write.project_id,
+            workspace_id=write.workspace_id,
+            updated_at=now,
+        )
+    if write.end is MarketEnd.PUBLISH_FAILED:
+        return owned.update(status=MarketStatus.PUBLISH_FAILED, reserved_by=None, updated_at=now)
+    deleted, _ = owned.filter(status=MarketStatus.CREATING).delete()
+    return deleted
+
+
+def market_writes_refused(
+    *, client: SemrushClient, writes: tuple[MarketWrite, ...]
+) -> tuple[MarketWrite, ...]:
+    """What to commit instead of writes that were refused (a deactivate or cancel won before
+    the final write, SPEC §6.3): each project that was to go live is deleted upstream and its
+    row dropped; the other writes stand. Never raises (a project left is listed by
+    provisioning_audit)."""
+    instead = []
+    for write in writes:
+        if write.end is MarketEnd.LIVE:
+            if write.project_id is not None:
+                _discard(
+                    client=client,
+                    workspace_id=write.workspace_id,
+                    project_id=write.project_id,
+                    owned_workspace=write.owned_workspace,
+                )
+            write = replace(write, end=MarketEnd.RELEASED)
+        instead.append(write)
+    return tuple(instead)
+
+
+def market_outcome_commit(*, client: SemrushClient, outcome: Outcome) -> Outcome:
+    """A sync request's market rows: commit the Outcome's final writes in one transaction and
+    answer it. Refused (`market_writes_commit`): the projects that were to go live are deleted
+    and their rows dropped, and the answer is 409 `provisioningCancelled`."""
+    if not outcome.market_writes:
+        return outcome
+    if _commit(outcome.market_writes):
+        return replace(outcome, market_writes=())
+    _commit(market_writes_refused(client=client, writes=outcome.market_writes))
+    return Outcome.from_error(ProvisioningCancelledError())
+
+
+def _commit(writes: tuple[MarketWrite, ...]) -> bool:
+    with transaction.atomic():
+        committed = market_writes_commit(writes)
+        if not committed:
+            transaction.set_rollback(True)
+    return committed
 
 
 def market_discard_unrecorded(
@@ -378,43 +498,3 @@ def _discard(
             "could not delete a project we created; provisioning_audit will list it",
             extra={"project_id": project_id},
         )
-
-
-def _provision_failed(
-    *,
-    client: SemrushClient,
-    market: Market,
-    owner: uuid.UUID,
-    workspace_id: str,
-    project_id: str | None,
-    created_here: bool,
-    exc: SemrushError,
-    delete_on_failure: bool,
-    owned_workspace: bool,
-    ambiguous_create: bool = False,
-) -> Outcome:
-    error = QuotaExceededError() if isinstance(exc, SemrushQuotaError) else translate_upstream(exc)
-    if project_id is None and ambiguous_create:
-        Market.objects.filter(pk=market.pk, reserved_by=owner).update(
-            status=MarketStatus.PUBLISH_FAILED, reserved_by=None, updated_at=timezone.now()
-        )
-    elif project_id is None:
-        market_release(market_id=market.pk, owner=owner)
-    elif delete_on_failure and created_here:
-        _discard(
-            client=client,
-            workspace_id=workspace_id,
-            project_id=project_id,
-            owned_workspace=owned_workspace,
-        )
-        Market.objects.filter(pk=market.pk, reserved_by=owner).delete()
-    else:
-        # The project exists: keep it on the market so the next create resumes it.
-        Market.objects.filter(pk=market.pk, reserved_by=owner).update(
-            status=MarketStatus.PUBLISH_FAILED, reserved_by=None, updated_at=timezone.now()
-        )
-    if isinstance(error, UpstreamError):
-        logger.warning(
-            "market provisioning failed upstream", extra={"error_class": type(exc).__name__}
-        )
-    return Outcome.from_error(error)

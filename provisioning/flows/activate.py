@@ -24,12 +24,10 @@ from django.utils import timezone
 from jobs.models import JobStep
 from jobs.runner import StepRun
 from kernel.errors import DomainError
-from provisioning import chain, guard, services
+from provisioning import chain, guard
 from provisioning.exceptions import (
     ActivationIncompleteError,
-    ProvisioningCancelledError,
     WorkspaceMisconfiguredError,
-    attempt_reason,
 )
 from provisioning.flows.common import (
     MarketPlan,
@@ -37,9 +35,9 @@ from provisioning.flows.common import (
     market_provision_planned,
     require_parent,
 )
-from provisioning.markets import market_reserve
+from provisioning.markets import market_outcome_commit, market_reserve
 from provisioning.models import AttemptStartedBy
-from provisioning.outcome import Accepted, Outcome
+from provisioning.outcome import Accepted, MarketWrite, Outcome
 from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org
 from provisioning.workspace import brand_pointer, workspace_ensure
@@ -95,25 +93,30 @@ def activate(
     pointer = brand_pointer(brand.pk)
     if pointer is not None and pointer == parent_id:
         raise WorkspaceMisconfiguredError()
-    # The client first: a missing configuration (503) must not leave the brand leased.
+    return _activate_sync(brand=brand, branch=branch, plans=plans)
+
+
+def _activate_sync(*, brand: Brand, branch: Branch, plans: list[MarketPlan]) -> Outcome:
+    """Ensure the workspace under a sync attempt, then the branch's work in it. A failure to
+    ensure fails the attempt (a pending brand whose ensure failed upstream answers 502
+    `serenityActivationIncomplete` instead of the error); once the workspace is in place the
+    attempt ends `ready`, whatever follows."""
+    # The client first: a missing configuration (503) must not lease the brand.
     client = client_for_org(brand.organization, brand_id=str(brand.pk))
-    attempt = guard.attempt_begin(brand_id=brand.pk, started_by=AttemptStartedBy.ACTIVATE)
-    attempt_id = attempt.id if attempt is not None else None
-    try:
-        workspace = workspace_ensure(
-            client=client,
-            brand=brand,
-            attempt_id=attempt_id,
-            settle=branch.creates_markets,
-        )
-    except DomainError as error:
-        services.attempt_finish(
-            attempt=attempt, ok=False, reason=attempt_reason(error), error=error.message
-        )
-        if branch.was_pending and not hasattr(error, "reason") and error.http_status >= 500:
-            return _activation_incomplete(brand)
-        raise
-    try:
+    with guard.attempt_held(brand_id=brand.pk, started_by=AttemptStartedBy.ACTIVATE) as held:
+        try:
+            workspace = workspace_ensure(
+                client=client,
+                brand=brand,
+                attempt_id=held.attempt_id,
+                settle=branch.creates_markets,
+            )
+        except DomainError as error:
+            if branch.was_pending and not hasattr(error, "reason") and error.http_status >= 500:
+                held.fail(error)
+                return _activation_incomplete(brand)
+            raise
+        held.workspace_ready()
         if branch is Branch.PENDING_THEN_PROJECTS:
             flipped = brand_workspace_activate(
                 brand=brand, workspace_id=workspace.id, was_pending=True
@@ -125,14 +128,12 @@ def activate(
                 client=client,
                 brand=brand,
                 workspace_id=workspace.id,
-                owner=attempt_id or uuid.uuid4(),
+                owner=held.owner,
                 plans=plans,
             )
         return brand_workspace_activate(
             brand=brand, workspace_id=workspace.id, was_pending=branch.was_pending
         )
-    finally:
-        services.attempt_finish(attempt=attempt, ok=True)
 
 
 def _begin_async(
@@ -212,11 +213,17 @@ def activate_markets_in_workspace(
     owner: uuid.UUID,
     plans: list[MarketPlan],
     owned_workspace: bool = True,
+    in_chain: bool = False,
     **options: Any,
 ) -> Outcome:
     """Branch C: per market create-or-resume + publish; one market's failure is its entry's.
-    200 when every market is live (created now or already), else 207."""
+    200 when every market is live (created now or already), else 207.
+
+    Sync, each market's row is finished as it is answered (`market_outcome_commit`). In a
+    chain (`in_chain`) the rows' final writes are gathered in the Outcome: the step's ending
+    commits them with the job and the attempt (SPEC §11.5)."""
     entries: list[dict[str, Any]] = []
+    writes: list[MarketWrite] = []
     for plan in plans:
         outcome = _activate_one(
             client=client,
@@ -227,6 +234,9 @@ def activate_markets_in_workspace(
             owned_workspace=owned_workspace,
             **options,
         )
+        if not in_chain:
+            outcome = market_outcome_commit(client=client, outcome=outcome)
+        writes.extend(outcome.market_writes)
         entries.append(
             {
                 "market": plan.slice.country,
@@ -248,6 +258,7 @@ def activate_markets_in_workspace(
             "baseUrl": fresh.base_url,
             "markets": entries,
         },
+        market_writes=tuple(writes),
     )
 
 
@@ -265,7 +276,7 @@ def _activate_one(
         reservation = market_reserve(brand=brand, slice_=plan.slice, owner=owner, name=plan.name)
     except DomainError as error:
         return Outcome.from_error(error)
-    outcome = market_provision_planned(
+    return market_provision_planned(
         client=client,
         brand=brand,
         plan=plan,
@@ -275,10 +286,6 @@ def _activate_one(
         owned_workspace=owned_workspace,
         **options,
     )
-    if outcome is None:
-        # A deactivate or cancel won before this market's final write: its project is gone.
-        return Outcome.from_error(ProvisioningCancelledError())
-    return outcome
 
 
 def _activate_flat(
@@ -331,7 +338,7 @@ def activate_markets_step(run: StepRun) -> None:
         workspace_id=checked.workspace_id,
         owner=attempt.id,
         plans=[MarketPlan.from_metadata(m) for m in run.job.metadata.get("markets", [])],
-        still_valid=chain.still_valid(attempt.id, brand.pk, checked.workspace_id),
+        in_chain=True,
         renew=run.keep_alive,
     )
     chain.step_end(run, attempt, chain.Finished(outcome))
