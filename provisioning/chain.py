@@ -73,7 +73,7 @@ from provisioning.workspace import (
     empty_quietly,
     family_shared,
     workspace_create_or_adopt,
-    workspace_gone_heal,
+    workspace_gone_recover,
     workspace_promote,
     workspace_read_readiness,
 )
@@ -451,16 +451,18 @@ def _provision_hop(run: StepRun, attempt: ProvisioningAttempt) -> StepEnd:
         except SubworkspaceGoneError:
             if attempt.freshly_created or brand_pointer(brand.pk) != candidate:
                 raise
-            # The brand's own pointer is gone upstream: heal (clear it, tombstone the markets).
-            healed = workspace_gone_heal(
+            # The brand's own pointer is gone upstream: healed; an activate provisions a new
+            # workspace, as for a brand without one (SPEC §10.2).
+            healed = workspace_gone_recover(
                 client=client,
                 brand_id=brand.pk,
                 workspace_id=candidate,
                 parent_id=organization.semrush_parent_workspace_id,
+                attempt_id=attempt.id,
+                replaceable=attempt.started_by == AttemptStartedBy.ACTIVATE,
             )
-            if not _reprovisions_after_heal(attempt, candidate, healed):
+            if healed is not None:
                 return Failed(healed)
-            # An activate provisions a new workspace, as for a brand without one (SPEC §10.2).
             attempt.refresh_from_db()
             found = _candidate_find(run, client, attempt)
             if isinstance(found, StoodDown):
@@ -472,26 +474,6 @@ def _provision_hop(run: StepRun, attempt: ProvisioningAttempt) -> StepEnd:
     except DomainError as error:
         return Failed(error)
     return _after_read(run, candidate, readiness)
-
-
-def _reprovisions_after_heal(
-    attempt: ProvisioningAttempt, candidate: str, healed: DomainError
-) -> bool:
-    """After the brand's gone pointer was healed: an activate whose heal was confirmed goes on
-    to provision a new workspace (SPEC §10.2), its candidate forgotten (conditionally);
-    anything else ends with the heal's error."""
-    return (
-        attempt.started_by == AttemptStartedBy.ACTIVATE
-        and isinstance(healed, SubworkspaceGoneError)
-        and brand_pointer(attempt.brand.pk) is None
-        and states.update_pending(
-            attempt_id=attempt.id,
-            only_if={"candidate_workspace_id": candidate},
-            candidate_workspace_id=None,
-            freshly_created=False,
-            workspace_promoted=False,
-        )
-    )
 
 
 def _after_read(run: StepRun, candidate: str, readiness: Readiness) -> StepEnd:

@@ -391,36 +391,23 @@ def workspace_ensure(
     there upstream, else create-or-adopt, record the candidate and promote it. With `settle`,
     poll until the workspace is ready first (poll mode), else skip the wait (skip mode).
 
-    The pointer is confirmed with one status read in skip mode (a not-ready status is fine),
-    by the settle reads in poll mode. A pointer gone upstream heals (`workspace_gone_heal`:
-    pointer cleared, markets tombstoned) and a new workspace is provisioned as for a brand
+    The pointer is confirmed (`pointer_confirm`) with one status read in skip mode (a
+    not-ready status is fine), by the settle reads in poll mode. A pointer gone upstream heals
+    (pointer cleared, markets tombstoned) and a new workspace is provisioned as for a brand
     without one (SPEC §10.2); a 403 the family does not confirm raises the heal's error.
     A workspace this call created is emptied if a later part of this call fails."""
     parent_id = brand.organization.semrush_parent_workspace_id or ""
     pointer = brand_pointer(brand.pk)
-    if pointer is not None:
-        try:
-            if settle:
-                workspace_settle(client=client, workspace_id=pointer)
-            else:
-                workspace_read_readiness(client=client, workspace_id=pointer)
-            return Workspace(id=pointer, freshly_created=False)
-        except SubworkspaceGoneError as gone:
-            healed = workspace_gone_heal(
-                client=client, brand_id=brand.pk, workspace_id=pointer, parent_id=parent_id
-            )
-            if not isinstance(healed, SubworkspaceGoneError) or brand_pointer(brand.pk):
-                # Not confirmed gone, or a concurrent writer already set a new pointer.
-                raise healed from gone
-        if attempt_id is not None:
-            # The attempt began on the dead pointer: it now looks for a new candidate.
-            states.update_pending(
-                attempt_id=attempt_id,
-                only_if={"candidate_workspace_id": pointer},
-                candidate_workspace_id=None,
-                freshly_created=False,
-                workspace_promoted=False,
-            )
+    if pointer is not None and pointer_confirm(
+        client=client,
+        brand_id=brand.pk,
+        pointer=pointer,
+        parent_id=parent_id,
+        settle=settle,
+        attempt_id=attempt_id,
+        replaceable=True,
+    ):
+        return Workspace(id=pointer, freshly_created=False)
     workspace = workspace_create_or_adopt(
         client=client, brand=brand, parent_id=parent_id, attempt_id=attempt_id
     )
@@ -478,6 +465,86 @@ def workspace_gone_heal(
         extra={"workspace_id": workspace_id, "pointer_cleared": bool(cleared)},
     )
     return SubworkspaceGoneError()
+
+
+def pointer_confirm(
+    *,
+    client: SemrushClient,
+    brand_id: uuid.UUID,
+    pointer: str,
+    parent_id: str | None,
+    settle: bool,
+    attempt_id: uuid.UUID | None = None,
+    replaceable: bool = False,
+) -> bool:
+    """Confirm the brand's pointer upstream: settle it (`settle`: poll mode, until ready) or
+    read its status once (a not-ready status is fine). True: it is there.
+
+    A pointer gone upstream (403) is healed (`workspace_gone_recover`): False when a new
+    workspace may be provisioned in its place (`replaceable`, the heal confirmed, the attempt
+    still pending); otherwise the heal's error is raised. Raises the reads' domain errors."""
+    try:
+        if settle:
+            workspace_settle(client=client, workspace_id=pointer)
+        else:
+            workspace_read_readiness(client=client, workspace_id=pointer)
+        return True
+    except SubworkspaceGoneError as gone:
+        error = workspace_gone_recover(
+            client=client,
+            brand_id=brand_id,
+            workspace_id=pointer,
+            parent_id=parent_id,
+            attempt_id=attempt_id,
+            replaceable=replaceable,
+        )
+        if error is not None:
+            raise error from gone
+        return False
+
+
+def workspace_gone_recover(
+    *,
+    client: SemrushClient,
+    brand_id: uuid.UUID,
+    workspace_id: str,
+    parent_id: str | None,
+    attempt_id: uuid.UUID | None = None,
+    replaceable: bool = False,
+) -> DomainError | None:
+    """What follows a 403 (`SubworkspaceGoneError`) of the brand's own pointer `workspace_id`,
+    the one rule for every path that reads it (a sync settle or status read, the chain's status
+    read, SPEC §10.2): heal (`workspace_gone_heal`), then say whether a new workspace may be
+    provisioned in its place.
+
+    None: it may — `replaceable` (an activate provisions one, as for a brand without a
+    workspace), the heal confirmed the workspace gone, no concurrent writer has set a new
+    pointer, and the attempt (if any) is still pending; the attempt forgets the gone workspace
+    as its candidate (conditionally), so that it records the new one. Otherwise the error that
+    ends the work: the heal's."""
+    healed = workspace_gone_heal(
+        client=client, brand_id=brand_id, workspace_id=workspace_id, parent_id=parent_id
+    )
+    if (
+        replaceable
+        and isinstance(healed, SubworkspaceGoneError)
+        and brand_pointer(brand_id) is None
+        and (attempt_id is None or _candidate_forget(attempt_id=attempt_id, gone=workspace_id))
+    ):
+        return None
+    return healed
+
+
+def _candidate_forget(*, attempt_id: uuid.UUID, gone: str) -> bool:
+    """The pending attempt forgets `gone` if it was its candidate (a chain settling the
+    pointer); one with no candidate (sync work) keeps none. False: no longer pending."""
+    return states.update_pending(
+        attempt_id=attempt_id,
+        only_if={"candidate_workspace_id": gone},
+        candidate_workspace_id=None,
+        freshly_created=False,
+        workspace_promoted=False,
+    ) or states.update_pending(attempt_id=attempt_id, only_if={"candidate_workspace_id": None})
 
 
 def brand_pointer(brand_id: uuid.UUID) -> str | None:

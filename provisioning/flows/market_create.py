@@ -45,7 +45,7 @@ from provisioning.models import AttemptStartedBy, AttemptStatus, ProvisioningAtt
 from provisioning.outcome import Accepted, Outcome
 from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org
-from provisioning.workspace import workspace_gone_heal, workspace_settle
+from provisioning.workspace import pointer_confirm
 from serenity.exceptions import SliceExistsError
 from serenity.models import Brand, BrandStatus, Market, MarketStatus, WorkspaceMode
 
@@ -146,15 +146,13 @@ def _create_sync(*, brand: Brand, plan: MarketPlan, parent_id: str) -> Outcome:
             held.withdraw()
             raise
         assert held.pointer is not None and held.market is not None
-        try:
-            workspace_settle(client=client, workspace_id=held.pointer)
-        except SubworkspaceGoneError as gone:
-            # Free the slice before the heal tombstones the brand's markets (a reservation
-            # that created nothing is dropped, not kept as a tombstone).
-            market_release(market_id=held.market.pk, owner=held.owner)
-            raise workspace_gone_heal(
-                client=client, brand_id=brand.pk, workspace_id=held.pointer, parent_id=parent_id
-            ) from gone
+        pointer_confirm(
+            client=client,
+            brand_id=brand.pk,
+            pointer=held.pointer,
+            parent_id=parent_id,
+            settle=True,
+        )
         outcome = healed_if_gone(
             market_provision(
                 client=client,
