@@ -1,9 +1,11 @@
-"""The provisioning chain (SPEC §6.3): the provision-workspace step, the checks a chained step
-makes before and at its end, and the one way any step of the chain ends.
+"""The provisioning chain (SPEC §6.3): the one way any step of the chain ends, and the checks a
+chained step makes before and at its end. The steps themselves are flows (the first one,
+provision-workspace, is `flows.provision`).
 
 A step decides what happened and returns it as a value (`StepEnd`); `step_end` turns it into the
 writes of one transaction through `jobs.endings.step_commit`: the job's end, the attempt's move,
-the release of the chain's market reservation, the hand-over to the chained job.
+the final writes of the chain's market rows (or the release of its reservation), the hand-over
+to the chained job.
 
     Promoted      the candidate is ready: pointer set, attempt promoted, chained job runnable
                   (no chained job: the attempt is ready and the chain COMPLETED)
@@ -31,9 +33,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from django.conf import settings
 from django.db import IntegrityError
 from django.utils import timezone
 
@@ -47,35 +47,19 @@ from kernel.errors import DomainError
 from provisioning import quota, services, states
 from provisioning.exceptions import (
     JOB_FAILED_MESSAGE,
-    SubworkspaceCreationFailedError,
-    SubworkspaceCreationTimeoutError,
-    SubworkspaceGoneError,
     UpstreamError,
-    UpstreamRateLimitedError,
     attempt_reason,
     job_error,
 )
 from provisioning.markets import market_writes_commit, market_writes_refused
-from provisioning.models import AttemptReason, AttemptStartedBy, AttemptStatus, ProvisioningAttempt
+from provisioning.models import AttemptReason, AttemptStatus, ProvisioningAttempt
 from provisioning.outcome import MarketWrite, Outcome
-from provisioning.selectors import settle_seconds_learned
 from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org
 from provisioning.workspace import (
-    GROUP_KEY,
-    ONBOARDING_KEY,
     Promotion,
-    Readiness,
-    Workspace,
-    brand_pointer,
-    candidate_record,
     cleanup_candidate,
-    empty_quietly,
-    family_shared,
-    workspace_create_or_adopt,
-    workspace_gone_recover,
     workspace_promote,
-    workspace_read_readiness,
 )
 from serenity.models import Brand, BrandStatus, Organization
 
@@ -400,164 +384,6 @@ def _stand_down_if_ended(run: StepRun, attempt: ProvisioningAttempt) -> None:
     current = ProvisioningAttempt.objects.filter(pk=attempt.id).first()
     if current is not None and current.status != AttemptStatus.PENDING:
         step_end(run, current, StoodDown(current))
-
-
-# --- provision-workspace ----------------------------------------------------------------------
-
-
-def provision_workspace(run: StepRun) -> None:
-    """One hop of the settle loop: create-or-adopt (first hop), one status read, then promote,
-    fail, or schedule the next read after the backoff."""
-    attempt = attempt_of(run)
-    if attempt is None:
-        step_end(run, None, Crashed())
-        return
-    context.bind(attempt_id=attempt.id)
-    step_end(run, attempt, _provision_hop(run, attempt))
-
-
-def _provision_hop(run: StepRun, attempt: ProvisioningAttempt) -> StepEnd:
-    if attempt.status != AttemptStatus.PENDING:
-        return StoodDown(attempt)
-    brand = attempt.brand
-    organization = brand.organization
-    client = client_for_org(
-        organization,
-        brand_id=str(brand.pk),
-        attempt_id=str(attempt.id),
-        step_job_id=str(run.job.id),
-    )
-    candidate = attempt.candidate_workspace_id
-    try:
-        if candidate is None:
-            found = _candidate_find(run, client, attempt)
-            if isinstance(found, StoodDown):
-                return found
-            candidate = found.id
-            learned = _first_read_delay(organization, found)
-            if learned is not None:
-                return learned
-        elif (
-            attempt.started_by != AttemptStartedBy.CREATE_BRAND
-            and not attempt.freshly_created
-            and brand_pointer(brand.pk) != candidate
-        ):
-            # Settling the brand's existing pointer: one that changed meanwhile ends the chain.
-            services.attempt_cancel(attempt_id=attempt.id)
-            return StoodDown(ProvisioningAttempt.objects.get(pk=attempt.id))
-        assert candidate is not None
-        try:
-            readiness = workspace_read_readiness(client=client, workspace_id=candidate)
-        except SubworkspaceGoneError:
-            if attempt.freshly_created or brand_pointer(brand.pk) != candidate:
-                raise
-            # The brand's own pointer is gone upstream: healed; an activate provisions a new
-            # workspace, as for a brand without one (SPEC §10.2).
-            healed = workspace_gone_recover(
-                client=client,
-                brand_id=brand.pk,
-                workspace_id=candidate,
-                parent_id=organization.semrush_parent_workspace_id,
-                attempt_id=attempt.id,
-                replaceable=attempt.started_by == AttemptStartedBy.ACTIVATE,
-            )
-            if healed is not None:
-                return Failed(healed)
-            attempt.refresh_from_db()
-            found = _candidate_find(run, client, attempt)
-            if isinstance(found, StoodDown):
-                return found
-            candidate = found.id
-            readiness = workspace_read_readiness(client=client, workspace_id=candidate)
-    except UpstreamRateLimitedError as exc:
-        return RetryLater(exc.retry_after or 30.0)
-    except DomainError as error:
-        return Failed(error)
-    return _after_read(run, candidate, readiness)
-
-
-def _after_read(run: StepRun, candidate: str, readiness: Readiness) -> StepEnd:
-    """What one status read decides: promote, fail, or read again after the backoff."""
-    if readiness is Readiness.READY:
-        return Promoted(candidate)
-    if readiness is Readiness.TERMINAL:
-        return Failed(SubworkspaceCreationFailedError())
-    backoff = settings.SERENITY_PROVISION_BACKOFF_SECONDS
-    # Settle reads are positions 0, 1, 2, ... (1, 2, ... when the first hop deferred its read).
-    reads_done = run.job.position - (1 if run.job.metadata.get(FIRST_READ_DEFERRED) else 0)
-    if reads_done < len(backoff):
-        return SettleLater(backoff[reads_done])
-    return Failed(SubworkspaceCreationTimeoutError())
-
-
-def _first_read_delay(organization: Organization, found: Workspace) -> SettleLater | None:
-    """A workspace this hop created is not read at once when the parent's workspaces are known
-    to take a while (SPEC §11.1): the first read waits the learned settle time. An adopted one
-    is ready already (adoption requires it), so it is read now, as without history."""
-    if not found.freshly_created:
-        return None
-    learned = settle_seconds_learned(parent_id=organization.semrush_parent_workspace_id or "")
-    if not learned:
-        return None
-    return SettleLater(learned, first_read_deferred=True)
-
-
-def _candidate_find(
-    run: StepRun, client: Any, attempt: ProvisioningAttempt
-) -> Workspace | StoodDown:
-    """Create-or-adopt the attempt's candidate and record it (once): the candidate, freshly
-    created when this hop created it. Raises domain errors."""
-    parent_id = attempt.brand.organization.semrush_parent_workspace_id or ""
-    workspace = workspace_create_or_adopt(
-        client=client,
-        brand=attempt.brand,
-        parent_id=parent_id,
-        attempt_id=attempt.id,
-        family=_shared_family(run, client, parent_id),
-    )
-    if not candidate_record(attempt_id=attempt.id, workspace=workspace):
-        current = _candidate_taken(client, attempt, workspace)
-        if current.status != AttemptStatus.PENDING:
-            return StoodDown(current)
-        assert current.candidate_workspace_id is not None
-        workspace = Workspace(id=current.candidate_workspace_id, freshly_created=False)
-    run.keep_alive()
-    return workspace
-
-
-def _shared_family(
-    run: StepRun, client: Any, parent_id: str
-) -> Callable[[], list[dict[str, Any]]] | None:
-    """An onboarding item's first hop lists the family with its group (SPEC §11.2), unless a
-    worker died running it: what that run may have created must be seen (`family_shared`). A
-    quota re-schedule is not such a run: no create is left unrecorded by one."""
-    onboarding_id = run.job.metadata.get(ONBOARDING_KEY)
-    if onboarding_id is None or run.job.expired_claims:
-        return None
-    group = int(run.job.metadata.get(GROUP_KEY) or 0)
-    return lambda: family_shared(
-        client=client,
-        onboarding_id=onboarding_id,
-        group=group,
-        parent_id=parent_id,
-        job_id=run.job.id,
-    )
-
-
-def _candidate_taken(
-    client: Any, attempt: ProvisioningAttempt, workspace: Workspace
-) -> ProvisioningAttempt:
-    """Recording the candidate changed nothing: the attempt was cancelled, or a duplicate
-    delivery recorded one first. A workspace this run created that is not the recorded one is
-    emptied. Returns the attempt as it is now."""
-    current = ProvisioningAttempt.objects.get(pk=attempt.id)
-    if workspace.freshly_created and current.candidate_workspace_id != workspace.id:
-        empty_quietly(
-            client=client,
-            workspace_id=workspace.id,
-            parent_id=attempt.brand.organization.semrush_parent_workspace_id,
-        )
-    return current
 
 
 # --- chained steps ----------------------------------------------------------------------------
