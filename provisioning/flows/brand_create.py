@@ -18,6 +18,7 @@ from jobs.models import AsyncJob, JobStep
 from kernel.errors import DomainError, InvalidRequestError
 from provisioning import guard
 from provisioning.exceptions import UpstreamBusyError
+from provisioning.family import Workspace
 from provisioning.flows.common import MarketPlan, chain_create, market_request_for, require_parent
 from provisioning.flows.market_create import market_create_flat
 from provisioning.markets import (
@@ -31,7 +32,7 @@ from provisioning.outcome import Accepted
 from provisioning.selectors import with_latest_attempt
 from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org
-from provisioning.workspace import Workspace, empty_quietly, workspace_ensure
+from provisioning.workspace import empty_quietly, workspace_ensure
 from serenity.exceptions import BaseUrlRequiredError, BrandExistsError, SerenityNotEnabledError
 from serenity.models import Brand, BrandStatus, Market, Organization, WorkspaceMode
 

@@ -33,20 +33,22 @@ from provisioning.exceptions import (
     SubworkspaceGoneError,
     UpstreamRateLimitedError,
 )
+from provisioning.family import (
+    GROUP_KEY,
+    ONBOARDING_KEY,
+    Readiness,
+    Workspace,
+    family_shared,
+    workspace_create_or_adopt,
+)
 from provisioning.models import AttemptStartedBy, AttemptStatus, ProvisioningAttempt
 from provisioning.selectors import settle_seconds_learned
 from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org
 from provisioning.workspace import (
-    GROUP_KEY,
-    ONBOARDING_KEY,
-    Readiness,
-    Workspace,
     brand_pointer,
     candidate_record,
     empty_quietly,
-    family_shared,
-    workspace_create_or_adopt,
     workspace_gone_recover,
     workspace_read_readiness,
 )
