@@ -1,9 +1,10 @@
-"""Market slices in Semrush: reserve, create-or-resume the project, publish, finish (SPEC §4.2).
+"""Market projects in Semrush (SPEC §4.2): create or resume the slice's project, publish it, and
+the market row's final write.
 
 The sync routes and the chained jobs call `market_provision` unchanged, so both answer the same
-`Outcome`. The slice is reserved by a `creating` row under the live-slice unique constraint
-before any upstream call; the reservation records its owner and, as soon as it exists, the
-upstream project id, so a re-run after a crash resumes the same project instead of making a
+`Outcome`. The slice is reserved (`provisioning.reservations`) by a `creating` row before any
+upstream call; the reservation records its owner and, as soon as it exists, the upstream
+project id, so a re-run after a crash resumes the same project instead of making a
 second one. The row's final write (`live`, `publish_failed`, or dropped) travels in the
 Outcome and is committed with the end of the work (SPEC §11.5): a chained step's ending, in one
 transaction with its job and its attempt; a sync request's `market_outcome_commit`.
@@ -15,15 +16,11 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import timedelta
 
-from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from jobs.models import AsyncJob, JobStatus
 from provisioning.exceptions import ProvisioningCancelledError, QuotaExceededError, UpstreamError
-from provisioning.models import AttemptStatus, ProvisioningAttempt
 from provisioning.outcome import MarketEnd, MarketWrite, Outcome
 from provisioning.semrush import SemrushClient, SemrushError, SemrushQuotaError
 from provisioning.upstream import translate_upstream
@@ -33,129 +30,7 @@ from serenity.slices import Slice
 
 logger = logging.getLogger("serenity.provisioning")
 
-RESUMABLE = (MarketStatus.DRAFT, MarketStatus.PUBLISH_FAILED)
 PUBLISHED = frozenset({"live", "live_with_unpublished_updates", "publishing"})
-
-
-def _owner_is_live(market: Market) -> bool:
-    """A `creating` reservation is live while its owner (an attempt or a job) is unfinished;
-    a request-owned one (flat sync) while it is younger than the stale threshold."""
-    owner = market.reserved_by
-    if owner is None:
-        return False
-    if ProvisioningAttempt.objects.filter(pk=owner, status=AttemptStatus.PENDING).exists():
-        return True
-    if AsyncJob.objects.filter(pk=owner, status=JobStatus.IN_PROGRESS).exists():
-        return True
-    if (
-        ProvisioningAttempt.objects.filter(pk=owner).exists()
-        or AsyncJob.objects.filter(pk=owner).exists()
-    ):
-        return False
-    age = timezone.now() - market.updated_at
-    return age < timedelta(seconds=settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS)
-
-
-def _live_slice_market(*, brand: Brand, slice_: Slice) -> Market | None:
-    return Market.objects.filter(
-        brand=brand,
-        geo_target_id=slice_.geo_target_id,
-        language_code=slice_.language_code,
-        deleted_at__isnull=True,
-    ).first()
-
-
-def slice_market_in(markets: list[Market], slice_: Slice) -> Market | None:
-    for market in markets:
-        if (market.geo_target_id, market.language_code) == (
-            slice_.geo_target_id,
-            slice_.language_code,
-        ):
-            return market
-    return None
-
-
-def slice_taken(market: Market | None) -> bool:
-    """The slice has a live market or a live reservation (a create must answer 409)."""
-    return market is not None and not _resumable(market)
-
-
-def _resumable(market: Market) -> bool:
-    return market.status in RESUMABLE or (
-        market.status == MarketStatus.CREATING and not _owner_is_live(market)
-    )
-
-
-def market_slice_check(*, brand: Brand, slice_: Slice) -> None:
-    """Raise `SliceExistsError` when the slice has a market a create could not resume (a live
-    one, or a reservation whose owner is still working). Reads only; `market_reserve` is the
-    write that settles a race."""
-    if slice_taken(_live_slice_market(brand=brand, slice_=slice_)):
-        raise SliceExistsError()
-
-
-def market_reserve(
-    *,
-    brand: Brand,
-    slice_: Slice,
-    owner: uuid.UUID,
-    name: str | None,
-    live_markets: list[Market] | None = None,
-    savepoint: bool = True,
-) -> Market:
-    """Reserve the slice for `owner`, or take over a resumable market of it.
-
-    Resumable: `draft`, `publish_failed`, or `creating` whose owner has finished. A `creating`
-    reservation of `owner` itself is returned as it is: an earlier run of the owner's step
-    reserved it and was interrupted (a worker lost, or re-scheduled for the upstream quota,
-    SPEC §10.6) before its end; the re-run resumes it (with its project, if one was recorded).
-    Raises `SliceExistsError` when the slice has a live market or another owner's live
-    reservation.
-    `live_markets`: the brand's live markets, already read under the brand's lock (saves a
-    query). `savepoint=False`: the caller holds the brand's lock, so no concurrent insert of
-    the slice can conflict; an IntegrityError then aborts the caller's transaction.
-    """
-    existing = (
-        _live_slice_market(brand=brand, slice_=slice_)
-        if live_markets is None
-        else slice_market_in(live_markets, slice_)
-    )
-    if existing is not None:
-        if existing.status == MarketStatus.CREATING and existing.reserved_by == owner:
-            return existing
-        if not _resumable(existing):
-            raise SliceExistsError()
-        taken = Market.objects.filter(
-            pk=existing.pk, status=existing.status, reserved_by=existing.reserved_by
-        ).update(reserved_by=owner, status=MarketStatus.CREATING, updated_at=timezone.now())
-        if taken != 1:
-            raise SliceExistsError()
-        existing.refresh_from_db()
-        return existing
-    reservation = Market(
-        brand=brand,
-        geo_target_id=slice_.geo_target_id,
-        language_code=slice_.language_code,
-        name=name or slice_.default_name,
-        status=MarketStatus.CREATING,
-        reserved_by=owner,
-    )
-    if not savepoint:
-        reservation.save(force_insert=True)
-        return reservation
-    try:
-        with transaction.atomic():
-            reservation.save(force_insert=True)
-    except IntegrityError:
-        raise SliceExistsError() from None
-    return reservation
-
-
-def market_release(*, market_id: uuid.UUID, owner: uuid.UUID) -> None:
-    """Drop a reservation that created nothing upstream (no project id)."""
-    Market.objects.filter(
-        pk=market_id, reserved_by=owner, status=MarketStatus.CREATING, semrush_project_id=None
-    ).delete()
 
 
 def _project_slice(project: dict) -> tuple[int | None, str | None]:
@@ -208,38 +83,27 @@ def market_provision(
     renew: Callable[[], object] | None = None,
     workspace_new: bool = False,
 ) -> Outcome:
-    """Create or resume the slice's project in `workspace_id`, set its tracked URL and publish
-    it. The reservation (`market`, owned by `owner`) already exists.
-
-    In a sub-workspace the slice's project is first looked up upstream (a published one is
-    `sliceExists`, a draft is resumed), unless `workspace_new`: the caller's attempt created
-    the workspace moments ago and this is the first run of its step, so the workspace holds no
-    project (nothing else may touch a brand's workspace while its attempt is pending) and the
-    listing would be an upstream call that cannot find anything. A re-run always looks.
+    """Create or resume the slice's project in `workspace_id` (`_project_of_slice`), set its
+    tracked URL and publish it. The reservation (`market`, owned by `owner`) already exists.
 
     The one write here is the project id, recorded on the reservation the moment the project
     exists (a crash from then on resumes that project). The row's final write is returned in
     the Outcome (`market_writes`, one `MarketWrite`), for the caller to commit with the end of
     its work (`market_writes_commit`; a sync request: `market_outcome_commit`).
-    `delete_on_failure` (flat mode) deletes a project created here when a later call fails.
-    """
+    `delete_on_failure` (flat mode) deletes a project created here when a later call fails;
+    `workspace_new`: see `_project_of_slice`."""
+    ended = _Ending(market=market, owner=owner, workspace_id=workspace_id, owned=owned_workspace)
     project_id = market.semrush_project_id
     created_here = False
-    ended = _Ending(market=market, owner=owner, workspace_id=workspace_id, owned=owned_workspace)
     try:
-        if project_id is None and owned_workspace and not workspace_new:
-            existing = _find_slice_project(
-                client.list_projects(workspace_id=workspace_id, owned=True), request.slice
-            )
-            if existing is not None:
-                if str(existing.get("publish_status") or "").lower() in PUBLISHED:
-                    return ended(Outcome.from_error(SliceExistsError()), MarketEnd.RELEASED)
-                project_id = str(existing["id"])
-        if project_id is None:
-            project_id = _project_create(
-                client=client, workspace_id=workspace_id, request=request, owned=owned_workspace
-            )
-            created_here = True
+        project_id, created_here = _project_of_slice(
+            client=client,
+            market=market,
+            workspace_id=workspace_id,
+            request=request,
+            owned=owned_workspace,
+            look=owned_workspace and not workspace_new,
+        )
         # Record the project the moment it exists: a crash from here on resumes it.
         Market.objects.filter(pk=market.pk, reserved_by=owner).update(
             semrush_project_id=project_id, workspace_id=workspace_id, updated_at=timezone.now()
@@ -253,25 +117,56 @@ def market_provision(
             project_id=project_id,
             owned=owned_workspace,
         )
+    except _SlicePublishedError:
+        return ended(Outcome.from_error(SliceExistsError()), MarketEnd.RELEASED)
     except _CreateUnresolvedError as unresolved:
         # Not visible yet, but it may still be made: keep the market (no project id,
         # `publish_failed`) so that the next create of the slice finds and resumes that
         # project instead of making a second one.
         return ended(_failure(unresolved.cause), MarketEnd.PUBLISH_FAILED)
     except SemrushError as exc:
-        if project_id is None:
-            return ended(_failure(exc), MarketEnd.RELEASED)
-        if delete_on_failure and created_here:
-            _discard(
-                client=client,
-                workspace_id=workspace_id,
-                project_id=project_id,
-                owned_workspace=owned_workspace,
-            )
-            return ended(_failure(exc), MarketEnd.RELEASED, project_id)
-        # The project exists: keep it on the market so the next create resumes it.
-        return ended(_failure(exc), MarketEnd.PUBLISH_FAILED, project_id)
-    answer = Outcome(
+        discard = delete_on_failure and created_here
+        return ended.failed(client=client, exc=exc, project_id=project_id, discard=discard)
+    return ended(_published(brand, request, workspace_id, project_id), MarketEnd.LIVE, project_id)
+
+
+def _project_of_slice(
+    *,
+    client: SemrushClient,
+    market: Market,
+    workspace_id: str,
+    request: MarketRequest,
+    owned: bool,
+    look: bool,
+) -> tuple[str, bool]:
+    """The reservation's project and whether this call created it: the one it records, else
+    (`look`) the slice's draft in the workspace, resumed, else a new one.
+
+    `look` is false in the parent (flat mode: the slice does not identify a project there)
+    and when the caller's attempt created the workspace moments ago and this is the first run
+    of its step: the workspace holds no project (nothing else may touch a brand's workspace
+    while its attempt is pending) and the listing would be an upstream call that cannot find
+    anything. A re-run always looks.
+    Raises `_SlicePublishedError` (the slice's project is published already: `sliceExists`),
+    `_CreateUnresolvedError`, SemrushError."""
+    if market.semrush_project_id is not None:
+        return market.semrush_project_id, False
+    if look:
+        existing = _find_slice_project(
+            client.list_projects(workspace_id=workspace_id, owned=True), request.slice
+        )
+        if existing is not None:
+            if str(existing.get("publish_status") or "").lower() in PUBLISHED:
+                raise _SlicePublishedError()
+            return str(existing["id"]), False
+    created = _project_create(
+        client=client, workspace_id=workspace_id, request=request, owned=owned
+    )
+    return created, True
+
+
+def _published(brand: Brand, request: MarketRequest, workspace_id: str, project_id: str) -> Outcome:
+    return Outcome(
         status=201,
         body={
             "brandId": str(brand.id),
@@ -282,7 +177,6 @@ def market_provision(
             "published": True,
         },
     )
-    return ended(answer, MarketEnd.LIVE, project_id)
 
 
 @dataclass(frozen=True)
@@ -304,6 +198,28 @@ class _Ending:
             owned_workspace=self.owned,
         )
         return replace(outcome, market_writes=(*outcome.market_writes, write))
+
+    def failed(
+        self, *, client: SemrushClient, exc: SemrushError, project_id: str | None, discard: bool
+    ) -> Outcome:
+        """An upstream call failed: nothing was made (the reservation is released); or the
+        project exists and is kept on the market (`publish_failed`) for the next create to
+        resume, unless `discard` (flat mode, created here) deletes it."""
+        if project_id is None:
+            return self(_failure(exc), MarketEnd.RELEASED)
+        if discard:
+            _discard(
+                client=client,
+                workspace_id=self.workspace_id,
+                project_id=project_id,
+                owned_workspace=self.owned,
+            )
+            return self(_failure(exc), MarketEnd.RELEASED, project_id)
+        return self(_failure(exc), MarketEnd.PUBLISH_FAILED, project_id)
+
+
+class _SlicePublishedError(Exception):
+    """The slice's project in the brand's workspace is published already."""
 
 
 class _CreateUnresolvedError(Exception):

@@ -43,7 +43,7 @@ from provisioning.models import (
 )
 from provisioning.semrush import SemrushClient, SemrushError, SemrushGoneError
 from provisioning.upstream import client_for_org, translate_upstream
-from serenity.models import Brand, BrandStatus, Market
+from serenity.models import Brand, BrandStatus, Market, MarketStatus
 
 logger = logging.getLogger("serenity.provisioning")
 
@@ -232,10 +232,11 @@ def workspace_gone_heal(
     Confirm by listing the parent's family. The workspace is not there: clear the brand's
     pointer, conditionally (only while it still holds `workspace_id`: a concurrent activate may
     already have provisioned a new one), tombstone the brand's markets (their projects went with
-    the workspace), and return `SubworkspaceGoneError`; a following activate provisions a new
-    workspace. The workspace is still listed: the 403 was a refusal, not a deletion, nothing is
-    written (`UpstreamForbiddenError`). The family cannot be read: nothing is written, its
-    error is returned."""
+    the workspace; a reservation that created nothing is dropped), and return
+    `SubworkspaceGoneError`; a following activate provisions a new workspace. The workspace is
+    still listed: the 403 was a refusal, not a deletion, nothing is written
+    (`UpstreamForbiddenError`). The family cannot be read: nothing is written, its error is
+    returned."""
     try:
         family = client.list_family(parent_id=parent_id) if parent_id else []
     except SemrushError as exc:
@@ -248,9 +249,11 @@ def workspace_gone_heal(
             semrush_sub_workspace_id=None, updated_at=now
         )
         if cleared:
-            Market.objects.filter(brand_id=brand_id, deleted_at__isnull=True).update(
-                deleted_at=now, reserved_by=None, updated_at=now
-            )
+            markets = Market.objects.filter(brand_id=brand_id, deleted_at__isnull=True)
+            # A reservation that created nothing never existed upstream: it is dropped, not
+            # tombstoned (SPEC §3), whoever held it (its holder's writes then find no row).
+            markets.filter(status=MarketStatus.CREATING, semrush_project_id__isnull=True).delete()
+            markets.update(deleted_at=now, reserved_by=None, updated_at=now)
     logger.warning(
         "the brand's workspace is gone upstream; pointer cleared",
         extra={"workspace_id": workspace_id, "pointer_cleared": bool(cleared)},

@@ -35,9 +35,10 @@ from provisioning.flows.common import (
     market_provision_planned,
     require_parent,
 )
-from provisioning.markets import market_outcome_commit, market_reserve
+from provisioning.markets import market_outcome_commit
 from provisioning.models import AttemptStartedBy
 from provisioning.outcome import Accepted, MarketWrite, Outcome
+from provisioning.reservations import market_reserve
 from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org
 from provisioning.workspace import brand_pointer, workspace_ensure

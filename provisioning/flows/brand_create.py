@@ -21,14 +21,10 @@ from provisioning.exceptions import UpstreamBusyError
 from provisioning.family import Workspace
 from provisioning.flows.common import MarketPlan, chain_create, market_request_for, require_parent
 from provisioning.flows.market_create import market_create_flat
-from provisioning.markets import (
-    MarketRequest,
-    market_outcome_commit,
-    market_provision,
-    market_reserve,
-)
+from provisioning.markets import MarketRequest, market_outcome_commit, market_provision
 from provisioning.models import AttemptStartedBy
 from provisioning.outcome import Accepted
+from provisioning.reservations import market_reserve
 from provisioning.selectors import with_latest_attempt
 from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org

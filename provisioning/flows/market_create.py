@@ -36,13 +36,10 @@ from provisioning.markets import (
     market_discard_unrecorded,
     market_outcome_commit,
     market_provision,
-    market_release,
-    market_reserve,
-    slice_market_in,
-    slice_taken,
 )
 from provisioning.models import AttemptStartedBy, AttemptStatus, ProvisioningAttempt
 from provisioning.outcome import Accepted, Outcome
+from provisioning.reservations import market_release, market_reserve, slice_market_in, slice_taken
 from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org
 from provisioning.workspace import pointer_confirm
