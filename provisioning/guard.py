@@ -30,7 +30,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db import IntegrityError, ProgrammingError, transaction
 from django.utils import timezone
@@ -133,17 +133,17 @@ class SyncAttempt:
 
     The block says how its attempt ends when that is not the default: `fail(error)` (it answered
     an error without raising it), `withdraw()` (it was refused before any upstream write), or
-    `workspace_ready()` (the brand's workspace is in place: from then on every exit is `ready`,
-    as after a chain's promotion, SPEC §6.3)."""
+    `workspace_ready()` (the brand's workspace is in place: from then on an exception ends the
+    attempt `ready` too, as after a chain's promotion, SPEC §6.3)."""
 
     brand_id: uuid.UUID
     attempt: ProvisioningAttempt | None
     pointer: str | None
     owner: uuid.UUID
     market: Market | None = None
-    failure: DomainError | None = None
-    withdrawn: bool = False
-    settled: bool = False
+    failure: DomainError | None = field(default=None, init=False)
+    withdrawn: bool = field(default=False, init=False)
+    workspace_kept: bool = field(default=False, init=False)
 
     @property
     def attempt_id(self) -> uuid.UUID | None:
@@ -156,7 +156,7 @@ class SyncAttempt:
         self.withdrawn = True
 
     def workspace_ready(self) -> None:
-        self.settled = True
+        self.workspace_kept = True
 
 
 # What a failure records as the attempt's reason; None: the work failed but the brand's
@@ -184,11 +184,12 @@ def attempt_held(
 
     Ends on every exit of the block, with one conditional write (a cancel or a reconcile may
     have ended the attempt first):
-      withdrawn                 the attempt is deleted, as if it had never begun
-      settled (workspace_ready) `ready`, whatever the exit
-      success                   `ready`; `failed` with the error's reason after `fail(error)`
-      a domain error            `failed` with `failure_reason(error)` (None: `ready`)
-      any other exception       `failed` / `unexpected`
+      withdrawn             the attempt is deleted, as if it had never begun
+      fail(error)           `failed` with `failure_reason(error)` (None: `ready`)
+      success               `ready`
+      after workspace_ready `ready`, whatever the exit
+      a domain error        `failed` with `failure_reason(error)` (None: `ready`)
+      any other exception   `failed` / `unexpected`
     Every exit but a success also frees the owner's reservations that created nothing upstream
     (SPEC §3), and ends a brand this request inserted by deleting it, with its attempt and
     reservation (SPEC §4.1). The block's exception propagates unchanged."""
@@ -240,32 +241,37 @@ def _held_end(
     brand_is_new: bool,
 ) -> None:
     """End the attempt as `attempt_held` says."""
-    succeeded = exc is None and held.failure is None and not held.withdrawn
-    if not succeeded and brand_is_new:
+    failed = held.withdrawn or held.failure is not None or exc is not None
+    if failed and brand_is_new:
         Brand.objects.filter(pk=held.brand_id).delete()
         return
-    if not succeeded:
+    if failed:
         services.release_reservations(owner=held.owner)
     if held.attempt is None:
         return
     if held.withdrawn:
         attempt_withdraw(held.attempt)
         return
-    error = held.failure if held.failure is not None else exc
-    reason: AttemptReason | None = None
-    if error is not None and not (held.settled and held.failure is None):
-        reason = (
-            failure_reason(error) if isinstance(error, DomainError) else AttemptReason.UNEXPECTED
-        )
+    reason, message = _failure_of(held, exc, failure_reason)
     if reason is None:
         states.transition(attempt_id=held.attempt.id, to=AttemptStatus.READY)
         return
     states.transition(
-        attempt_id=held.attempt.id,
-        to=AttemptStatus.FAILED,
-        reason=reason,
-        error=error.message if isinstance(error, DomainError) else None,
+        attempt_id=held.attempt.id, to=AttemptStatus.FAILED, reason=reason, error=message
     )
+
+
+def _failure_of(
+    held: SyncAttempt, exc: BaseException | None, failure_reason: FailureReason
+) -> tuple[AttemptReason | None, str | None]:
+    """The attempt's failure reason and message for how the block ended; no reason: `ready`."""
+    if held.failure is not None:
+        return failure_reason(held.failure), held.failure.message
+    if exc is None or held.workspace_kept:
+        return None, None
+    if isinstance(exc, DomainError):
+        return failure_reason(exc), exc.message
+    return AttemptReason.UNEXPECTED, None
 
 
 def attempt_withdraw(attempt: ProvisioningAttempt) -> None:
