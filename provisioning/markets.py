@@ -127,7 +127,8 @@ def market_provision(
     except SemrushError as exc:
         discard = delete_on_failure and created_here
         return ended.failed(client=client, exc=exc, project_id=project_id, discard=discard)
-    return ended(_published(brand, request, workspace_id, project_id), MarketEnd.LIVE, project_id)
+    answer = _published(brand, request.slice, workspace_id, project_id)
+    return ended(answer, MarketEnd.LIVE, project_id)
 
 
 def _project_of_slice(
@@ -165,18 +166,32 @@ def _project_of_slice(
     return created, True
 
 
-def _published(brand: Brand, request: MarketRequest, workspace_id: str, project_id: str) -> Outcome:
+def _published(brand: Brand, slice_: Slice, workspace_id: str, project_id: str) -> Outcome:
     return Outcome(
         status=201,
         body={
             "brandId": str(brand.id),
-            "geoTargetId": request.slice.geo_target_id,
-            "languageCode": request.slice.language_code,
+            "geoTargetId": slice_.geo_target_id,
+            "languageCode": slice_.language_code,
             "workspaceId": workspace_id,
             "projectId": project_id,
             "published": True,
         },
     )
+
+
+def market_published_before(
+    *, brand: Brand, market: Market, owner: uuid.UUID, slice_: Slice, owned_workspace: bool
+) -> Outcome:
+    """The answer of a reservation whose project an earlier run of the same step published (the
+    step recorded so), with its `live` final write: `market_provision`'s answer, without an
+    upstream call."""
+    assert market.semrush_project_id is not None and market.workspace_id is not None
+    ended = _Ending(
+        market=market, owner=owner, workspace_id=market.workspace_id, owned=owned_workspace
+    )
+    answer = _published(brand, slice_, market.workspace_id, market.semrush_project_id)
+    return ended(answer, MarketEnd.LIVE, market.semrush_project_id)
 
 
 @dataclass(frozen=True)
