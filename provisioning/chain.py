@@ -237,15 +237,15 @@ def _end_answered(run: StepRun, attempt: ProvisioningAttempt | None, outcome: Ou
 
 
 def _client_of(run: StepRun, attempt: ProvisioningAttempt | None) -> SemrushClient:
-    organization = (
-        attempt.brand.organization
-        if attempt is not None
-        else Organization.objects.get(pk=run.job.organization_id)
-    )
+    """The org's client for the step's own clean-up (a flat chain has no attempt: its job
+    names the org)."""
+    if attempt is None:
+        organization = Organization.objects.get(pk=run.job.organization_id)
+        return client_for_org(organization, step_job_id=str(run.job.id))
     return client_for_org(
-        organization,
-        brand_id=str(run.job.brand_id),
-        attempt_id=str(attempt.id) if attempt is not None else None,
+        attempt.brand.organization,
+        brand_id=str(attempt.brand_id),
+        attempt_id=str(attempt.id),
         step_job_id=str(run.job.id),
     )
 
