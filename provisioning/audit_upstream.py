@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernel.errors import ConfigurationError
+from provisioning.family import Readiness, classify_status
 from provisioning.semrush import (
     SemrushClient,
     SemrushConfigurationError,
@@ -24,7 +25,6 @@ from provisioning.semrush import (
     SemrushUnauthorizedError,
 )
 from provisioning.upstream import client_for_org
-from provisioning.workspace import Readiness, classify_status
 from serenity.models import Organization
 
 logger = logging.getLogger("serenity.provisioning")

@@ -1,9 +1,11 @@
-"""The provisioning chain (SPEC §6.3): the provision-workspace step, the checks a chained step
-makes before and at its end, and the one way any step of the chain ends.
+"""The provisioning chain (SPEC §6.3): the one way any step of the chain ends, and the checks a
+chained step makes before and at its end. The steps themselves are flows (the first one,
+provision-workspace, is `flows.provision`).
 
 A step decides what happened and returns it as a value (`StepEnd`); `step_end` turns it into the
 writes of one transaction through `jobs.endings.step_commit`: the job's end, the attempt's move,
-the release of the chain's market reservation, the hand-over to the chained job.
+the final writes of the chain's market rows (or the release of its reservation), the hand-over
+to the chained job.
 
     Promoted      the candidate is ready: pointer set, attempt promoted, chained job runnable
                   (no chained job: the attempt is ready and the chain COMPLETED)
@@ -12,8 +14,11 @@ the release of the chain's market reservation, the hand-over to the chained job.
                   its code; a fresh candidate is emptied (never a terminal one)
     StoodDown     the attempt is no longer pending, or the brand changed under the chain:
                   CANCELLED (FAILED when reconciled as stale); a promoted workspace stays
-    Finished      the chained work answered: the attempt is ready, the chain COMPLETED with
-                  the answer (None: cancelled before its final write → CANCELLED)
+    Finished      the chained work answered: its market rows' final writes, the attempt
+                  ready and the chain COMPLETED with the answer, in one transaction (None:
+                  nothing left to write → CANCELLED)
+    Discarded     the answer's final write was refused (a deactivate or cancel won): its live
+                  projects deleted, their rows dropped, CANCELLED
     RetryLater    upstream asked to wait longer than a worker should: the same row, later
 
 A step refused an upstream permit (`quota.PermitDeferredError`, SPEC §10.6) is released by
@@ -28,9 +33,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from django.conf import settings
 from django.db import IntegrityError
 from django.utils import timezone
 
@@ -44,33 +47,19 @@ from kernel.errors import DomainError
 from provisioning import quota, services, states
 from provisioning.exceptions import (
     JOB_FAILED_MESSAGE,
-    SubworkspaceCreationFailedError,
-    SubworkspaceCreationTimeoutError,
-    SubworkspaceGoneError,
     UpstreamError,
-    UpstreamRateLimitedError,
     attempt_reason,
     job_error,
 )
-from provisioning.models import AttemptReason, AttemptStartedBy, AttemptStatus, ProvisioningAttempt
-from provisioning.outcome import Outcome
-from provisioning.selectors import settle_seconds_learned
+from provisioning.markets import market_writes_commit, market_writes_refused
+from provisioning.models import AttemptReason, AttemptStatus, ProvisioningAttempt
+from provisioning.outcome import MarketWrite, Outcome
+from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org
 from provisioning.workspace import (
-    GROUP_KEY,
-    ONBOARDING_KEY,
     Promotion,
-    Readiness,
-    Workspace,
-    brand_pointer,
-    candidate_record,
     cleanup_candidate,
-    empty_quietly,
-    family_shared,
-    workspace_create_or_adopt,
-    workspace_gone_heal,
     workspace_promote,
-    workspace_read_readiness,
 )
 from serenity.models import Brand, BrandStatus, Organization
 
@@ -111,6 +100,15 @@ class Finished:
 
 
 @dataclass(frozen=True)
+class Discarded:
+    """The chained work's final write was refused (SPEC §6.3: a deactivate or cancel won after
+    its last upstream call): the projects it was making live have been deleted upstream, and
+    `market_writes` (their rows dropped, the other rows as answered) end with the job."""
+
+    market_writes: tuple[MarketWrite, ...]
+
+
+@dataclass(frozen=True)
 class RetryLater:
     delay_seconds: float
 
@@ -120,7 +118,7 @@ class Crashed:
     pass
 
 
-StepEnd = Promoted | SettleLater | Failed | StoodDown | Finished | RetryLater | Crashed
+StepEnd = Promoted | SettleLater | Failed | StoodDown | Finished | Discarded | RetryLater | Crashed
 
 
 def quota_deferring(handler: StepHandler) -> StepHandler:
@@ -199,22 +197,77 @@ def step_end(run: StepRun, attempt: ProvisioningAttempt | None, end: StepEnd) ->
     if isinstance(end, RetryLater):
         step_commit(run, JobDefer(delay_seconds=end.delay_seconds), effects=_attempt_touched(run))
         return
+    if isinstance(end, Finished) and end.outcome is not None:
+        _end_answered(run, attempt, end.outcome)
+        return
     ending, effects = _final(run, attempt, end)
     step_commit(run, ending, effects=effects)
     if isinstance(end, StoodDown | Crashed) and attempt is not None:
         cleanup_candidate(attempt_id=attempt.id)
 
 
-def _final(
-    run: StepRun, attempt: ProvisioningAttempt | None, end: StoodDown | Finished | Crashed
-) -> tuple[JobEnding, Callable[[], bool]]:
-    """The last job write of the chain and the attempt's move that goes with it."""
-    promoted = attempt is not None and attempt.workspace_promoted
+def _end_answered(run: StepRun, attempt: ProvisioningAttempt | None, outcome: Outcome) -> None:
+    """The chained work answered: in one transaction, its market rows' final writes (SPEC
+    §11.5, `markets.market_writes_commit`), the attempt `ready` and the job COMPLETED with the
+    answer. A row goes live only while the chain may still write (`still_valid`: the attempt
+    pending, the brand pointing at its workspace) and the reservation is still the chain's;
+    otherwise nothing of the transaction stands, the projects that were going live are deleted
+    upstream, and the step ends `Discarded`. A lost claim writes nothing (the holder ends it)."""
+    refused = False
 
     def effects() -> bool:
+        nonlocal refused
+        valid = (
+            still_valid(attempt.id, attempt.brand_id, attempt.candidate_workspace_id or "")
+            if attempt is not None
+            else None
+        )
+        if not market_writes_commit(outcome.market_writes, still_valid=valid):
+            refused = True
+            return False
+        if attempt is not None:
+            states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
+        return True
+
+    completed = Finish(JobStatus.COMPLETED, result=outcome.as_job_result())
+    if step_commit(run, completed, effects=effects) or not refused:
+        return
+    instead = market_writes_refused(client=_client_of(run, attempt), writes=outcome.market_writes)
+    step_end(run, attempt, Discarded(instead))
+
+
+def _client_of(run: StepRun, attempt: ProvisioningAttempt | None) -> SemrushClient:
+    """The org's client for the step's own clean-up (a flat chain has no attempt: its job
+    names the org)."""
+    if attempt is None:
+        organization = Organization.objects.get(pk=run.job.organization_id)
+        return client_for_org(organization, step_job_id=str(run.job.id))
+    return client_for_org(
+        attempt.brand.organization,
+        brand_id=str(attempt.brand_id),
+        attempt_id=str(attempt.id),
+        step_job_id=str(run.job.id),
+    )
+
+
+def _final(
+    run: StepRun,
+    attempt: ProvisioningAttempt | None,
+    end: StoodDown | Finished | Discarded | Crashed,
+) -> tuple[JobEnding, Callable[[], bool]]:
+    """The last job write of the chain and the writes that go with it (the attempt's move, the
+    chain's market rows), when the chained work did not answer."""
+    promoted = attempt is not None and attempt.workspace_promoted
+    # The chained step got as far as its final write (Finished(None): it found nothing left
+    # to write): the attempt is ready whatever else happened, as after an answer.
+    reached_its_end = isinstance(end, Finished | Discarded)
+
+    def effects() -> bool:
+        if isinstance(end, Discarded):
+            market_writes_commit(end.market_writes)
         if attempt is None:
             return True
-        if (promoted and attempt.status == AttemptStatus.PENDING) or isinstance(end, Finished):
+        if (promoted and attempt.status == AttemptStatus.PENDING) or reached_its_end:
             # Once promotion has succeeded, the chain's end (but a cancellation, which has
             # already finished the attempt) makes it ready: the workspace is valid and stays.
             states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
@@ -225,17 +278,15 @@ def _final(
                 reason=AttemptReason.UNEXPECTED,
                 error="Unexpected error.",
             )
-        if not isinstance(end, Finished):
+        if not reached_its_end:
             # Nothing was created for the chain's market (a chained step that answered has
             # finished or freed its markets itself): its slice is free again (SPEC §3); a
             # reservation with a project stays resumable.
             services.release_reservations(owner=attempt.id)
         return True
 
-    if isinstance(end, Finished):
-        if end.outcome is None:
-            return Finish(JobStatus.CANCELLED, error=job_services.cancelled_error()), effects
-        return Finish(JobStatus.COMPLETED, result=end.outcome.as_job_result()), effects
+    if isinstance(end, Finished | Discarded):
+        return Finish(JobStatus.CANCELLED, error=job_services.cancelled_error()), effects
     if isinstance(end, Crashed):
         error = {"code": "jobFailed", "message": JOB_FAILED_MESSAGE, "retryable": promoted}
         return Finish(JobStatus.FAILED, error=error), effects
@@ -333,182 +384,6 @@ def _stand_down_if_ended(run: StepRun, attempt: ProvisioningAttempt) -> None:
     current = ProvisioningAttempt.objects.filter(pk=attempt.id).first()
     if current is not None and current.status != AttemptStatus.PENDING:
         step_end(run, current, StoodDown(current))
-
-
-# --- provision-workspace ----------------------------------------------------------------------
-
-
-def provision_workspace(run: StepRun) -> None:
-    """One hop of the settle loop: create-or-adopt (first hop), one status read, then promote,
-    fail, or schedule the next read after the backoff."""
-    attempt = attempt_of(run)
-    if attempt is None:
-        step_end(run, None, Crashed())
-        return
-    context.bind(attempt_id=attempt.id)
-    step_end(run, attempt, _provision_hop(run, attempt))
-
-
-def _provision_hop(run: StepRun, attempt: ProvisioningAttempt) -> StepEnd:
-    if attempt.status != AttemptStatus.PENDING:
-        return StoodDown(attempt)
-    brand = attempt.brand
-    organization = brand.organization
-    client = client_for_org(
-        organization,
-        brand_id=str(brand.pk),
-        attempt_id=str(attempt.id),
-        step_job_id=str(run.job.id),
-    )
-    candidate = attempt.candidate_workspace_id
-    try:
-        if candidate is None:
-            found = _candidate_find(run, client, attempt)
-            if isinstance(found, StoodDown):
-                return found
-            candidate = found.id
-            learned = _first_read_delay(organization, found)
-            if learned is not None:
-                return learned
-        elif (
-            attempt.started_by != AttemptStartedBy.CREATE_BRAND
-            and not attempt.freshly_created
-            and brand_pointer(brand.pk) != candidate
-        ):
-            # Settling the brand's existing pointer: one that changed meanwhile ends the chain.
-            services.attempt_cancel(attempt_id=attempt.id)
-            return StoodDown(ProvisioningAttempt.objects.get(pk=attempt.id))
-        assert candidate is not None
-        try:
-            readiness = workspace_read_readiness(client=client, workspace_id=candidate)
-        except SubworkspaceGoneError:
-            if attempt.freshly_created or brand_pointer(brand.pk) != candidate:
-                raise
-            # The brand's own pointer is gone upstream: heal (clear it, tombstone the markets).
-            healed = workspace_gone_heal(
-                client=client,
-                brand_id=brand.pk,
-                workspace_id=candidate,
-                parent_id=organization.semrush_parent_workspace_id,
-            )
-            if not _reprovisions_after_heal(attempt, candidate, healed):
-                return Failed(healed)
-            # An activate provisions a new workspace, as for a brand without one (SPEC §10.2).
-            attempt.refresh_from_db()
-            found = _candidate_find(run, client, attempt)
-            if isinstance(found, StoodDown):
-                return found
-            candidate = found.id
-            readiness = workspace_read_readiness(client=client, workspace_id=candidate)
-    except UpstreamRateLimitedError as exc:
-        return RetryLater(exc.retry_after or 30.0)
-    except DomainError as error:
-        return Failed(error)
-    return _after_read(run, candidate, readiness)
-
-
-def _reprovisions_after_heal(
-    attempt: ProvisioningAttempt, candidate: str, healed: DomainError
-) -> bool:
-    """After the brand's gone pointer was healed: an activate whose heal was confirmed goes on
-    to provision a new workspace (SPEC §10.2), its candidate forgotten (conditionally);
-    anything else ends with the heal's error."""
-    return (
-        attempt.started_by == AttemptStartedBy.ACTIVATE
-        and isinstance(healed, SubworkspaceGoneError)
-        and brand_pointer(attempt.brand.pk) is None
-        and states.update_pending(
-            attempt_id=attempt.id,
-            only_if={"candidate_workspace_id": candidate},
-            candidate_workspace_id=None,
-            freshly_created=False,
-            workspace_promoted=False,
-        )
-    )
-
-
-def _after_read(run: StepRun, candidate: str, readiness: Readiness) -> StepEnd:
-    """What one status read decides: promote, fail, or read again after the backoff."""
-    if readiness is Readiness.READY:
-        return Promoted(candidate)
-    if readiness is Readiness.TERMINAL:
-        return Failed(SubworkspaceCreationFailedError())
-    backoff = settings.SERENITY_PROVISION_BACKOFF_SECONDS
-    # Settle reads are positions 0, 1, 2, ... (1, 2, ... when the first hop deferred its read).
-    reads_done = run.job.position - (1 if run.job.metadata.get(FIRST_READ_DEFERRED) else 0)
-    if reads_done < len(backoff):
-        return SettleLater(backoff[reads_done])
-    return Failed(SubworkspaceCreationTimeoutError())
-
-
-def _first_read_delay(organization: Organization, found: Workspace) -> SettleLater | None:
-    """A workspace this hop created is not read at once when the parent's workspaces are known
-    to take a while (SPEC §11.1): the first read waits the learned settle time. An adopted one
-    is ready already (adoption requires it), so it is read now, as without history."""
-    if not found.freshly_created:
-        return None
-    learned = settle_seconds_learned(parent_id=organization.semrush_parent_workspace_id or "")
-    if not learned:
-        return None
-    return SettleLater(learned, first_read_deferred=True)
-
-
-def _candidate_find(
-    run: StepRun, client: Any, attempt: ProvisioningAttempt
-) -> Workspace | StoodDown:
-    """Create-or-adopt the attempt's candidate and record it (once): the candidate, freshly
-    created when this hop created it. Raises domain errors."""
-    parent_id = attempt.brand.organization.semrush_parent_workspace_id or ""
-    workspace = workspace_create_or_adopt(
-        client=client,
-        brand=attempt.brand,
-        parent_id=parent_id,
-        attempt_id=attempt.id,
-        family=_shared_family(run, client, parent_id),
-    )
-    if not candidate_record(attempt_id=attempt.id, workspace=workspace):
-        current = _candidate_taken(client, attempt, workspace)
-        if current.status != AttemptStatus.PENDING:
-            return StoodDown(current)
-        assert current.candidate_workspace_id is not None
-        workspace = Workspace(id=current.candidate_workspace_id, freshly_created=False)
-    run.keep_alive()
-    return workspace
-
-
-def _shared_family(
-    run: StepRun, client: Any, parent_id: str
-) -> Callable[[], list[dict[str, Any]]] | None:
-    """An onboarding item's first hop lists the family with its group (SPEC §11.2), unless a
-    worker died running it: what that run may have created must be seen (`family_shared`). A
-    quota re-schedule is not such a run: no create is left unrecorded by one."""
-    onboarding_id = run.job.metadata.get(ONBOARDING_KEY)
-    if onboarding_id is None or run.job.expired_claims:
-        return None
-    group = int(run.job.metadata.get(GROUP_KEY) or 0)
-    return lambda: family_shared(
-        client=client,
-        onboarding_id=onboarding_id,
-        group=group,
-        parent_id=parent_id,
-        job_id=run.job.id,
-    )
-
-
-def _candidate_taken(
-    client: Any, attempt: ProvisioningAttempt, workspace: Workspace
-) -> ProvisioningAttempt:
-    """Recording the candidate changed nothing: the attempt was cancelled, or a duplicate
-    delivery recorded one first. A workspace this run created that is not the recorded one is
-    emptied. Returns the attempt as it is now."""
-    current = ProvisioningAttempt.objects.get(pk=attempt.id)
-    if workspace.freshly_created and current.candidate_workspace_id != workspace.id:
-        empty_quietly(
-            client=client,
-            workspace_id=workspace.id,
-            parent_id=attempt.brand.organization.semrush_parent_workspace_id,
-        )
-    return current
 
 
 # --- chained steps ----------------------------------------------------------------------------

@@ -13,6 +13,12 @@ or `ready` if its workspace was promoted; its chain's leftovers FAILED) and we p
 is released at commit, long before any upstream call. The partial unique constraint (one pending
 attempt per brand) is the last line of defence: its violation is the same 409, never a 500.
 
+Async work hands its attempt to the chain it writes in that transaction. Sync work holds it for
+the request's upstream calls and ends it on every exit (SPEC §11.5):
+
+    with attempt_held(brand_id=..., started_by=...) as held:
+        ...  # the request's upstream work; the attempt ends when the block does
+
 A deploy may run ahead of its migration: when the attempts table or column does not exist yet
 (PostgreSQL 42P01/42703, read inside a savepoint so the transaction survives), sync work proceeds
 without an attempt (`begun.attempt is None`); any other read error fails closed.
@@ -24,17 +30,18 @@ import logging
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db import IntegrityError, ProgrammingError, transaction
 from django.utils import timezone
 
 from kernel import context
-from provisioning import services
-from provisioning.exceptions import ProvisioningInProgressError
-from provisioning.models import AttemptStartedBy, AttemptStatus, ProvisioningAttempt
+from kernel.errors import DomainError
+from provisioning import services, states
+from provisioning.exceptions import ProvisioningInProgressError, attempt_reason
+from provisioning.models import AttemptReason, AttemptStartedBy, AttemptStatus, ProvisioningAttempt
 from serenity.exceptions import BrandNotFoundError
-from serenity.models import Brand
+from serenity.models import Brand, Market
 
 logger = logging.getLogger("serenity.provisioning")
 
@@ -117,20 +124,160 @@ def lease(
         raise in_progress_error(brand_id=brand_id) from None
 
 
-def attempt_begin(
-    *, brand_id: uuid.UUID, started_by: AttemptStartedBy
-) -> ProvisioningAttempt | None:
-    """Begin a sync attempt: `lease` with nothing else in its transaction, committed on return
-    (durable: the upstream calls that follow must not run inside a caller's transaction)."""
-    with lease(brand_id=brand_id, started_by=started_by, durable=True) as begun:
-        return begun.attempt
+@dataclass
+class SyncAttempt:
+    """A sync request's hold on its brand (`attempt_held`): the attempt begun for it (None only
+    while the attempts table is missing), the pointer as read under the brand's lock, the owner
+    of the request's market reservations (the attempt, else a fresh id) and the reservation
+    made in the begin transaction, if any.
+
+    The block says how its attempt ends when that is not the default: `fail(error)` (it answered
+    an error without raising it), `withdraw()` (it was refused before any upstream write), or
+    `workspace_ready()` (the brand's workspace is in place: from then on an exception ends the
+    attempt `ready` too, as after a chain's promotion, SPEC §6.3)."""
+
+    brand_id: uuid.UUID
+    attempt: ProvisioningAttempt | None
+    pointer: str | None
+    owner: uuid.UUID
+    market: Market | None = None
+    failure: DomainError | None = field(default=None, init=False)
+    withdrawn: bool = field(default=False, init=False)
+    workspace_kept: bool = field(default=False, init=False)
+
+    @property
+    def attempt_id(self) -> uuid.UUID | None:
+        return self.attempt.id if self.attempt is not None else None
+
+    def fail(self, error: DomainError) -> None:
+        self.failure = error
+
+    def withdraw(self) -> None:
+        self.withdrawn = True
+
+    def workspace_ready(self) -> None:
+        self.workspace_kept = True
 
 
-def attempt_withdraw(attempt: ProvisioningAttempt | None) -> None:
-    """Take back a sync attempt that did no work (its request was refused before any upstream
+# What a failure records as the attempt's reason; None: the work failed but the brand's
+# provisioning did not (the attempt ends `ready`).
+FailureReason = Callable[[DomainError], AttemptReason | None]
+
+
+@contextmanager
+def attempt_held(
+    *,
+    brand_id: uuid.UUID,
+    started_by: AttemptStartedBy,
+    checks: Checks | None = None,
+    reserve: Callable[[uuid.UUID], Market | None] | None = None,
+    insert_brand: Callable[[], object] | None = None,
+    failure_reason: FailureReason = attempt_reason,
+) -> Iterator[SyncAttempt]:
+    """Sync work on a brand, begun and ended here: the one way a sync request holds its brand.
+
+    Begins in one durable transaction (committed before the block's upstream calls, which must
+    not run inside a caller's transaction: nesting raises RuntimeError): `insert_brand()` (a
+    brand create: the brand row, which nobody else can see yet), then the guard (`lease`, with
+    `checks`), then `reserve(owner)` (the request's market reservation). Raises what `lease`
+    raises, before the block runs.
+
+    Ends on every exit of the block, with one conditional write (a cancel or a reconcile may
+    have ended the attempt first):
+      withdrawn             the attempt is deleted, as if it had never begun
+      fail(error)           `failed` with `failure_reason(error)` (None: `ready`)
+      success               `ready`
+      after workspace_ready `ready`, whatever the exit
+      a domain error        `failed` with `failure_reason(error)` (None: `ready`)
+      any other exception   `failed` / `unexpected`
+    Every exit but a success also frees the owner's reservations that created nothing upstream
+    (SPEC §3), and ends a brand this request inserted by deleting it, with its attempt and
+    reservation (SPEC §4.1). The block's exception propagates unchanged."""
+    brand_is_new = insert_brand is not None
+    held = _held_begin(
+        brand_id=brand_id,
+        started_by=started_by,
+        checks=checks,
+        reserve=reserve,
+        insert_brand=insert_brand,
+    )
+    try:
+        yield held
+    except BaseException as exc:
+        _held_end(held, exc=exc, failure_reason=failure_reason, brand_is_new=brand_is_new)
+        raise
+    _held_end(held, exc=None, failure_reason=failure_reason, brand_is_new=brand_is_new)
+
+
+def _held_begin(
+    *,
+    brand_id: uuid.UUID,
+    started_by: AttemptStartedBy,
+    checks: Checks | None,
+    reserve: Callable[[uuid.UUID], Market | None] | None,
+    insert_brand: Callable[[], object] | None,
+) -> SyncAttempt:
+    with transaction.atomic(durable=True):
+        if insert_brand is not None:
+            insert_brand()
+        with lease(
+            brand_id=brand_id,
+            started_by=started_by,
+            checks=checks,
+            brand_is_new=insert_brand is not None,
+        ) as begun:
+            owner = begun.attempt.id if begun.attempt is not None else uuid.uuid4()
+            market = reserve(owner) if reserve is not None else None
+    return SyncAttempt(
+        brand_id=brand_id, attempt=begun.attempt, pointer=begun.pointer, owner=owner, market=market
+    )
+
+
+def _held_end(
+    held: SyncAttempt,
+    *,
+    exc: BaseException | None,
+    failure_reason: FailureReason,
+    brand_is_new: bool,
+) -> None:
+    """End the attempt as `attempt_held` says."""
+    failed = held.withdrawn or held.failure is not None or exc is not None
+    if failed and brand_is_new:
+        Brand.objects.filter(pk=held.brand_id).delete()
+        return
+    if failed:
+        services.release_reservations(owner=held.owner)
+    if held.attempt is None:
+        return
+    if held.withdrawn:
+        attempt_withdraw(held.attempt)
+        return
+    reason, message = _failure_of(held, exc, failure_reason)
+    if reason is None:
+        states.transition(attempt_id=held.attempt.id, to=AttemptStatus.READY)
+        return
+    states.transition(
+        attempt_id=held.attempt.id, to=AttemptStatus.FAILED, reason=reason, error=message
+    )
+
+
+def _failure_of(
+    held: SyncAttempt, exc: BaseException | None, failure_reason: FailureReason
+) -> tuple[AttemptReason | None, str | None]:
+    """The attempt's failure reason and message for how the block ended; no reason: `ready`."""
+    if held.failure is not None:
+        return failure_reason(held.failure), held.failure.message
+    if exc is None or held.workspace_kept:
+        return None, None
+    if isinstance(exc, DomainError):
+        return failure_reason(exc), exc.message
+    return AttemptReason.UNEXPECTED, None
+
+
+def attempt_withdraw(attempt: ProvisioningAttempt) -> None:
+    """Take back an attempt that did no work (its request was refused before any upstream
     write): the lease ends as if it had never begun."""
-    if attempt is not None:
-        ProvisioningAttempt.objects.filter(pk=attempt.id, status=AttemptStatus.PENDING).delete()
+    ProvisioningAttempt.objects.filter(pk=attempt.id, status=AttemptStatus.PENDING).delete()
 
 
 def in_progress_error(*, brand_id: uuid.UUID) -> ProvisioningInProgressError:

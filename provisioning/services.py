@@ -95,23 +95,6 @@ def attempt_reconcile_stale(*, attempt: ProvisioningAttempt) -> bool:
     return changed
 
 
-def attempt_finish(
-    *,
-    attempt: ProvisioningAttempt | None,
-    ok: bool,
-    reason: AttemptReason | None = None,
-    error: str | None = None,
-) -> bool:
-    """Finish a sync attempt (conditional: a cancel or reconcile may have won)."""
-    if attempt is None:
-        return True
-    if ok:
-        return states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
-    return states.transition(
-        attempt_id=attempt.id, to=AttemptStatus.FAILED, reason=reason, error=error
-    )
-
-
 def attempt_cancel(*, attempt_id: uuid.UUID) -> bool:
     """Cancel a pending attempt (deactivate, operators): `failed`/`cancelled`; its chain's jobs
     that are not running are CANCELLED; a running step sees the cancellation at its next

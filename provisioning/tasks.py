@@ -9,14 +9,14 @@ from jobs.models import JobStep
 from jobs.runner import register_step, run_step
 from jobs.services import task_name_for
 from provisioning import chain
-from provisioning.flows import activate, market_create, prompts
+from provisioning.flows import activate, market_create, prompts, provision
 from provisioning.services import CLEANUP_TASK
 from provisioning.sweep import attempts_sweep
 from provisioning.workspace import cleanup_candidate
 
 register_step(
     JobStep.PROVISION_WORKSPACE,
-    run=chain.quota_deferring(chain.provision_workspace),
+    run=chain.quota_deferring(provision.provision_workspace),
     on_unexpected=chain.on_unexpected,
 )
 register_step(

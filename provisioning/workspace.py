@@ -1,5 +1,6 @@
-"""The brand's Semrush workspace, for every path (SPEC §5, §6.3): create-or-adopt, status reads,
-promotion, and emptying.
+"""The brand's Semrush workspace, for every path (SPEC §5, §6.3): create-or-adopt (its search of
+the parent's family is `provisioning.family`), status reads, promotion, emptying, and the heal
+of a workspace gone upstream.
 
 Nothing here holds a transaction or a row lock across an upstream call. The writes that must be
 race-free are conditional UPDATEs: an attempt records its candidate only while it has none, and
@@ -12,249 +13,39 @@ import enum
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from enum import Enum
-from typing import Any
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs.models import AsyncJob, JobStatus
 from kernel.errors import DomainError
 from provisioning import states
 from provisioning.exceptions import (
-    AmbiguousWorkspaceError,
     SubworkspaceCreationFailedError,
     SubworkspaceCreationTimeoutError,
     SubworkspaceGoneError,
     UpstreamError,
     UpstreamForbiddenError,
     WorkspaceMisconfiguredError,
-    WorkspaceNotEmptyError,
+)
+from provisioning.family import (
+    Readiness,
+    Workspace,
+    classify_status,
+    workspace_create_or_adopt,
 )
 from provisioning.models import (
-    ONBOARDING_GROUP_SIZE,
     AttemptReason,
     AttemptStatus,
-    OnboardingFamily,
-    OnboardingItem,
     ProvisioningAttempt,
 )
-from provisioning.quota import PermitDeferredError
 from provisioning.semrush import SemrushClient, SemrushError, SemrushGoneError
 from provisioning.upstream import client_for_org, translate_upstream
-from serenity.models import Brand, BrandStatus, Market
+from serenity.models import Brand, BrandStatus, Market, MarketStatus
 
 logger = logging.getLogger("serenity.provisioning")
-
-READY_STATUSES = frozenset({"created", "active", "ready"})
-TERMINAL_STATUSES = frozenset(
-    {"creation failed", "creation_failed", "failed", "error", "invalid subscription"}
-)
-
-
-class Readiness(Enum):
-    READY = "ready"
-    TERMINAL = "terminal"
-    NOT_READY = "not_ready"
-
-
-def classify_status(raw: str | None) -> Readiness:
-    value = (raw or "").strip().lower()
-    if value in READY_STATUSES:
-        return Readiness.READY
-    if value in TERMINAL_STATUSES:
-        return Readiness.TERMINAL
-    return Readiness.NOT_READY
-
-
-@dataclass(frozen=True)
-class Workspace:
-    id: str
-    freshly_created: bool
-
-
-def _matches(
-    *,
-    family: Iterable[dict],
-    title: str,
-    parent_id: str,
-    exclude_brand_id: Any,
-    accept_not_ready: bool,
-) -> list[dict]:
-    """Same title (trimmed, case-insensitive), ready (or, after an ambiguous create, any
-    non-terminal status), not the parent, and not another brand's pointer. Only the
-    same-title candidates are looked up in the database (one query, whatever the family's
-    size)."""
-    wanted = title.strip().lower()
-    candidates = []
-    for ws in family:
-        # The title first: it rules out all but a few of a family of thousands.
-        if str(ws.get("title", "")).strip().lower() != wanted:
-            continue
-        ws_id = str(ws.get("id", ""))
-        if not ws_id or ws_id == parent_id:
-            continue
-        readiness = classify_status(ws.get("status"))
-        if readiness is Readiness.READY or (accept_not_ready and readiness is Readiness.NOT_READY):
-            candidates.append(ws)
-    if not candidates:
-        return []
-    claimed = set(
-        Brand.objects.filter(semrush_sub_workspace_id__in=[str(ws["id"]) for ws in candidates])
-        .exclude(pk=exclude_brand_id)
-        .values_list("semrush_sub_workspace_id", flat=True)
-    )
-    return [ws for ws in candidates if str(ws["id"]) not in claimed]
-
-
-def workspace_create_or_adopt(
-    *,
-    client: SemrushClient,
-    brand: Brand,
-    parent_id: str,
-    attempt_id: uuid.UUID | None = None,
-    family: Callable[[], list[dict[str, Any]]] | None = None,
-) -> Workspace:
-    """Find or make the brand's sub-workspace (SPEC §5, create-or-adopt).
-
-    List the family; candidates are same title, ready, not the parent, not another brand's
-    pointer. A candidate recorded by one of this brand's own earlier attempts wins outright;
-    0 → create; 1 → adopt if it has no projects (else `WorkspaceNotEmptyError`); ≥2 →
-    `AmbiguousWorkspaceError`. A create that times out is resolved by re-matching with any
-    non-terminal status (a just-created workspace is `not ready`).
-    `family`: a listing shared with other brands created together (`family_shared`) instead of
-    one of this brand's own; the re-match after an ambiguous create always lists afresh.
-    Raises domain errors only (upstream errors are translated).
-    """
-    try:
-        listing = (
-            family()
-            if family is not None
-            else client.list_family(parent_id=parent_id, titled=brand.name)
-        )
-        matches = _matches(
-            family=listing,
-            title=brand.name,
-            parent_id=parent_id,
-            exclude_brand_id=brand.pk,
-            accept_not_ready=False,
-        )
-        own = _own_earlier(matches, brand=brand, attempt_id=attempt_id)
-        if own:
-            return Workspace(id=str(own[0]["id"]), freshly_created=False)
-        if len(matches) > 1:
-            raise AmbiguousWorkspaceError()
-        if len(matches) == 1:
-            ws_id = str(matches[0]["id"])
-            if client.list_projects(workspace_id=ws_id):
-                raise WorkspaceNotEmptyError()
-            logger.info("adopting existing empty sub-workspace", extra={"workspace_id": ws_id})
-            return Workspace(id=ws_id, freshly_created=False)
-        try:
-            created = client.create_subworkspace(parent_id=parent_id, title=brand.name)
-        except SemrushError as exc:
-            if not exc.ambiguous:
-                raise
-            return _resolve_ambiguous_create(client=client, brand=brand, parent_id=parent_id)
-        ws_id = str(created.get("id") or "")
-        if not ws_id or ws_id == parent_id:
-            raise UpstreamError()
-        return Workspace(id=ws_id, freshly_created=True)
-    except SemrushError as exc:
-        raise translate_upstream(exc) from exc
-
-
-# A group's other items come back this long after the claimant's step is due (seconds).
-FAMILY_WAIT_SECONDS = 0.5
-# The metadata of an onboarding item's chain: its onboarding and its group of items.
-ONBOARDING_KEY = "onboardingId"
-GROUP_KEY = "onboardingGroup"
-
-
-def family_shared(
-    *, client: SemrushClient, onboarding_id: str, group: int, parent_id: str, job_id: uuid.UUID
-) -> list[dict[str, Any]]:
-    """The parent's family as a group of an onboarding's items sees it (SPEC §11.2: listed once
-    per group): the first item of the group to ask claims the group's record (an INSERT under a
-    unique constraint, naming its step `job_id`), lists the family and records the entries
-    whose title is one of the group's names; the others read that record. One that finds the
-    record claimed but not filled is re-scheduled (`quota.PermitDeferredError`: it leaves its
-    worker slot, as for the quota) until the claimant's step is due again, as long as that step
-    is unfinished; a claimant that ended without filling it (a worker lost: its re-run lists for
-    itself) holds nobody back.
-
-    Only for an item's first, clean run: a listing some seconds old cannot miss a workspace its
-    create-or-adopt could adopt (adoption needs a `ready` workspace, and one created since was
-    not ready when listed; the group's own names are unique in the org), while a re-run after a
-    crash must see what its interrupted run created, and lists afresh."""
-    record, claimed = OnboardingFamily.objects.get_or_create(
-        onboarding_id=onboarding_id, group=group, defaults={"entries": None, "claimed_by": job_id}
-    )
-    if not claimed and record.entries is not None:
-        return list(record.entries)
-    if not claimed and record.claimed_by is not None and record.claimed_by != job_id:
-        claimant_due = (
-            AsyncJob.objects.filter(pk=record.claimed_by, status=JobStatus.IN_PROGRESS)
-            .values_list("run_after", flat=True)
-            .first()
-        )
-        if claimant_due is not None:
-            wait = (claimant_due - timezone.now()).total_seconds()
-            raise PermitDeferredError(max(wait, 0.0) + FAMILY_WAIT_SECONDS)
-    first = group * ONBOARDING_GROUP_SIZE
-    titles = {
-        name.strip().lower()
-        for name in OnboardingItem.objects.filter(
-            onboarding_id=onboarding_id, index__gte=first, index__lt=first + ONBOARDING_GROUP_SIZE
-        ).values_list("name", flat=True)
-    }
-    try:
-        listing = client.list_family(parent_id=parent_id)
-    except SemrushError as exc:
-        raise translate_upstream(exc) from exc
-    entries = [ws for ws in listing if str(ws.get("title", "")).strip().lower() in titles]
-    OnboardingFamily.objects.filter(pk=record.pk, entries__isnull=True).update(entries=entries)
-    return entries
-
-
-def _own_earlier(matches: list[dict], *, brand: Brand, attempt_id: uuid.UUID | None) -> list[dict]:
-    """The matches that one of this brand's own earlier attempts recorded as its candidate
-    (they win outright, SPEC §5). Asked only when something matches."""
-    if not matches:
-        return []
-    attempts = ProvisioningAttempt.objects.filter(
-        brand_id=brand.pk, candidate_workspace_id__in=[str(m["id"]) for m in matches]
-    )
-    if attempt_id is not None:
-        attempts = attempts.exclude(pk=attempt_id)
-    earlier = set(attempts.values_list("candidate_workspace_id", flat=True))
-    return [m for m in matches if str(m["id"]) in earlier]
-
-
-def _resolve_ambiguous_create(*, client: SemrushClient, brand: Brand, parent_id: str) -> Workspace:
-    family = client.list_family(parent_id=parent_id, titled=brand.name)
-    matches = _matches(
-        family=family,
-        title=brand.name,
-        parent_id=parent_id,
-        exclude_brand_id=brand.pk,
-        accept_not_ready=True,
-    )
-    if len(matches) == 1:
-        ws_id = str(matches[0]["id"])
-        logger.warning(
-            "create timed out; adopted the single matching workspace", extra={"workspace_id": ws_id}
-        )
-        # We cannot tell whether our create made it; it is ours either way, and a workspace
-        # that was created by the timed-out call is empty.
-        return Workspace(id=ws_id, freshly_created=True)
-    if len(matches) > 1:
-        raise AmbiguousWorkspaceError()
-    raise UpstreamError()
 
 
 def workspace_read_readiness(*, client: SemrushClient, workspace_id: str) -> Readiness:
@@ -391,36 +182,23 @@ def workspace_ensure(
     there upstream, else create-or-adopt, record the candidate and promote it. With `settle`,
     poll until the workspace is ready first (poll mode), else skip the wait (skip mode).
 
-    The pointer is confirmed with one status read in skip mode (a not-ready status is fine),
-    by the settle reads in poll mode. A pointer gone upstream heals (`workspace_gone_heal`:
-    pointer cleared, markets tombstoned) and a new workspace is provisioned as for a brand
+    The pointer is confirmed (`pointer_confirm`) with one status read in skip mode (a
+    not-ready status is fine), by the settle reads in poll mode. A pointer gone upstream heals
+    (pointer cleared, markets tombstoned) and a new workspace is provisioned as for a brand
     without one (SPEC §10.2); a 403 the family does not confirm raises the heal's error.
     A workspace this call created is emptied if a later part of this call fails."""
     parent_id = brand.organization.semrush_parent_workspace_id or ""
     pointer = brand_pointer(brand.pk)
-    if pointer is not None:
-        try:
-            if settle:
-                workspace_settle(client=client, workspace_id=pointer)
-            else:
-                workspace_read_readiness(client=client, workspace_id=pointer)
-            return Workspace(id=pointer, freshly_created=False)
-        except SubworkspaceGoneError as gone:
-            healed = workspace_gone_heal(
-                client=client, brand_id=brand.pk, workspace_id=pointer, parent_id=parent_id
-            )
-            if not isinstance(healed, SubworkspaceGoneError) or brand_pointer(brand.pk):
-                # Not confirmed gone, or a concurrent writer already set a new pointer.
-                raise healed from gone
-        if attempt_id is not None:
-            # The attempt began on the dead pointer: it now looks for a new candidate.
-            states.update_pending(
-                attempt_id=attempt_id,
-                only_if={"candidate_workspace_id": pointer},
-                candidate_workspace_id=None,
-                freshly_created=False,
-                workspace_promoted=False,
-            )
+    if pointer is not None and pointer_confirm(
+        client=client,
+        brand_id=brand.pk,
+        pointer=pointer,
+        parent_id=parent_id,
+        settle=settle,
+        attempt_id=attempt_id,
+        replaceable=True,
+    ):
+        return Workspace(id=pointer, freshly_created=False)
     workspace = workspace_create_or_adopt(
         client=client, brand=brand, parent_id=parent_id, attempt_id=attempt_id
     )
@@ -454,10 +232,11 @@ def workspace_gone_heal(
     Confirm by listing the parent's family. The workspace is not there: clear the brand's
     pointer, conditionally (only while it still holds `workspace_id`: a concurrent activate may
     already have provisioned a new one), tombstone the brand's markets (their projects went with
-    the workspace), and return `SubworkspaceGoneError`; a following activate provisions a new
-    workspace. The workspace is still listed: the 403 was a refusal, not a deletion, nothing is
-    written (`UpstreamForbiddenError`). The family cannot be read: nothing is written, its
-    error is returned."""
+    the workspace; a reservation that created nothing is dropped), and return
+    `SubworkspaceGoneError`; a following activate provisions a new workspace. The workspace is
+    still listed: the 403 was a refusal, not a deletion, nothing is written
+    (`UpstreamForbiddenError`). The family cannot be read: nothing is written, its error is
+    returned."""
     try:
         family = client.list_family(parent_id=parent_id) if parent_id else []
     except SemrushError as exc:
@@ -470,14 +249,96 @@ def workspace_gone_heal(
             semrush_sub_workspace_id=None, updated_at=now
         )
         if cleared:
-            Market.objects.filter(brand_id=brand_id, deleted_at__isnull=True).update(
-                deleted_at=now, reserved_by=None, updated_at=now
-            )
+            markets = Market.objects.filter(brand_id=brand_id, deleted_at__isnull=True)
+            # A reservation that created nothing never existed upstream: it is dropped, not
+            # tombstoned (SPEC §3), whoever held it (its holder's writes then find no row).
+            markets.filter(status=MarketStatus.CREATING, semrush_project_id__isnull=True).delete()
+            markets.update(deleted_at=now, reserved_by=None, updated_at=now)
     logger.warning(
         "the brand's workspace is gone upstream; pointer cleared",
         extra={"workspace_id": workspace_id, "pointer_cleared": bool(cleared)},
     )
     return SubworkspaceGoneError()
+
+
+def pointer_confirm(
+    *,
+    client: SemrushClient,
+    brand_id: uuid.UUID,
+    pointer: str,
+    parent_id: str | None,
+    settle: bool,
+    attempt_id: uuid.UUID | None = None,
+    replaceable: bool = False,
+) -> bool:
+    """Confirm the brand's pointer upstream: settle it (`settle`: poll mode, until ready) or
+    read its status once (a not-ready status is fine). True: it is there.
+
+    A pointer gone upstream (403) is healed (`workspace_gone_recover`): False when a new
+    workspace may be provisioned in its place (`replaceable`, the heal confirmed, the attempt
+    still pending); otherwise the heal's error is raised. Raises the reads' domain errors."""
+    try:
+        if settle:
+            workspace_settle(client=client, workspace_id=pointer)
+        else:
+            workspace_read_readiness(client=client, workspace_id=pointer)
+        return True
+    except SubworkspaceGoneError as gone:
+        error = workspace_gone_recover(
+            client=client,
+            brand_id=brand_id,
+            workspace_id=pointer,
+            parent_id=parent_id,
+            attempt_id=attempt_id,
+            replaceable=replaceable,
+        )
+        if error is not None:
+            raise error from gone
+        return False
+
+
+def workspace_gone_recover(
+    *,
+    client: SemrushClient,
+    brand_id: uuid.UUID,
+    workspace_id: str,
+    parent_id: str | None,
+    attempt_id: uuid.UUID | None = None,
+    replaceable: bool = False,
+) -> DomainError | None:
+    """What follows a 403 (`SubworkspaceGoneError`) of the brand's own pointer `workspace_id`,
+    the one rule for every path that reads it (a sync settle or status read, the chain's status
+    read, SPEC §10.2): heal (`workspace_gone_heal`), then say whether a new workspace may be
+    provisioned in its place.
+
+    None: it may — `replaceable` (an activate provisions one, as for a brand without a
+    workspace), the heal confirmed the workspace gone, no concurrent writer has set a new
+    pointer, and the attempt (if any) is still pending; the attempt forgets the gone workspace
+    as its candidate (conditionally), so that it records the new one. Otherwise the error that
+    ends the work: the heal's."""
+    healed = workspace_gone_heal(
+        client=client, brand_id=brand_id, workspace_id=workspace_id, parent_id=parent_id
+    )
+    if (
+        replaceable
+        and isinstance(healed, SubworkspaceGoneError)
+        and brand_pointer(brand_id) is None
+        and (attempt_id is None or _candidate_forget(attempt_id=attempt_id, gone=workspace_id))
+    ):
+        return None
+    return healed
+
+
+def _candidate_forget(*, attempt_id: uuid.UUID, gone: str) -> bool:
+    """The pending attempt forgets `gone` if it was its candidate (a chain settling the
+    pointer); one with no candidate (sync work) keeps none. False: no longer pending."""
+    return states.update_pending(
+        attempt_id=attempt_id,
+        only_if={"candidate_workspace_id": gone},
+        candidate_workspace_id=None,
+        freshly_created=False,
+        workspace_promoted=False,
+    ) or states.update_pending(attempt_id=attempt_id, only_if={"candidate_workspace_id": None})
 
 
 def brand_pointer(brand_id: uuid.UUID) -> str | None:

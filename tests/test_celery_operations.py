@@ -116,8 +116,12 @@ def test_a_sync_attempt_cannot_begin_inside_a_callers_transaction():
     # given
     brand = BrandFactory()
     # when / then: its attempt must be committed before the upstream calls that follow
-    with pytest.raises(RuntimeError, match="durable"), transaction.atomic():
-        guard.attempt_begin(brand_id=brand.pk, started_by=AttemptStartedBy.DEACTIVATE)
+    with (
+        pytest.raises(RuntimeError, match="durable"),
+        transaction.atomic(),
+        guard.attempt_held(brand_id=brand.pk, started_by=AttemptStartedBy.DEACTIVATE),
+    ):
+        pass
 
 
 @pytest.mark.django_db(transaction=True)

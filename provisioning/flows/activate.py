@@ -17,19 +17,18 @@ from __future__ import annotations
 
 import enum
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from django.utils import timezone
 
-from jobs.models import JobStep
+from jobs.models import AsyncJob, JobStatus, JobStep
 from jobs.runner import StepRun
 from kernel.errors import DomainError
-from provisioning import chain, guard, services
+from provisioning import chain, guard
 from provisioning.exceptions import (
     ActivationIncompleteError,
-    ProvisioningCancelledError,
     WorkspaceMisconfiguredError,
-    attempt_reason,
 )
 from provisioning.flows.common import (
     MarketPlan,
@@ -37,14 +36,15 @@ from provisioning.flows.common import (
     market_provision_planned,
     require_parent,
 )
-from provisioning.markets import market_reserve
+from provisioning.markets import market_outcome_commit, market_published_before
 from provisioning.models import AttemptStartedBy
-from provisioning.outcome import Accepted, Outcome
+from provisioning.outcome import Accepted, MarketEnd, MarketWrite, Outcome
+from provisioning.reservations import market_reserve
 from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org
 from provisioning.workspace import brand_pointer, workspace_ensure
 from serenity.exceptions import BaseUrlRequiredError
-from serenity.models import Brand, BrandStatus, WorkspaceMode
+from serenity.models import Brand, BrandStatus, Market, WorkspaceMode
 
 
 class Branch(enum.Enum):
@@ -95,25 +95,30 @@ def activate(
     pointer = brand_pointer(brand.pk)
     if pointer is not None and pointer == parent_id:
         raise WorkspaceMisconfiguredError()
-    # The client first: a missing configuration (503) must not leave the brand leased.
+    return _activate_sync(brand=brand, branch=branch, plans=plans)
+
+
+def _activate_sync(*, brand: Brand, branch: Branch, plans: list[MarketPlan]) -> Outcome:
+    """Ensure the workspace under a sync attempt, then the branch's work in it. A failure to
+    ensure fails the attempt (a pending brand whose ensure failed upstream answers 502
+    `serenityActivationIncomplete` instead of the error); once the workspace is in place the
+    attempt ends `ready`, whatever follows."""
+    # The client first: a missing configuration (503) must not lease the brand.
     client = client_for_org(brand.organization, brand_id=str(brand.pk))
-    attempt = guard.attempt_begin(brand_id=brand.pk, started_by=AttemptStartedBy.ACTIVATE)
-    attempt_id = attempt.id if attempt is not None else None
-    try:
-        workspace = workspace_ensure(
-            client=client,
-            brand=brand,
-            attempt_id=attempt_id,
-            settle=branch.creates_markets,
-        )
-    except DomainError as error:
-        services.attempt_finish(
-            attempt=attempt, ok=False, reason=attempt_reason(error), error=error.message
-        )
-        if branch.was_pending and not hasattr(error, "reason") and error.http_status >= 500:
-            return _activation_incomplete(brand)
-        raise
-    try:
+    with guard.attempt_held(brand_id=brand.pk, started_by=AttemptStartedBy.ACTIVATE) as held:
+        try:
+            workspace = workspace_ensure(
+                client=client,
+                brand=brand,
+                attempt_id=held.attempt_id,
+                settle=branch.creates_markets,
+            )
+        except DomainError as error:
+            if branch.was_pending and not hasattr(error, "reason") and error.http_status >= 500:
+                held.fail(error)
+                return _activation_incomplete(brand)
+            raise
+        held.workspace_ready()
         if branch is Branch.PENDING_THEN_PROJECTS:
             flipped = brand_workspace_activate(
                 brand=brand, workspace_id=workspace.id, was_pending=True
@@ -125,14 +130,12 @@ def activate(
                 client=client,
                 brand=brand,
                 workspace_id=workspace.id,
-                owner=attempt_id or uuid.uuid4(),
+                owner=held.owner,
                 plans=plans,
             )
         return brand_workspace_activate(
             brand=brand, workspace_id=workspace.id, was_pending=branch.was_pending
         )
-    finally:
-        services.attempt_finish(attempt=attempt, ok=True)
 
 
 def _begin_async(
@@ -212,11 +215,17 @@ def activate_markets_in_workspace(
     owner: uuid.UUID,
     plans: list[MarketPlan],
     owned_workspace: bool = True,
+    step: _StepProgress | None = None,
     **options: Any,
 ) -> Outcome:
     """Branch C: per market create-or-resume + publish; one market's failure is its entry's.
-    200 when every market is live (created now or already), else 207."""
+    200 when every market is live (created now or already), else 207.
+
+    Sync, each market's row is finished as it is answered (`market_outcome_commit`). In the
+    chained step (`step`) the rows' final writes are gathered in the Outcome: the step's ending
+    commits them with the job and the attempt (SPEC §11.5)."""
     entries: list[dict[str, Any]] = []
+    writes: list[MarketWrite] = []
     for plan in plans:
         outcome = _activate_one(
             client=client,
@@ -225,8 +234,12 @@ def activate_markets_in_workspace(
             owner=owner,
             plan=plan,
             owned_workspace=owned_workspace,
+            step=step,
             **options,
         )
+        if step is None:
+            outcome = market_outcome_commit(client=client, outcome=outcome)
+        writes.extend(outcome.market_writes)
         entries.append(
             {
                 "market": plan.slice.country,
@@ -248,6 +261,7 @@ def activate_markets_in_workspace(
             "baseUrl": fresh.base_url,
             "markets": entries,
         },
+        market_writes=tuple(writes),
     )
 
 
@@ -259,12 +273,24 @@ def _activate_one(
     owner: uuid.UUID,
     plan: MarketPlan,
     owned_workspace: bool,
+    step: _StepProgress | None,
     **options: Any,
 ) -> Outcome:
+    """One market of branch C: reserve (or resume) its slice, then create or resume its
+    project; in the chained step, a market it published in an earlier run is answered again
+    without an upstream call, and one published now is recorded so."""
     try:
         reservation = market_reserve(brand=brand, slice_=plan.slice, owner=owner, name=plan.name)
     except DomainError as error:
         return Outcome.from_error(error)
+    if step is not None and step.published(reservation, owner=owner):
+        return market_published_before(
+            brand=brand,
+            market=reservation,
+            owner=owner,
+            slice_=plan.slice,
+            owned_workspace=owned_workspace,
+        )
     outcome = market_provision_planned(
         client=client,
         brand=brand,
@@ -275,9 +301,8 @@ def _activate_one(
         owned_workspace=owned_workspace,
         **options,
     )
-    if outcome is None:
-        # A deactivate or cancel won before this market's final write: its project is gone.
-        return Outcome.from_error(ProvisioningCancelledError())
+    if step is not None and any(w.end is MarketEnd.LIVE for w in outcome.market_writes):
+        step.record(reservation)
     return outcome
 
 
@@ -331,10 +356,44 @@ def activate_markets_step(run: StepRun) -> None:
         workspace_id=checked.workspace_id,
         owner=attempt.id,
         plans=[MarketPlan.from_metadata(m) for m in run.job.metadata.get("markets", [])],
-        still_valid=chain.still_valid(attempt.id, brand.pk, checked.workspace_id),
+        step=_StepProgress(run),
         renew=run.keep_alive,
     )
     chain.step_end(run, attempt, chain.Finished(outcome))
+
+
+# The activate-markets job's record of the markets whose projects it has published: their rows
+# stay reserved until the step's ending (SPEC §11.5), so a re-run (after a quota re-schedule or
+# a lost worker) finishes them from this record instead of publishing them again.
+PUBLISHED_KEY = "marketsPublished"
+
+
+@dataclass(frozen=True)
+class _StepProgress:
+    """The activate-markets step's progress across its runs (`PUBLISHED_KEY`)."""
+
+    run: StepRun
+
+    def published(self, market: Market, *, owner: uuid.UUID) -> bool:
+        """An earlier run published this reservation's project (and it is still the step's)."""
+        return (
+            market.reserved_by == owner
+            and market.semrush_project_id is not None
+            and str(market.pk) in self.run.job.metadata.get(PUBLISHED_KEY, [])
+        )
+
+    def record(self, market: Market) -> None:
+        """Record the market as published, conditional on the claim (a lost claim records
+        nothing: whoever holds the job publishes it again, which is harmless)."""
+        job = self.run.job
+        metadata = {
+            **job.metadata,
+            PUBLISHED_KEY: [*job.metadata.get(PUBLISHED_KEY, []), str(market.pk)],
+        }
+        if AsyncJob.objects.filter(
+            pk=job.pk, status=JobStatus.IN_PROGRESS, claim_token=self.run.claim_token
+        ).update(metadata=metadata, updated_at=timezone.now()):
+            job.metadata = metadata
 
 
 def activate_brand_workspace_step(run: StepRun) -> None:

@@ -16,17 +16,19 @@ from django.db import IntegrityError, transaction
 
 from jobs.models import AsyncJob, JobStep
 from kernel.errors import DomainError, InvalidRequestError
-from provisioning import guard, services
+from provisioning import guard
 from provisioning.exceptions import UpstreamBusyError
+from provisioning.family import Workspace
 from provisioning.flows.common import MarketPlan, chain_create, market_request_for, require_parent
 from provisioning.flows.market_create import market_create_flat
-from provisioning.markets import market_provision, market_reserve
-from provisioning.models import AttemptStartedBy, ProvisioningAttempt
+from provisioning.markets import MarketRequest, market_outcome_commit, market_provision
+from provisioning.models import AttemptStartedBy
 from provisioning.outcome import Accepted
+from provisioning.reservations import market_reserve
 from provisioning.selectors import with_latest_attempt
 from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org
-from provisioning.workspace import Workspace, empty_quietly, workspace_ensure
+from provisioning.workspace import empty_quietly, workspace_ensure
 from serenity.exceptions import BaseUrlRequiredError, BrandExistsError, SerenityNotEnabledError
 from serenity.models import Brand, BrandStatus, Market, Organization, WorkspaceMode
 
@@ -77,7 +79,7 @@ def brand_create(*, organization: Organization, data: BrandInput, run_async: boo
 
     if not provisions or (flat and data.market is None):
         return BrandCreated(
-            brand=_brand_insert(organization=organization, data=data, status=status)
+            brand=_brand_insert(_brand_new(organization=organization, data=data, status=status))
         )
     if flat:
         assert data.market is not None
@@ -85,11 +87,17 @@ def brand_create(*, organization: Organization, data: BrandInput, run_async: boo
             organization=organization, data=data, status=status, run_async=run_async
         )
 
-    root_id = uuid.uuid4() if run_async else None
-    # Durable: the brand and its attempt are committed before the sync path calls Semrush (no
-    # transaction is held across an upstream call) and before a worker may claim the chain.
+    if run_async:
+        return _begin_async(organization=organization, data=data, status=status)
+    return _provision_sync(organization=organization, data=data, status=status)
+
+
+def _begin_async(*, organization: Organization, data: BrandInput, status: str) -> BrandCreated:
+    """The brand row, its attempt, its reservation and the chain's jobs in one transaction."""
+    root_id = uuid.uuid4()
+    # Durable: the brand and its attempt are committed before a worker may claim the chain.
     with transaction.atomic(durable=True):
-        brand = _brand_insert(organization=organization, data=data, status=status)
+        brand = _brand_insert(_brand_new(organization=organization, data=data, status=status))
         with guard.lease(
             brand_id=brand.pk,
             started_by=AttemptStartedBy.CREATE_BRAND,
@@ -98,47 +106,56 @@ def brand_create(*, organization: Organization, data: BrandInput, run_async: boo
         ) as begun:
             attempt = begun.attempt
             assert attempt is not None  # the table exists: the brand was just written with it
-            market = None
-            if data.market is not None:
-                market = market_reserve(
-                    brand=brand,
-                    slice_=data.market.slice,
-                    owner=attempt.id,
-                    name=data.market.name,
-                    live_markets=[],
-                    savepoint=False,
-                )
-            if root_id is not None:
-                chained = (
-                    (JobStep.CREATE_MARKET, data.market.as_metadata())
-                    if data.market is not None
-                    else None
-                )
-                job = chain_create(
-                    brand=brand, root_id=root_id, attempt=attempt, market=market, chained=chained
-                )
-    if root_id is not None:
-        # The row as inserted, with the attempt it began: the 202 renders it without a read.
-        return BrandCreated(brand=with_latest_attempt(brand, attempt), job=job)
-    return _provision_sync(brand=brand, attempt=attempt, plan=data.market, market=market)
+            market = _reserve(brand, data.market, owner=attempt.id)
+            chained = (
+                (JobStep.CREATE_MARKET, data.market.as_metadata())
+                if data.market is not None
+                else None
+            )
+            job = chain_create(
+                brand=brand, root_id=root_id, attempt=attempt, market=market, chained=chained
+            )
+    # The row as inserted, with the attempt it began: the 202 renders it without a read.
+    return BrandCreated(brand=with_latest_attempt(brand, attempt), job=job)
 
 
-def _brand_insert(*, organization: Organization, data: BrandInput, status: str) -> Brand:
-    # No savepoint: inside a caller's transaction, the name conflict ends that transaction too
-    # (BrandExistsError propagates out of it).
+def _reserve(brand: Brand, plan: MarketPlan | None, *, owner: uuid.UUID) -> Market | None:
+    """The new brand's market reservation, in the transaction that inserted the brand (no
+    savepoint, no live markets to read: nobody else can see the brand yet)."""
+    if plan is None:
+        return None
+    return market_reserve(
+        brand=brand,
+        slice_=plan.slice,
+        owner=owner,
+        name=plan.name,
+        live_markets=[],
+        savepoint=False,
+    )
+
+
+def _brand_new(*, organization: Organization, data: BrandInput, status: str) -> Brand:
+    """The brand row to insert (not saved)."""
+    return Brand(
+        organization=organization,
+        name=data.name.strip(),
+        workspace_mode=organization.workspace_mode,
+        status=status,
+        base_url=data.base_url,
+        urls=data.urls,
+        aliases=data.aliases,
+    )
+
+
+def _brand_insert(brand: Brand) -> Brand:
+    """Insert `brand`; a name taken among the org's live brands → BrandExistsError. No
+    savepoint: inside a caller's transaction, the conflict ends that transaction too."""
     try:
         with transaction.atomic(savepoint=False):
-            return Brand.objects.create(
-                organization=organization,
-                name=data.name.strip(),
-                workspace_mode=organization.workspace_mode,
-                status=status,
-                base_url=data.base_url,
-                urls=data.urls,
-                aliases=data.aliases,
-            )
+            brand.save(force_insert=True)
     except IntegrityError:
         raise BrandExistsError() from None
+    return brand
 
 
 def _brand_create_flat(
@@ -150,11 +167,11 @@ def _brand_create_flat(
     if run_async:
         # One transaction: the row exists with its job and reservation, or not at all.
         with transaction.atomic():
-            brand = _brand_insert(organization=organization, data=data, status=status)
+            brand = _brand_insert(_brand_new(organization=organization, data=data, status=status))
             accepted = market_create_flat(brand=brand, plan=data.market, run_async=True)
         assert isinstance(accepted, Accepted)
         return BrandCreated(brand=with_latest_attempt(brand, None), job=accepted.job)
-    brand = _brand_insert(organization=organization, data=data, status=status)
+    brand = _brand_insert(_brand_new(organization=organization, data=data, status=status))
     try:
         outcome = market_create_flat(brand=brand, plan=data.market, run_async=False)
     except Exception:
@@ -177,60 +194,72 @@ def _brand_create_flat(
     )
 
 
-def _provision_sync(
-    *,
-    brand: Brand,
-    attempt: ProvisioningAttempt,
-    plan: MarketPlan | None,
-    market: Market | None,
-) -> BrandCreated:
-    """Create-or-adopt (poll mode with a market, skip mode without), promote, then the market's
-    project. Any failure deletes the row (its attempt and reservation go with it) and empties
-    a workspace this request created."""
-    parent_id = require_parent(brand.organization)
-    workspace: Workspace | None = None
-    client: SemrushClient | None = None
-    try:
-        client = client_for_org(
-            brand.organization, brand_id=str(brand.pk), attempt_id=str(attempt.id)
-        )
+def _provision_sync(*, organization: Organization, data: BrandInput, status: str) -> BrandCreated:
+    """The brand, its attempt and its reservation committed first (`guard.attempt_held`); then
+    create-or-adopt (poll mode with a market, skip mode without), promote, and the market's
+    project. Any failure deletes the row (its attempt and reservation go with it: the guard's
+    ending of a brand it inserted) and empties a workspace this request created."""
+    parent_id = require_parent(organization)
+    brand = _brand_new(organization=organization, data=data, status=status)
+    plan = data.market
+    with guard.attempt_held(
+        brand_id=brand.pk,
+        started_by=AttemptStartedBy.CREATE_BRAND,
+        insert_brand=lambda: _brand_insert(brand),
+        reserve=lambda owner: _reserve(brand, plan, owner=owner),
+    ) as held:
+        client = client_for_org(organization, brand_id=str(brand.pk), attempt_id=str(held.owner))
         # The language is resolved before any workspace exists: an unknown one is a 400 that
         # must not leave an empty sub-workspace behind.
         request = (
             market_request_for(client=client, brand=brand, plan=plan) if plan is not None else None
         )
         workspace = workspace_ensure(
-            client=client, brand=brand, attempt_id=attempt.id, settle=plan is not None
+            client=client, brand=brand, attempt_id=held.attempt_id, settle=plan is not None
         )
-        if request is not None and market is not None:
-            outcome = market_provision(
-                client=client,
-                brand=brand,
-                market=market,
-                owner=attempt.id,
-                workspace_id=workspace.id,
-                request=request,
-                owned_workspace=True,
-                delete_on_failure=not workspace.freshly_created,
-            )
-            if outcome is None or outcome.status >= 400:
-                body = outcome.body if outcome else {}
-                if body.get("error") == UpstreamBusyError.code:
-                    retry_after = (outcome.headers or {}).get("Retry-After") if outcome else None
-                    raise UpstreamBusyError(retry_after=float(retry_after or 1))
-                raise DomainError(
-                    body.get("message"),
-                    code=body.get("error", "serenityUpstreamError"),
-                    http_status=outcome.status if outcome else 502,
+        if request is not None and held.market is not None:
+            try:
+                _market_in_new_workspace(
+                    client=client, brand=brand, held=held, workspace=workspace, request=request
                 )
-    except Exception:
-        # Any failure (not only a domain error): a row left behind would keep a `pending`
-        # attempt and block the name until the stale sweep.
-        if client is not None and workspace is not None and workspace.freshly_created:
-            empty_quietly(client=client, workspace_id=workspace.id, parent_id=parent_id)
-        Brand.objects.filter(pk=brand.pk).delete()
-        raise
-    services.attempt_finish(attempt=attempt, ok=True)
+            except Exception:
+                if workspace.freshly_created:
+                    empty_quietly(client=client, workspace_id=workspace.id, parent_id=parent_id)
+                raise
     brand.refresh_from_db()
-    fresh_market = Market.objects.get(pk=market.pk) if market is not None else None
+    fresh_market = Market.objects.get(pk=held.market.pk) if held.market is not None else None
     return BrandCreated(brand=brand, market=fresh_market)
+
+
+def _market_in_new_workspace(
+    *,
+    client: SemrushClient,
+    brand: Brand,
+    held: guard.SyncAttempt,
+    workspace: Workspace,
+    request: MarketRequest,
+) -> None:
+    """The brand create's market, in the workspace just ensured. Raises the market's error
+    (503 `upstreamBusy` keeps its `Retry-After`)."""
+    assert held.market is not None
+    outcome = market_provision(
+        client=client,
+        brand=brand,
+        market=held.market,
+        owner=held.owner,
+        workspace_id=workspace.id,
+        request=request,
+        owned_workspace=True,
+        delete_on_failure=not workspace.freshly_created,
+    )
+    outcome = market_outcome_commit(client=client, outcome=outcome)
+    if outcome.status < 400:
+        return
+    if outcome.body.get("error") == UpstreamBusyError.code:
+        retry_after = (outcome.headers or {}).get("Retry-After")
+        raise UpstreamBusyError(retry_after=float(retry_after or 1))
+    raise DomainError(
+        outcome.body.get("message"),
+        code=outcome.body.get("error", "serenityUpstreamError"),
+        http_status=outcome.status,
+    )

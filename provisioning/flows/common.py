@@ -4,7 +4,7 @@ catalogue, the chain an async request starts, and the checks every flow makes fi
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -15,9 +15,9 @@ from jobs.models import AsyncJob, JobStep, JobType
 from kernel.errors import DomainError, InvalidRequestError
 from provisioning.catalogue import catalogue_language_id, languages_catalogue
 from provisioning.exceptions import NoParentWorkspaceError, SubworkspaceGoneError
-from provisioning.markets import MarketRequest, market_provision, market_release
+from provisioning.markets import MarketRequest, market_provision
 from provisioning.models import ProvisioningAttempt
-from provisioning.outcome import Outcome
+from provisioning.outcome import MarketEnd, MarketWrite, Outcome
 from provisioning.semrush import SemrushClient
 from provisioning.workspace import workspace_gone_heal
 from serenity.exceptions import UnknownLanguageError
@@ -107,15 +107,23 @@ def market_provision_planned(
     workspace_id: str,
     owned_workspace: bool,
     **options: Any,
-) -> Outcome | None:
+) -> Outcome:
     """Resolve the plan, then create or resume its project in `workspace_id` on the existing
     reservation (`markets.market_provision`, whose `options` pass through). A refusal before
-    any upstream write frees the reservation. None: cancelled before the final write."""
+    any upstream write releases the reservation. The Outcome carries the row's final write,
+    not committed (`markets.market_writes_commit`)."""
     try:
         request = market_request_for(client=client, brand=brand, plan=plan)
     except DomainError as error:
-        market_release(market_id=reservation.pk, owner=owner)
-        return Outcome.from_error(error)
+        release = MarketWrite(
+            market_id=reservation.pk,
+            owner=owner,
+            end=MarketEnd.RELEASED,
+            project_id=None,
+            workspace_id=workspace_id,
+            owned_workspace=owned_workspace,
+        )
+        return replace(Outcome.from_error(error), market_writes=(release,))
     options.setdefault("delete_on_failure", not owned_workspace)
     outcome = market_provision(
         client=client,
@@ -137,31 +145,26 @@ def market_provision_planned(
 
 
 def healed_if_gone(
-    outcome: Outcome | None,
+    outcome: Outcome,
     *,
     client: SemrushClient,
     brand: Brand,
     workspace_id: str,
     owned_workspace: bool,
-) -> Outcome | None:
+) -> Outcome:
     """A project call in the brand's own workspace answered 403 (`subworkspaceGone`): heal as
     a status read that meets it does (SPEC §10.2, `workspace_gone_heal`), and answer with the
-    error the heal returns (`subworkspaceGone` once confirmed, else what the confirmation met).
-    Any other outcome is returned as it is."""
-    if (
-        outcome is None
-        or not owned_workspace
-        or outcome.body.get("error") != SubworkspaceGoneError.code
-    ):
+    error the heal returns (`subworkspaceGone` once confirmed, else what the confirmation met),
+    with the outcome's market writes. Any other outcome is returned as it is."""
+    if not owned_workspace or outcome.body.get("error") != SubworkspaceGoneError.code:
         return outcome
-    return Outcome.from_error(
-        workspace_gone_heal(
-            client=client,
-            brand_id=brand.pk,
-            workspace_id=workspace_id,
-            parent_id=brand.organization.semrush_parent_workspace_id,
-        )
+    healed = workspace_gone_heal(
+        client=client,
+        brand_id=brand.pk,
+        workspace_id=workspace_id,
+        parent_id=brand.organization.semrush_parent_workspace_id,
     )
+    return replace(Outcome.from_error(healed), market_writes=outcome.market_writes)
 
 
 def require_parent(organization: Organization) -> str:

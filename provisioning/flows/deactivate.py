@@ -5,7 +5,6 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from kernel.errors import DomainError
 from provisioning import guard, services
 from provisioning.flows.common import require_parent
 from provisioning.models import AttemptReason, AttemptStartedBy
@@ -27,11 +26,14 @@ def deactivate(*, brand: Brand) -> Outcome:
     pending = guard.pending_attempt_for(brand.pk)
     if pending is not None and pending.job_id is not None:
         services.attempt_cancel(attempt_id=pending.id)
-    attempt = guard.attempt_begin(brand_id=brand.pk, started_by=AttemptStartedBy.DEACTIVATE)
-    organization = brand.organization
-    # A worker may have promoted a workspace after the brand was loaded: the fresh value wins.
-    pointer = brand_pointer(brand.pk)
-    try:
+    with guard.attempt_held(
+        brand_id=brand.pk,
+        started_by=AttemptStartedBy.DEACTIVATE,
+        failure_reason=lambda _error: AttemptReason.UPSTREAM,
+    ):
+        # A worker may have promoted a workspace after the brand was loaded: the fresh value wins.
+        pointer = brand_pointer(brand.pk)
+        organization = brand.organization
         if pointer is not None:
             client = client_for_org(organization, brand_id=str(brand.pk))
             workspace_empty(
@@ -41,11 +43,13 @@ def deactivate(*, brand: Brand) -> Outcome:
             )
         elif brand.workspace_mode == WorkspaceMode.FLAT:
             _delete_flat_projects(brand=brand)
-    except DomainError as error:
-        services.attempt_finish(
-            attempt=attempt, ok=False, reason=AttemptReason.UPSTREAM, error=error.message
-        )
-        raise
+        _forget_decommissioned(brand=brand, pointer=pointer)
+    return Outcome(200, {"brandId": str(brand.pk), "status": "pending"})
+
+
+def _forget_decommissioned(*, brand: Brand, pointer: str | None) -> None:
+    """After the decommission, in one transaction: the pointer cleared (only while it is still
+    `pointer`), the markets tombstoned, the brand `pending` again (unless deleted)."""
     now = timezone.now()
     with transaction.atomic():
         if pointer is not None:
@@ -58,8 +62,6 @@ def deactivate(*, brand: Brand) -> Outcome:
         Brand.objects.filter(pk=brand.pk).exclude(status=BrandStatus.DELETED).update(
             status=BrandStatus.PENDING, updated_at=now
         )
-    services.attempt_finish(attempt=attempt, ok=True)
-    return Outcome(200, {"brandId": str(brand.pk), "status": "pending"})
 
 
 def _delete_flat_projects(*, brand: Brand) -> None:

@@ -12,18 +12,16 @@ import uuid
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from jobs import services as job_services
 from jobs.models import JobStep, JobType
 from jobs.runner import StepRun
 from kernel.errors import DomainError
-from provisioning import chain, guard, services
+from provisioning import chain, guard
 from provisioning.exceptions import (
     ProvisioningIncompleteError,
     SubworkspaceGoneError,
     WorkspaceMisconfiguredError,
-    attempt_reason,
 )
 from provisioning.flows.common import (
     MarketPlan,
@@ -36,16 +34,15 @@ from provisioning.flows.common import (
 )
 from provisioning.markets import (
     market_discard_unrecorded,
+    market_outcome_commit,
     market_provision,
-    market_release,
-    market_reserve,
-    slice_market_in,
-    slice_taken,
 )
-from provisioning.models import AttemptReason, AttemptStartedBy, AttemptStatus, ProvisioningAttempt
+from provisioning.models import AttemptStartedBy, AttemptStatus, ProvisioningAttempt
 from provisioning.outcome import Accepted, Outcome
+from provisioning.reservations import market_release, market_reserve, slice_market_in, slice_taken
+from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org
-from provisioning.workspace import workspace_gone_heal, workspace_settle
+from provisioning.workspace import pointer_confirm
 from serenity.exceptions import SliceExistsError
 from serenity.models import Brand, BrandStatus, Market, MarketStatus, WorkspaceMode
 
@@ -129,80 +126,52 @@ def _create_sync(*, brand: Brand, plan: MarketPlan, parent_id: str) -> Outcome:
     nothing). Then settle the pointer (poll mode) and create or resume the project."""
     client = client_for_org(brand.organization, brand_id=str(brand.pk))
     live: list[Market] = []
-    with guard.lease(
+    with guard.attempt_held(
         brand_id=brand.pk,
         started_by=AttemptStartedBy.CREATE_MARKET,
         checks=_refusals(brand, plan, parent_id, live),
-    ) as begun:
-        attempt = begun.attempt
-        owner = attempt.id if attempt is not None else uuid.uuid4()
-        reservation = market_reserve(
+        reserve=lambda owner: market_reserve(
             brand=brand, slice_=plan.slice, owner=owner, name=plan.name, live_markets=live
-        )
-    try:
-        request = market_request_for(client=client, brand=brand, plan=plan)
-    except Exception:
-        market_release(market_id=reservation.pk, owner=owner)
-        guard.attempt_withdraw(attempt)
-        raise
-    assert begun.pointer is not None
-    try:
-        workspace_settle(client=client, workspace_id=begun.pointer)
-    except DomainError as settle_error:
-        market_release(market_id=reservation.pk, owner=owner)
-        error = settle_error
-        if isinstance(error, SubworkspaceGoneError):
-            error = workspace_gone_heal(
-                client=client, brand_id=brand.pk, workspace_id=begun.pointer, parent_id=parent_id
-            )
+        ),
         # A settle failure of the brand's own workspace is a provisioning failure; any other
         # error leaves the attempt ready (the workspace was not touched).
-        provisioning_failure = hasattr(error, "reason")
-        services.attempt_finish(
-            attempt=attempt,
-            ok=not provisioning_failure,
-            reason=attempt_reason(error),
-            error=error.message,
-        )
-        if error is settle_error:
+        failure_reason=lambda error: getattr(error, "reason", None),
+    ) as held:
+        try:
+            request = market_request_for(client=client, brand=brand, plan=plan)
+        except Exception:
+            held.withdraw()
             raise
-        raise error from settle_error
-    except Exception:
-        market_release(market_id=reservation.pk, owner=owner)
-        services.attempt_finish(attempt=attempt, ok=False, reason=AttemptReason.UNEXPECTED)
-        raise
-    try:
+        assert held.pointer is not None and held.market is not None
+        pointer_confirm(
+            client=client,
+            brand_id=brand.pk,
+            pointer=held.pointer,
+            parent_id=parent_id,
+            settle=True,
+        )
         outcome = healed_if_gone(
             market_provision(
                 client=client,
                 brand=brand,
-                market=reservation,
-                owner=owner,
-                workspace_id=begun.pointer,
+                market=held.market,
+                owner=held.owner,
+                workspace_id=held.pointer,
                 request=request,
                 owned_workspace=True,
                 delete_on_failure=False,
             ),
             client=client,
             brand=brand,
-            workspace_id=begun.pointer,
+            workspace_id=held.pointer,
             owned_workspace=True,
         )
-    except Exception:
-        # Never leave the brand leased to a request that is gone (a kept reservation is
-        # resumable once its owner has finished).
-        services.attempt_finish(attempt=attempt, ok=False, reason=AttemptReason.UNEXPECTED)
-        raise
-    assert outcome is not None
-    if outcome.body.get("error") == SubworkspaceGoneError.code:
-        # The brand's workspace is gone (healed above): a provisioning failure, as when the
-        # settle read meets it.
-        services.attempt_finish(
-            attempt=attempt, ok=False, reason=AttemptReason.GONE, error=outcome.body["message"]
-        )
+        outcome = market_outcome_commit(client=client, outcome=outcome)
+        if outcome.body.get("error") == SubworkspaceGoneError.code:
+            # The brand's workspace is gone (healed above): a provisioning failure, as when the
+            # settle read meets it.
+            held.fail(SubworkspaceGoneError(outcome.body["message"]))
         return outcome
-    services.attempt_finish(attempt=attempt, ok=True)
-    return outcome
 
 
 def market_create_flat(*, brand: Brand, plan: MarketPlan, run_async: bool) -> Outcome | Accepted:
@@ -224,12 +193,6 @@ def market_create_flat(*, brand: Brand, plan: MarketPlan, run_async: bool) -> Ou
         return Accepted(job=job)
     owner = uuid.uuid4()
     reservation = market_reserve(brand=brand, slice_=plan.slice, owner=owner, name=plan.name)
-    return _create_flat_reserved(brand=brand, plan=plan, reservation=reservation, owner=owner)
-
-
-def _create_flat_reserved(
-    *, brand: Brand, plan: MarketPlan, reservation: Market, owner: uuid.UUID, **options: object
-) -> Outcome:
     try:
         # A missing configuration (503) must free the reservation too, or the slice would
         # answer sliceExists/marketBusy until the stale threshold.
@@ -237,7 +200,24 @@ def _create_flat_reserved(
     except DomainError as error:
         market_release(market_id=reservation.pk, owner=owner)
         return Outcome.from_error(error)
-    outcome = market_provision_planned(
+    outcome = _create_flat_reserved(
+        client=client, brand=brand, plan=plan, reservation=reservation, owner=owner
+    )
+    return market_outcome_commit(client=client, outcome=outcome)
+
+
+def _create_flat_reserved(
+    *,
+    client: SemrushClient,
+    brand: Brand,
+    plan: MarketPlan,
+    reservation: Market,
+    owner: uuid.UUID,
+    **options: object,
+) -> Outcome:
+    """The market's project in the parent, on its reservation; the row's final write left in
+    the Outcome (sync: `market_outcome_commit`; the chained step: its ending)."""
+    return market_provision_planned(
         client=client,
         brand=brand,
         plan=plan,
@@ -247,14 +227,15 @@ def _create_flat_reserved(
         owned_workspace=False,
         **options,
     )
-    assert outcome is not None
-    return outcome
 
 
 # --- the chained step ---------------------------------------------------------------------------
 
 
 def create_market_step(run: StepRun) -> None:
+    """The chain's `createMarket` step: the sync path's market create in the promoted
+    workspace, its market row finished by the step's ending (with the job and the attempt,
+    SPEC §11.5). Stands down (CANCELLED) when the chain's reservation is no longer its own."""
     meta = run.job.metadata
     plan = MarketPlan.from_metadata(meta)
     if meta.get("flat"):
@@ -268,22 +249,10 @@ def create_market_step(run: StepRun) -> None:
         return
     attempt, brand, workspace_id = checked.attempt, checked.brand, checked.workspace_id
     market = _reservation(meta)
-    if market is None or market.deleted_at is not None:
+    if market is None or market.deleted_at is not None or market.reserved_by != attempt.id:
+        # Tombstoned (a heal) or no longer the chain's: nothing of it is this step's to write.
         chain.step_end(run, attempt, chain.Finished(None))
         return
-    # An earlier run of this job finished the market (live, or publish_failed after an upstream
-    # error) and died before ending the job. While the attempt is pending nothing else may touch
-    # the brand's markets, so it is ours: take it back and resume its project, instead of
-    # treating the lost reservation as a cancellation (which deleted the project the market
-    # points at).
-    if (
-        market.reserved_by is None
-        and market.semrush_project_id is not None
-        and Market.objects.filter(
-            pk=market.pk, reserved_by__isnull=True, deleted_at__isnull=True
-        ).update(reserved_by=attempt.id, status=MarketStatus.CREATING, updated_at=timezone.now())
-    ):
-        market.refresh_from_db()
     client = client_for_org(
         brand.organization,
         brand_id=str(brand.pk),
@@ -298,7 +267,6 @@ def create_market_step(run: StepRun) -> None:
         owner=attempt.id,
         workspace_id=workspace_id,
         owned_workspace=True,
-        still_valid=chain.still_valid(attempt.id, brand.pk, workspace_id),
         renew=run.keep_alive,
         # A brand create's workspace, made by this attempt, is empty until this step creates
         # its project, which it records at once: only a run after a lost worker (an expired
@@ -329,8 +297,18 @@ def _flat_step(run: StepRun, plan: MarketPlan) -> chain.StepEnd:
     market = _reservation(meta)
     if brand is None or brand.status == BrandStatus.DELETED or market is None:
         return chain.StoodDown(None)
+    try:
+        client = client_for_org(brand.organization, brand_id=str(brand.pk))
+    except DomainError as error:
+        market_release(market_id=market.pk, owner=run.job.id)
+        return chain.Finished(Outcome.from_error(error))
     outcome = _create_flat_reserved(
-        brand=brand, plan=plan, reservation=market, owner=run.job.id, renew=run.keep_alive
+        client=client,
+        brand=brand,
+        plan=plan,
+        reservation=market,
+        owner=run.job.id,
+        renew=run.keep_alive,
     )
     return chain.Finished(outcome)
 

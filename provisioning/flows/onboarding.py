@@ -28,6 +28,7 @@ from jobs.exceptions import JobFinishedError, JobNotCancellableError
 from jobs.models import JobStatus, JobStep, JobType
 from kernel import context
 from provisioning import selectors, services
+from provisioning.family import GROUP_KEY, ONBOARDING_KEY
 from provisioning.flows.common import MarketPlan
 from provisioning.models import (
     ONBOARDING_GROUP_SIZE,
@@ -38,7 +39,6 @@ from provisioning.models import (
     ProvisioningAttempt,
 )
 from provisioning.signals import onboarding_completed
-from provisioning.workspace import GROUP_KEY, ONBOARDING_KEY
 from serenity.exceptions import BrandExistsError, SerenityNotEnabledError
 from serenity.models import Brand, BrandStatus, Market, MarketStatus, Organization, WorkspaceMode
 from serenity.names import brand_name_key

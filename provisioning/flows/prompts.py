@@ -3,9 +3,10 @@
 
 Flow, the same for both modes (the sync path and the job call `_prompts_run`):
 
-1. Validate without any upstream call: 1 to `SERENITY_MAX_PROMPTS` prompts, each naming a live
-   market of the brand that has a project (non-deleted, not a `creating` reservation, with a
-   project and workspace id); else 400 `invalidRequest` naming the prompt's index.
+1. Validate without any upstream call (`flows.prompt_inputs`): 1 to `SERENITY_MAX_PROMPTS`
+   prompts, each naming a live market of the brand that has a project (non-deleted, not a
+   `creating` reservation, with a project and workspace id); else 400 `invalidRequest` naming
+   the prompt's index.
 2. Plan: drop duplicates within the request (same market, same text trimmed and case-folded;
    the first occurrence wins), cut the rest into batches (the job: `BATCH_SIZE` prompts; sync:
    one batch) and each batch into one *unit* per market, in first-appearance order.
@@ -49,7 +50,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -60,16 +61,15 @@ from jobs import services as job_services
 from jobs.endings import Defer, Finish, step_commit
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.runner import StepRun
-from kernel.errors import DomainError, InvalidRequestError
+from kernel.errors import DomainError
 from provisioning.exceptions import job_error
-from provisioning.flows.common import default_brand_domain
+from provisioning.flows.prompt_inputs import brand_names_for, prompt_markets, prompts_validate
 from provisioning.intent import classify_intent
 from provisioning.outcome import Accepted, Outcome
 from provisioning.prompt_plan import (
     Plan,
     Progress,
     PromptInput,
-    SliceKey,
     plan_units,
     upstream_ids,
 )
@@ -83,70 +83,11 @@ from provisioning.semrush import (
 from provisioning.upstream import client_for_org
 from provisioning.workspace import workspace_gone_heal
 from serenity.models import Brand, BrandStatus, Market, MarketStatus, Prompt
-from serenity.slices import normalize_language
 
 logger = logging.getLogger("serenity.provisioning")
 
 BATCH_SIZE = 100
 DEFAULT_RATE_LIMIT_DELAY_SECONDS = 30.0
-
-
-# --- Inputs ---------------------------------------------------------------------------------
-
-
-def brand_names_for(brand: Brand) -> list[str]:
-    """What counts as naming the brand: its name, aliases and domain."""
-    names = [brand.name, *(brand.aliases or [])]
-    domain = default_brand_domain(brand.base_url)
-    if domain:
-        names.append(domain)
-    return [name for name in names if name and name.strip()]
-
-
-def prompt_markets(brand: Brand) -> dict[SliceKey, Market]:
-    """The brand's markets a prompt may name: not deleted, not a `creating` reservation, and
-    with a project (and the workspace it lives in)."""
-    markets = (
-        Market.objects.filter(
-            brand=brand,
-            deleted_at__isnull=True,
-            semrush_project_id__isnull=False,
-            workspace_id__isnull=False,
-        )
-        .exclude(status=MarketStatus.CREATING)
-        .exclude(semrush_project_id="")
-    )
-    return {(m.geo_target_id, m.language_code): m for m in markets}
-
-
-def prompts_validate(*, brand: Brand, prompts: Sequence[Mapping[str, Any]]) -> list[PromptInput]:
-    """Every cheap check, no upstream call. `prompts` are shape-checked items
-    `{text, geoTargetId, languageCode, tags?}`. Raises `InvalidRequestError` naming the field
-    (`prompts[3]: no market with a project for geoTargetId 2840 / en`)."""
-    limit = settings.SERENITY_MAX_PROMPTS
-    if not 1 <= len(prompts) <= limit:
-        raise InvalidRequestError(
-            f"prompts: between 1 and {limit} prompts per request.", details={"field": "prompts"}
-        )
-    markets = prompt_markets(brand)
-    out = []
-    for index, item in enumerate(prompts):
-        where = f"prompts[{index}]"
-        text = str(item["text"]).strip()
-        if not text:
-            raise InvalidRequestError(
-                f"{where}.text: must not be blank.", details={"field": f"{where}.text"}
-            )
-        language = normalize_language(item["languageCode"], field=f"{where}.languageCode")
-        geo = int(item["geoTargetId"])
-        if (geo, language) not in markets:
-            raise InvalidRequestError(
-                f"{where}: no market with a project for geoTargetId {geo} / {language}",
-                details={"field": where},
-            )
-        tags = tuple(dict.fromkeys(tag.strip() for tag in item.get("tags") or () if tag.strip()))
-        out.append(PromptInput(text=text, geo_target_id=geo, language_code=language, tags=tags))
-    return out
 
 
 class _RunDeferredError(Exception):
@@ -254,78 +195,22 @@ def _prompts_run(
         if index > started_at and policy.deadline and time.monotonic() > policy.deadline:
             raise _RunDeferredError(0.0)
         unit = plan.units[index]
-        markets = prompt_markets(brand)  # re-read: a market may be deleted meanwhile
-        market = markets.get(unit.slice_key)
-        pushed: list[PromptInput] = []
-        intents: list[str] = []
-        ids: list[str | None] = []
-        skipped = failed = 0
+        market = prompt_markets(brand).get(unit.slice_key)  # re-read: it may be deleted meanwhile
         if market is None or credential_refused:
-            failed = len(unit.prompts)
+            pushed = _Pushed(failed=len(unit.prompts))
         else:
-            stored = set(
-                Prompt.objects.filter(
-                    market=market, text_key__in=[p.key for p in unit.prompts]
-                ).values_list("text_key", flat=True)
+            pushed = _unit_push(
+                brand=brand,
+                market=market,
+                unit=unit.prompts,
+                brand_names=brand_names,
+                policy=policy,
+                client=client,
             )
-            new = [p for p in unit.prompts if p.key not in stored]
-            skipped = len(unit.prompts) - len(new)
-            if new:
-                intents = [classify_intent(p.text, brand_names) for p in new]
-                try:
-                    answer = client().add_prompts(
-                        workspace_id=str(market.workspace_id),
-                        project_id=str(market.semrush_project_id),
-                        prompts=[
-                            {"text": p.text, **({"tags": list(p.tags)} if p.tags else {})}
-                            for p in new
-                        ],
-                        owned=_owned(market, brand),
-                    )
-                except SemrushRateLimitedError as exc:
-                    if policy.defer_rate_limited:
-                        raise _RunDeferredError(
-                            exc.retry_after or DEFAULT_RATE_LIMIT_DELAY_SECONDS
-                        ) from exc
-                    failed = len(new)
-                except SemrushGoneError as exc:
-                    # The brand's own workspace is gone upstream: heal, and the request ends
-                    # with `subworkspaceGone` (502), not a count (SPEC §10.2). Units already
-                    # pushed stay stored.
-                    raise workspace_gone_heal(
-                        client=client(),
-                        brand_id=brand.pk,
-                        workspace_id=str(market.workspace_id),
-                        parent_id=brand.organization.semrush_parent_workspace_id,
-                    ) from exc
-                except SemrushError as exc:
-                    # Never replayed: a lost answer may still have added the prompts.
-                    logger.warning(
-                        "adding prompts failed; counted as failed",
-                        extra={
-                            "market_id": str(market.pk),
-                            "count": len(new),
-                            "error_class": type(exc).__name__,
-                        },
-                    )
-                    failed = len(new)
-                    credential_refused = isinstance(exc, SemrushUnauthorizedError)
-                else:
-                    pushed = new
-                    ids = upstream_ids(answer, new)
-        # The rows are committed even when the checkpoint finds the claim lost: they record
-        # what is upstream, and whoever holds the job now then skips them instead of pushing
-        # them again.
-        with transaction.atomic():
-            if pushed and market is not None:
-                _store_unit(market=market, pushed=pushed, intents=intents, ids=ids)
-                if str(market.pk) not in progress.touched:
-                    progress.touched.append(str(market.pk))
-            progress.units_done = index + 1
-            progress.created += len(pushed)
-            progress.skipped += skipped
-            progress.failed += failed
-            kept_claim = policy.checkpoint(progress)
+        credential_refused = credential_refused or pushed.credential_refused
+        kept_claim = _unit_record(
+            market=market, pushed=pushed, units_done=index + 1, progress=progress, policy=policy
+        )
         _still_claimed(policy, kept_claim)
 
     _publish_touched(
@@ -337,6 +222,105 @@ def _prompts_run(
         moved=progress.units_done > started_at,
     )
     return progress.counts(plan)
+
+
+@dataclass
+class _Pushed:
+    """What one unit's push did: the prompts pushed (with their intents and upstream ids), and
+    how many were skipped (stored already) or failed; whether the credential was refused."""
+
+    prompts: list[PromptInput] = field(default_factory=list)
+    intents: list[str] = field(default_factory=list)
+    ids: list[str | None] = field(default_factory=list)
+    skipped: int = 0
+    failed: int = 0
+    credential_refused: bool = False
+
+
+def _unit_push(
+    *,
+    brand: Brand,
+    market: Market,
+    unit: Sequence[PromptInput],
+    brand_names: list[str],
+    policy: RunPolicy,
+    client: Callable[[], SemrushClient],
+) -> _Pushed:
+    """Push one unit's new prompts to its market's project with one `add_prompts` call (module
+    docstring, step 3): prompts stored for the market already are skipped, the others
+    classified and pushed. A push that fails counts its prompts `failed` and is never replayed;
+    a 429 defers the job's run instead (`_RunDeferredError`); a 403 of the brand's own
+    workspace is healed and its error raised (SPEC §10.2: the request ends with
+    `subworkspaceGone`, units already pushed stay stored)."""
+    stored = set(
+        Prompt.objects.filter(market=market, text_key__in=[p.key for p in unit]).values_list(
+            "text_key", flat=True
+        )
+    )
+    new = [p for p in unit if p.key not in stored]
+    pushed = _Pushed(skipped=len(unit) - len(new))
+    if not new:
+        return pushed
+    intents = [classify_intent(p.text, brand_names) for p in new]
+    try:
+        answer = client().add_prompts(
+            workspace_id=str(market.workspace_id),
+            project_id=str(market.semrush_project_id),
+            prompts=[{"text": p.text, **({"tags": list(p.tags)} if p.tags else {})} for p in new],
+            owned=_owned(market, brand),
+        )
+    except SemrushRateLimitedError as exc:
+        if policy.defer_rate_limited:
+            raise _RunDeferredError(exc.retry_after or DEFAULT_RATE_LIMIT_DELAY_SECONDS) from exc
+        pushed.failed = len(new)
+    except SemrushGoneError as exc:
+        raise workspace_gone_heal(
+            client=client(),
+            brand_id=brand.pk,
+            workspace_id=str(market.workspace_id),
+            parent_id=brand.organization.semrush_parent_workspace_id,
+        ) from exc
+    except SemrushError as exc:
+        # Never replayed: a lost answer may still have added the prompts.
+        logger.warning(
+            "adding prompts failed; counted as failed",
+            extra={
+                "market_id": str(market.pk),
+                "count": len(new),
+                "error_class": type(exc).__name__,
+            },
+        )
+        pushed.failed = len(new)
+        pushed.credential_refused = isinstance(exc, SemrushUnauthorizedError)
+    else:
+        pushed.prompts, pushed.intents, pushed.ids = new, intents, upstream_ids(answer, new)
+    return pushed
+
+
+def _unit_record(
+    *,
+    market: Market | None,
+    pushed: _Pushed,
+    units_done: int,
+    progress: Progress,
+    policy: RunPolicy,
+) -> bool:
+    """In one transaction: the unit's pushed rows (`_store_unit`), its counts and the progress
+    checkpoint. Returns whether the checkpoint kept the claim. The rows are committed even when
+    the claim is lost: they record what is upstream, and whoever holds the job now then skips
+    them instead of pushing them again."""
+    with transaction.atomic():
+        if pushed.prompts and market is not None:
+            _store_unit(
+                market=market, pushed=pushed.prompts, intents=pushed.intents, ids=pushed.ids
+            )
+            if str(market.pk) not in progress.touched:
+                progress.touched.append(str(market.pk))
+        progress.units_done = units_done
+        progress.created += len(pushed.prompts)
+        progress.skipped += pushed.skipped
+        progress.failed += pushed.failed
+        return policy.checkpoint(progress)
 
 
 def _publish_touched(

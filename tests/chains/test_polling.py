@@ -69,7 +69,7 @@ def test_polling_costs_the_same_queries_for_2_and_6_steps(sw_writer, sim, publis
         run_current(long["jobId"])
     sim.configure({"settleOutcome": "created"})
     # the stuck workspace never settles: make it ready by marking it so upstream
-    with mock.patch("provisioning.chain.workspace_read_readiness") as read:
+    with mock.patch("provisioning.flows.provision.workspace_read_readiness") as read:
         from provisioning.workspace import Readiness
 
         read.return_value = Readiness.READY

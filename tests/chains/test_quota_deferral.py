@@ -186,18 +186,17 @@ def test_a_429_pauses_the_credential_for_everyone_and_the_step_resumes(
     assert len(sim.state()["projects"]) == 1
 
 
-def test_an_activate_step_deferred_after_reserving_its_markets_resumes_them(
-    sw_writer, sim, published, chained_job_delivered_separately
-):
-    # given a brand with its workspace, and an async activate of two markets, promoted
+def two_market_activation(caller, sim) -> tuple[str, str, AsyncJob]:  # type: ignore[no-untyped-def]
+    """A brand with its workspace, and an async activate of two markets (US, then DE) whose
+    workspace step has run: (brand id, root job id, the chained activate-markets job)."""
     sim.configure({"settleSeconds": 0})
-    created = sw_writer.post(
-        f"/v2/orgs/{sw_writer.org.id}/brands", {"name": "Acme", "baseUrl": "https://a.example"}
+    created = caller.post(
+        f"/v2/orgs/{caller.org.id}/brands", {"name": "Acme", "baseUrl": "https://a.example"}
     )
     assert created.status_code == 201, created.json()
     brand_id = created.json()["id"]
-    accepted = sw_writer.post(
-        serenity_path(sw_writer, brand_id) + "/activate",
+    accepted = caller.post(
+        serenity_path(caller, brand_id) + "/activate",
         {
             "async": True,
             "brandDomain": "a.example",
@@ -210,7 +209,14 @@ def test_an_activate_step_deferred_after_reserving_its_markets_resumes_them(
     assert accepted.status_code == 202, accepted.json()
     root_id = accepted.json()["jobId"]
     tasks.provision_workspace(root_id)
-    chained = AsyncJob.objects.get(root_id=root_id, step="activateMarkets")
+    return brand_id, root_id, AsyncJob.objects.get(root_id=root_id, step="activateMarkets")
+
+
+def test_an_activate_step_deferred_after_reserving_its_markets_resumes_them(
+    sw_writer, sim, published, chained_job_delivered_separately
+):
+    # given a brand with its workspace, and an async activate of two markets, promoted
+    brand_id, root_id, chained = two_market_activation(sw_writer, sim)
     # when the first market's project is made, then upstream pauses the credential (a 429
     # on the tracked URL with Retry-After 10 s) and the step is re-scheduled mid-way
     sim.configure({"retryAfterSeconds": 10})
@@ -227,5 +233,38 @@ def test_an_activate_step_deferred_after_reserving_its_markets_resumes_them(
     assert polled["status"] == "COMPLETED", polled
     assert polled["result"]["status"] == 200, polled["result"]
     assert [m["status"] for m in polled["result"]["body"]["markets"]] == [201, 201]
+    assert sorted(m.status for m in Market.objects.all()) == [MarketStatus.LIVE] * 2
+    assert len(sim.state()["projects"]) == 2
+
+
+def test_an_activate_step_deferred_after_publishing_a_market_does_not_publish_it_again(
+    sw_writer, sim, published, chained_job_delivered_separately
+):
+    # given an async activate of two markets, promoted
+    brand_id, root_id, chained = two_market_activation(sw_writer, sim)
+    # when the first market's project is made and published, then upstream answers the second
+    # market's project create 429 with Retry-After 10 s: the step is re-scheduled mid-way
+    sim.configure({"retryAfterSeconds": 10})
+    sim.add_fault({"method": "POST", "pathRegex": r"/projects$"})  # the first create passes
+    sim.add_fault({"method": "POST", "pathRegex": r"/projects$", "status": 429})
+    tasks.activate_markets(str(chained.id))
+    assert job_state(str(chained.id))["status"] == JobStatus.IN_PROGRESS
+    [first] = sim.state()["projects"]
+    assert first["publishStatus"] == "live"
+    # (the market rows wait for the step's ending, SPEC §11.5)
+    assert sorted(m.status for m in Market.objects.all()) == [MarketStatus.CREATING] * 2
+    # and when it runs again after the pause
+    end_pause(sim.org_token)
+    make_due(str(chained.id))
+    again = mark(sim)
+    tasks.activate_markets(str(chained.id))
+    # then the first market's project is not touched again (the step recorded it published)
+    assert [c for c in calls_since(sim, again) if first["id"] in c[1]] == []
+    # and both markets are live, each with one project, and the chain answers 200
+    polled = sw_writer.get(serenity_path(sw_writer, brand_id) + f"/jobs/{root_id}").json()
+    assert polled["status"] == "COMPLETED", polled
+    assert polled["result"]["status"] == 200, polled["result"]
+    assert [m["status"] for m in polled["result"]["body"]["markets"]] == [201, 201]
+    assert polled["result"]["body"]["markets"][0]["body"]["projectId"] == first["id"]
     assert sorted(m.status for m in Market.objects.all()) == [MarketStatus.LIVE] * 2
     assert len(sim.state()["projects"]) == 2

@@ -1,9 +1,11 @@
 """A worker killed between a chained step's last upstream call and the end of its job: the
 window has no upstream call for a simulator fault to hold, so the test puts the rows back as
 they were before the step's final transaction (job IN_PROGRESS with an expired claim, attempt
-pending) — exactly what a SIGKILL there leaves — and lets the dispatcher re-deliver the job.
-The re-run must converge (SPEC §4.6: a market whose project was already created is finished,
-not refused), never delete the project its market points at, never leave the attempt pending."""
+pending, the chain's markets still reserved by the attempt with their recorded projects: the
+market rows' final writes are part of that transaction, SPEC §11.5) — exactly what a SIGKILL
+there leaves — and lets the dispatcher re-deliver the job. The re-run must converge (SPEC §4.6:
+a market whose project was already created is finished, not refused), never delete the project
+its market points at, never leave the attempt pending."""
 
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ pytestmark = pytest.mark.chaos
 
 def undo_the_last_transaction(stack: Stack, job_id: str) -> None:
     """The chained job as a worker killed just before ending it leaves it: unfinished, claimed
-    under an expired lease; its attempt still pending."""
+    under an expired lease; its attempt still pending; the markets it finished still reserved
+    by the attempt (`creating`, their projects recorded)."""
     create = stack.chain(job_id)[-1]  # the chained job
     stack.query(
         "UPDATE jobs_asyncjob SET status = 'IN_PROGRESS', result = NULL, error = NULL,"
@@ -35,9 +38,15 @@ def undo_the_last_transaction(stack: Stack, job_id: str) -> None:
         " WHERE id = %s",
         (str(uuid.uuid4()), create["id"]),
     )
-    stack.query(
-        "UPDATE provisioning_provisioningattempt SET status = 'pending' WHERE job_id = %s",
+    [attempt] = stack.query(
+        "UPDATE provisioning_provisioningattempt SET status = 'pending', finished_at = NULL"
+        " WHERE job_id = %s RETURNING id, brand_id",
         (job_id,),
+    )
+    stack.query(
+        "UPDATE serenity_market SET status = 'creating', reserved_by = %s"
+        " WHERE brand_id = %s AND deleted_at IS NULL AND semrush_project_id IS NOT NULL",
+        (attempt["id"], attempt["brand_id"]),
     )
 
 

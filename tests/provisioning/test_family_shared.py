@@ -9,10 +9,10 @@ import pytest
 from django.utils import timezone
 
 from jobs.models import JobStatus
+from provisioning.family import family_shared
 from provisioning.models import Onboarding, OnboardingFamily, OnboardingItem
 from provisioning.quota import PermitDeferredError
 from provisioning.upstream import client_for_org
-from provisioning.workspace import family_shared
 from tests.factories import AsyncJobFactory
 from tests.support import calls_since, family, mark, sim_create_workspace
 

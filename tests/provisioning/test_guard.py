@@ -16,7 +16,6 @@ from jobs.models import AsyncJob, JobStatus, JobStep
 from jobs.services import CHAINED_POSITION
 from provisioning import guard
 from provisioning.exceptions import ProvisioningInProgressError
-from provisioning.guard import attempt_begin
 from provisioning.models import (
     AttemptReason,
     AttemptStartedBy,
@@ -56,6 +55,15 @@ def chain_for(brand: Brand) -> tuple[AsyncJob, AsyncJob, AsyncJob]:
     AsyncJob.objects.filter(pk=root.pk).update(next=read, current=read)
     AsyncJob.objects.filter(pk=chained.pk).update(root=root)
     return root, read, chained
+
+
+def attempt_begin(
+    *, brand_id: uuid.UUID, started_by: AttemptStartedBy
+) -> ProvisioningAttempt | None:
+    """The guard's begin with nothing else in its transaction, as `guard.attempt_held` begins
+    sync work, the attempt left pending (the lease's own behaviour is what is tested here)."""
+    with guard.lease(brand_id=brand_id, started_by=started_by, durable=True) as begun:
+        return begun.attempt
 
 
 def pending(brand: Brand, **fields: Any) -> ProvisioningAttempt:
