@@ -73,14 +73,6 @@ def _resumable(market: Market) -> bool:
     )
 
 
-def market_slice_check(*, brand: Brand, slice_: Slice) -> None:
-    """Raise `SliceExistsError` when the slice has a market a create could not resume (a live
-    one, or a reservation whose owner is still working). Reads only; `market_reserve` is the
-    write that settles a race."""
-    if slice_taken(_live_slice_market(brand=brand, slice_=slice_)):
-        raise SliceExistsError()
-
-
 def market_reserve(
     *,
     brand: Brand,
