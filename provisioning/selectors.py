@@ -339,10 +339,15 @@ class OnboardingDocument(OnboardingSummary):
 def onboarding_document(
     *, onboarding: Onboarding, cursor: str | None, limit: int
 ) -> OnboardingDocument:
-    """Raises `InvalidRequestError` for a cursor that is not one of this list's."""
+    """Raises `InvalidRequestError` for a cursor that is not one of this list's.
+
+    The counts are read before the page, never after: an item ends between the two reads, and
+    an ended item never starts again, so a COMPLETED document never lists an item still in
+    progress (read the other way round, the item read as running, then counted as ended)."""
+    summary = onboarding_summary(onboarding)
     page = onboarding_items(onboarding=onboarding, cursor=cursor, limit=limit)
     return OnboardingDocument(
-        **vars(onboarding_summary(onboarding)),
+        **vars(summary),
         items=[onboarding_item_document(item) for item in page.items],
         next_cursor=page.next_cursor,
     )

@@ -258,6 +258,35 @@ def test_an_onboarding_whose_items_all_ended_is_completed(sw_writer):
     assert "Retry-After" not in response
 
 
+def test_an_item_ending_while_the_onboarding_is_read_never_makes_an_ended_one_list_it_running(
+    sw_writer,
+):
+    # given an onboarding of one brand whose chain is still running
+    from django.db import connection
+
+    accepted = sw_writer.post(url(sw_writer), {"brands": [brand("A")]}).json()
+    root = AsyncJob.objects.get(root__isnull=True)
+    error = {"code": "subworkspaceCreationFailed", "message": "x", "retryable": False}
+    ended: list[str] = []
+
+    def end_after_the_first_read_of_the_items(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        answer = execute(sql, params, many, context)
+        if not ended and sql.lstrip().startswith("SELECT") and "onboardingitem" in sql:
+            # the worker's commit lands between the document's reads
+            ended.append(sql)
+            AsyncJob.objects.filter(pk=root.pk).update(status=JobStatus.FAILED, error=error)
+        return answer
+
+    # when it is read while its chain ends in the middle of the read
+    with connection.execute_wrapper(end_after_the_first_read_of_the_items):
+        body = sw_writer.get(url(sw_writer, f"/{accepted['onboardingId']}")).json()
+    # then it is still in progress by its counts (read first), its item already ended: never
+    # ended (COMPLETED) with an item in progress
+    assert ended
+    assert (body["status"], body["counts"]["inProgress"]) == ("IN_PROGRESS", 1)
+    assert [(i["status"], i["error"]) for i in body["items"]] == [("FAILED", error)]
+
+
 def test_another_org_s_or_an_unknown_onboarding_is_not_found(sw_writer):
     accepted = sw_writer.post(url(sw_writer), {"brands": [brand("A")]}).json()
     other = make_caller(OrganizationFactory(), Role.WRITER)

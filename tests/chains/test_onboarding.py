@@ -50,10 +50,11 @@ def test_an_onboarding_runs_every_item_and_lists_the_family_once_per_group(sw_wr
     assert body["counts"] == {"inProgress": 0, "completed": 13, "failed": 0, "cancelled": 0}
     assert {i["result"]["status"] for i in body["items"][:12]} == {201}
     two = body["items"][12]
+    assert two["status"] == "COMPLETED" and two["result"] is not None, two
     assert (two["result"]["status"], [m["status"] for m in two["result"]["body"]["markets"]]) == (
         200,
         [201, 201],
-    )
+    ), two
     assert Market.objects.filter(status="live").count() == 14
     assert set(ProvisioningAttempt.objects.values_list("status", flat=True)) == {
         AttemptStatus.READY
