@@ -393,28 +393,36 @@ def _commit(writes: tuple[MarketWrite, ...]) -> bool:
 
 
 def market_discard_unrecorded(
-    *, client: SemrushClient, workspace_id: str, slice_: Slice
-) -> str | None:
-    """Delete the slice's project in `workspace_id` if no market row records it: what a step
-    that died between creating it upstream and recording it left behind. The caller has made
-    sure no live work owns the workspace's slice. Returns the id deleted; never raises (a
-    project left is listed by provisioning_audit)."""
+    *, client: SemrushClient, workspace_id: str, slices: list[Slice]
+) -> list[str]:
+    """Delete each slice's project in `workspace_id` that no market row records: what a step
+    left behind when it created the project upstream and could not record it (its worker died
+    first, or a deactivate or cancel had tombstoned its reservation). One listing for all the
+    slices. The caller has made sure no live work owns these slices. Returns the ids deleted;
+    never raises a Semrush error (a project left is listed by provisioning_audit), but a permit
+    deferred (`PermitDeferredError`) passes through: the step re-runs and discards then."""
     try:
-        project = _find_slice_project(client.list_projects(workspace_id=workspace_id), slice_)
+        projects = client.list_projects(workspace_id=workspace_id)
     except SemrushError:
         logger.warning("could not list a workspace to discard an unrecorded project")
-        return None
-    if project is None:
-        return None
-    project_id = str(project["id"])
-    if Market.objects.filter(semrush_project_id=project_id, deleted_at__isnull=True).exists():
-        return None
-    _discard(client=client, workspace_id=workspace_id, project_id=project_id, owned_workspace=False)
-    logger.warning(
-        "deleted a project an interrupted step had made but not recorded",
-        extra={"project_id": project_id, "workspace_id": workspace_id},
-    )
-    return project_id
+        return []
+    deleted = []
+    for slice_ in slices:
+        project = _find_slice_project(projects, slice_)
+        if project is None:
+            continue
+        project_id = str(project["id"])
+        if Market.objects.filter(semrush_project_id=project_id, deleted_at__isnull=True).exists():
+            continue
+        _discard(
+            client=client, workspace_id=workspace_id, project_id=project_id, owned_workspace=False
+        )
+        logger.warning(
+            "deleted a project an interrupted step had made but not recorded",
+            extra={"project_id": project_id, "workspace_id": workspace_id},
+        )
+        deleted.append(project_id)
+    return deleted
 
 
 def _discard(

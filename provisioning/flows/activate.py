@@ -33,6 +33,7 @@ from provisioning.exceptions import (
 from provisioning.flows.common import (
     MarketPlan,
     chain_create,
+    chained_stand_down,
     market_provision_planned,
     require_parent,
 )
@@ -332,9 +333,10 @@ def _activate_flat(
 
 
 def activate_markets_step(run: StepRun) -> None:
+    plans = [MarketPlan.from_metadata(m) for m in run.job.metadata.get("markets", [])]
     checked = chain.chained_preflight(run)
     if isinstance(checked, chain.StoodDown):
-        chain.step_end(run, checked.attempt, checked)
+        chained_stand_down(run, checked, plans)
         return
     attempt, brand = checked.attempt, checked.brand
     if run.job.metadata.get("wasPending"):
@@ -355,7 +357,7 @@ def activate_markets_step(run: StepRun) -> None:
         brand=brand,
         workspace_id=checked.workspace_id,
         owner=attempt.id,
-        plans=[MarketPlan.from_metadata(m) for m in run.job.metadata.get("markets", [])],
+        plans=plans,
         step=_StepProgress(run),
         renew=run.keep_alive,
     )

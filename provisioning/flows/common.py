@@ -12,16 +12,19 @@ from django.conf import settings
 
 from jobs import services as job_services
 from jobs.models import AsyncJob, JobStep, JobType
+from jobs.runner import StepRun
 from kernel.errors import DomainError, InvalidRequestError
+from provisioning import chain
 from provisioning.catalogue import catalogue_language_id, languages_catalogue
 from provisioning.exceptions import NoParentWorkspaceError, SubworkspaceGoneError
-from provisioning.markets import MarketRequest, market_provision
+from provisioning.markets import MarketRequest, market_discard_unrecorded, market_provision
 from provisioning.models import ProvisioningAttempt
 from provisioning.outcome import MarketEnd, MarketWrite, Outcome
 from provisioning.semrush import SemrushClient
+from provisioning.upstream import client_for_org
 from provisioning.workspace import workspace_gone_heal
 from serenity.exceptions import UnknownLanguageError
-from serenity.models import Brand, Market, Organization
+from serenity.models import Brand, Market, MarketStatus, Organization
 from serenity.slices import Slice, slice_from_ids
 
 
@@ -207,3 +210,48 @@ def chain_create(
         first=job_services.StepSpec(JobStep.PROVISION_WORKSPACE, refs),
         then=job_services.StepSpec(chained[0], {**chained[1], **refs}) if chained else None,
     )
+
+
+def chained_stand_down(run: StepRun, stood_down: chain.StoodDown, plans: list[MarketPlan]) -> None:
+    """End a chained market step that stands down (its chain lost the brand, SPEC §6.3).
+
+    A re-run first deletes the projects of its slices that an earlier run of it may have
+    created upstream and could not record: its worker died in between, or a deactivate or
+    cancel tombstoned its reservation (emptying the workspace) before the project appeared.
+    Before the step's end, not after it: a permit deferred on the way re-schedules the step,
+    which then stands down again and discards, where after its end nothing would run again
+    and the project would be left (SPEC §7: nothing orphaned)."""
+    if run.job.run_count > 1:
+        _unrecorded_projects_discard(run, stood_down.attempt, plans)
+    chain.step_end(run, stood_down.attempt, stood_down)
+
+
+def _unrecorded_projects_discard(
+    run: StepRun, attempt: ProvisioningAttempt | None, plans: list[MarketPlan]
+) -> None:
+    """`market_discard_unrecorded` in the attempt's workspace, for the slices no live work is
+    creating: a project is only ever made under a `creating` reservation of its slice (taken
+    before any upstream call), so a slice without one is nobody's to resume; a slice with one
+    (the brand activated again meanwhile) is left to that work, which resumes its project.
+    The chain's own reservations do not count: it is standing down."""
+    workspace_id = attempt.candidate_workspace_id if attempt else None
+    if attempt is None or not workspace_id:
+        return
+    creating = set(
+        Market.objects.filter(
+            brand_id=attempt.brand_id, status=MarketStatus.CREATING, deleted_at__isnull=True
+        )
+        .exclude(reserved_by=attempt.id)  # this chain's own: its ending releases them
+        .values_list("geo_target_id", "language_code")
+    )
+    slices = [
+        plan.slice
+        for plan in plans
+        if (plan.slice.geo_target_id, plan.slice.language_code) not in creating
+    ]
+    if not slices:
+        return
+    client = client_for_org(
+        attempt.brand.organization, attempt_id=str(attempt.id), step_job_id=str(run.job.id)
+    )
+    market_discard_unrecorded(client=client, workspace_id=workspace_id, slices=slices)

@@ -26,25 +26,22 @@ from provisioning.exceptions import (
 from provisioning.flows.common import (
     MarketPlan,
     chain_create,
+    chained_stand_down,
     check_market_cap,
     healed_if_gone,
     market_provision_planned,
     market_request_for,
     require_parent,
 )
-from provisioning.markets import (
-    market_discard_unrecorded,
-    market_outcome_commit,
-    market_provision,
-)
-from provisioning.models import AttemptStartedBy, AttemptStatus, ProvisioningAttempt
+from provisioning.markets import market_outcome_commit, market_provision
+from provisioning.models import AttemptStartedBy
 from provisioning.outcome import Accepted, Outcome
 from provisioning.reservations import market_release, market_reserve, slice_market_in, slice_taken
 from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org
 from provisioning.workspace import pointer_confirm
 from serenity.exceptions import SliceExistsError
-from serenity.models import Brand, BrandStatus, Market, MarketStatus, WorkspaceMode
+from serenity.models import Brand, BrandStatus, Market, WorkspaceMode
 
 
 def market_create(*, brand: Brand, plan: MarketPlan, run_async: bool) -> Outcome | Accepted:
@@ -243,9 +240,7 @@ def create_market_step(run: StepRun) -> None:
         return
     checked = chain.chained_preflight(run)
     if isinstance(checked, chain.StoodDown):
-        chain.step_end(run, checked.attempt, checked)
-        if run.job.run_count > 1:
-            _discard_unrecorded_project(run, plan)
+        chained_stand_down(run, checked, [plan])
         return
     attempt, brand, workspace_id = checked.attempt, checked.brand, checked.workspace_id
     market = _reservation(meta)
@@ -311,32 +306,3 @@ def _flat_step(run: StepRun, plan: MarketPlan) -> chain.StepEnd:
         renew=run.keep_alive,
     )
     return chain.Finished(outcome)
-
-
-def _discard_unrecorded_project(run: StepRun, plan: MarketPlan) -> None:
-    """This step ran before and its worker died, perhaps after creating the slice's project
-    upstream and before recording it; meanwhile the chain ended (a deactivate or cancel emptied
-    the workspace before that project appeared, or the attempt went stale). Delete such a
-    project unless the workspace's slice is live work again: a pending attempt working on that
-    workspace, or a market of the slice being provisioned (SPEC §7: nothing orphaned)."""
-    attempt = chain.attempt_of(run)
-    workspace_id = attempt.candidate_workspace_id if attempt else None
-    if attempt is None or not workspace_id:
-        return
-    if (
-        ProvisioningAttempt.objects.filter(
-            candidate_workspace_id=workspace_id, status=AttemptStatus.PENDING
-        ).exists()
-        or Market.objects.filter(
-            brand_id=attempt.brand_id,
-            geo_target_id=plan.slice.geo_target_id,
-            language_code=plan.slice.language_code,
-            status=MarketStatus.CREATING,
-            deleted_at__isnull=True,
-        ).exists()
-    ):
-        return
-    client = client_for_org(
-        attempt.brand.organization, attempt_id=str(attempt.id), step_job_id=str(run.job.id)
-    )
-    market_discard_unrecorded(client=client, workspace_id=workspace_id, slice_=plan.slice)

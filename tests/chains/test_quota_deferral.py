@@ -8,6 +8,7 @@ buckets are the test run's Redis, as in a worker."""
 from __future__ import annotations
 
 from datetime import timedelta
+from unittest import mock
 
 import pytest
 import redis
@@ -140,6 +141,54 @@ def test_a_permit_refused_between_the_workspace_and_the_project_resumes_later(
     assert ProvisioningAttempt.objects.get().status == AttemptStatus.READY
 
 
+def test_a_project_made_after_a_deactivate_is_deleted_even_when_its_clean_up_waits_for_quota(
+    sw_writer, sim, published, chained_job_delivered_separately
+):
+    # given a promoted chain whose market step creates its project just after a deactivate
+    # emptied the workspace and tombstoned the reservation (the soak's race), and the
+    # credential then paused by upstream for 30 s
+    from provisioning import markets
+
+    sim.configure({"settleSeconds": 0})
+    accepted = start_async_brand_with_market(sw_writer)
+    tasks.provision_workspace(accepted["jobId"])
+    chained = AsyncJob.objects.get(root_id=accepted["jobId"], step="createMarket")
+    workspace_id = ProvisioningAttempt.objects.get().candidate_workspace_id
+    real_create = markets._project_create
+
+    def deactivated_first(**kwargs):  # type: ignore[no-untyped-def]
+        deactivated = sw_writer.post(serenity_path(sw_writer, accepted["id"]) + "/deactivate")
+        assert deactivated.status_code == 200, deactivated.json()
+        made = real_create(**kwargs)
+        pause_credential(sim.org_token, 30)
+        return made
+
+    with mock.patch.object(markets, "_project_create", side_effect=deactivated_first):
+        tasks.create_market(str(chained.id))
+    # (the step could not record its project, and its next call waits for the quota)
+    assert len(sim.state()["projects"]) == 1
+    assert job_state(str(chained.id))["status"] == JobStatus.IN_PROGRESS
+    # when it runs again while the credential is still paused
+    make_due(str(chained.id))
+    start = mark(sim)
+    tasks.create_market(str(chained.id))
+    # then it does not end before its clean-up: re-scheduled again, nothing sent
+    state = job_state(str(chained.id))
+    assert (state["status"], state["claimed"]) == (JobStatus.IN_PROGRESS, False)
+    assert calls_since(sim, start) == []
+    assert len(sim.state()["projects"]) == 1
+    # and once the pause is over it deletes the project nobody recorded, then ends
+    end_pause(sim.org_token)
+    make_due(str(chained.id))
+    start = mark(sim)
+    tasks.create_market(str(chained.id))
+    assert not sim.state()["projects"], sim.state()["projects"]
+    assert calls_since(sim, start)[0] == list_projects(workspace_id)
+    assert [c[0] for c in calls_since(sim, start)] == ["GET", "DELETE"]
+    assert job_state(str(chained.id))["status"] == JobStatus.CANCELLED
+    assert not Market.objects.filter(deleted_at__isnull=True).exists()
+
+
 def test_a_429_pauses_the_credential_for_everyone_and_the_step_resumes(
     sw_writer, sim, published, chained_job_delivered_separately, settings
 ):
@@ -210,6 +259,40 @@ def two_market_activation(caller, sim) -> tuple[str, str, AsyncJob]:  # type: ig
     root_id = accepted.json()["jobId"]
     tasks.provision_workspace(root_id)
     return brand_id, root_id, AsyncJob.objects.get(root_id=root_id, step="activateMarkets")
+
+
+def test_an_activate_step_that_stands_down_deletes_the_project_it_could_not_record(
+    sw_writer, sim, published, chained_job_delivered_separately
+):
+    # given an async activate of two markets whose first project is made just after a
+    # deactivate emptied the workspace, and the credential then paused by upstream
+    from provisioning import markets
+
+    brand_id, root_id, chained = two_market_activation(sw_writer, sim)
+    workspace_id = ProvisioningAttempt.objects.get(job_id=root_id).candidate_workspace_id
+    real_create = markets._project_create
+
+    def deactivated_first(**kwargs):  # type: ignore[no-untyped-def]
+        deactivated = sw_writer.post(serenity_path(sw_writer, brand_id) + "/deactivate")
+        assert deactivated.status_code == 200, deactivated.json()
+        made = real_create(**kwargs)
+        pause_credential(sim.org_token, 30)
+        return made
+
+    with mock.patch.object(markets, "_project_create", side_effect=deactivated_first):
+        tasks.activate_markets(str(chained.id))
+    assert len(sim.state()["projects"]) == 1
+    assert job_state(str(chained.id))["status"] == JobStatus.IN_PROGRESS
+    # when it runs again after the pause
+    end_pause(sim.org_token)
+    make_due(str(chained.id))
+    start = mark(sim)
+    tasks.activate_markets(str(chained.id))
+    # then it stands down having deleted that project (one listing for both markets)
+    assert not sim.state()["projects"], sim.state()["projects"]
+    assert [c[0] for c in calls_since(sim, start)] == ["GET", "DELETE"]
+    assert calls_since(sim, start)[0] == list_projects(workspace_id)
+    assert job_state(str(chained.id))["status"] == JobStatus.CANCELLED
 
 
 def test_an_activate_step_deferred_after_reserving_its_markets_resumes_them(
