@@ -394,26 +394,25 @@ def _commit(writes: tuple[MarketWrite, ...]) -> bool:
 
 def market_discard_unrecorded(
     *, client: SemrushClient, workspace_id: str, slices: list[Slice]
-) -> list[str]:
+) -> None:
     """Delete each slice's project in `workspace_id` that no market row records: what a step
     left behind when it created the project upstream and could not record it (its worker died
-    first, or a deactivate or cancel had tombstoned its reservation). One listing for all the
-    slices. The caller has made sure no live work owns these slices. Returns the ids deleted;
-    never raises a Semrush error (a project left is listed by provisioning_audit), but a permit
+    first, or a deactivate or cancel had tombstoned its reservation). One listing and one
+    query for all the slices. The caller has made sure no live work owns these slices. Never
+    raises a Semrush error (a project left is listed by provisioning_audit), but a permit
     deferred (`PermitDeferredError`) passes through: the step re-runs and discards then."""
     try:
         projects = client.list_projects(workspace_id=workspace_id)
     except SemrushError:
         logger.warning("could not list a workspace to discard an unrecorded project")
-        return []
-    deleted = []
-    for slice_ in slices:
-        project = _find_slice_project(projects, slice_)
-        if project is None:
-            continue
-        project_id = str(project["id"])
-        if Market.objects.filter(semrush_project_id=project_id, deleted_at__isnull=True).exists():
-            continue
+        return
+    found = {str(p["id"]) for s in slices if (p := _find_slice_project(projects, s)) is not None}
+    recorded = set(
+        Market.objects.filter(semrush_project_id__in=found, deleted_at__isnull=True).values_list(
+            "semrush_project_id", flat=True
+        )
+    )
+    for project_id in sorted(found - recorded):
         _discard(
             client=client, workspace_id=workspace_id, project_id=project_id, owned_workspace=False
         )
@@ -421,8 +420,6 @@ def market_discard_unrecorded(
             "deleted a project an interrupted step had made but not recorded",
             extra={"project_id": project_id, "workspace_id": workspace_id},
         )
-        deleted.append(project_id)
-    return deleted
 
 
 def _discard(

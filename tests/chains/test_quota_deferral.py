@@ -141,29 +141,36 @@ def test_a_permit_refused_between_the_workspace_and_the_project_resumes_later(
     assert ProvisioningAttempt.objects.get().status == AttemptStatus.READY
 
 
+def deactivated_before_the_project_create(caller, sim, brand_id: str):  # type: ignore[no-untyped-def]
+    """While active: the step's next project create lands just after a deactivate of the brand
+    (which empties the workspace and tombstones the reservation), and the credential is then
+    paused by upstream for 30 s (the soak's race)."""
+    from provisioning import markets
+
+    real_create = markets._project_create
+
+    def deactivated_first(**kwargs):  # type: ignore[no-untyped-def]
+        deactivated = caller.post(serenity_path(caller, brand_id) + "/deactivate")
+        assert deactivated.status_code == 200, deactivated.json()
+        made = real_create(**kwargs)
+        pause_credential(sim.org_token, 30)
+        return made
+
+    return mock.patch.object(markets, "_project_create", side_effect=deactivated_first)
+
+
 def test_a_project_made_after_a_deactivate_is_deleted_even_when_its_clean_up_waits_for_quota(
     sw_writer, sim, published, chained_job_delivered_separately
 ):
     # given a promoted chain whose market step creates its project just after a deactivate
     # emptied the workspace and tombstoned the reservation (the soak's race), and the
     # credential then paused by upstream for 30 s
-    from provisioning import markets
-
     sim.configure({"settleSeconds": 0})
     accepted = start_async_brand_with_market(sw_writer)
     tasks.provision_workspace(accepted["jobId"])
     chained = AsyncJob.objects.get(root_id=accepted["jobId"], step="createMarket")
     workspace_id = ProvisioningAttempt.objects.get().candidate_workspace_id
-    real_create = markets._project_create
-
-    def deactivated_first(**kwargs):  # type: ignore[no-untyped-def]
-        deactivated = sw_writer.post(serenity_path(sw_writer, accepted["id"]) + "/deactivate")
-        assert deactivated.status_code == 200, deactivated.json()
-        made = real_create(**kwargs)
-        pause_credential(sim.org_token, 30)
-        return made
-
-    with mock.patch.object(markets, "_project_create", side_effect=deactivated_first):
+    with deactivated_before_the_project_create(sw_writer, sim, accepted["id"]):
         tasks.create_market(str(chained.id))
     # (the step could not record its project, and its next call waits for the quota)
     assert len(sim.state()["projects"]) == 1
@@ -266,20 +273,9 @@ def test_an_activate_step_that_stands_down_deletes_the_project_it_could_not_reco
 ):
     # given an async activate of two markets whose first project is made just after a
     # deactivate emptied the workspace, and the credential then paused by upstream
-    from provisioning import markets
-
     brand_id, root_id, chained = two_market_activation(sw_writer, sim)
     workspace_id = ProvisioningAttempt.objects.get(job_id=root_id).candidate_workspace_id
-    real_create = markets._project_create
-
-    def deactivated_first(**kwargs):  # type: ignore[no-untyped-def]
-        deactivated = sw_writer.post(serenity_path(sw_writer, brand_id) + "/deactivate")
-        assert deactivated.status_code == 200, deactivated.json()
-        made = real_create(**kwargs)
-        pause_credential(sim.org_token, 30)
-        return made
-
-    with mock.patch.object(markets, "_project_create", side_effect=deactivated_first):
+    with deactivated_before_the_project_create(sw_writer, sim, brand_id):
         tasks.activate_markets(str(chained.id))
     assert len(sim.state()["projects"]) == 1
     assert job_state(str(chained.id))["status"] == JobStatus.IN_PROGRESS
