@@ -120,7 +120,13 @@ DEFAULT_CONFIG: dict[str, Any] = {
     # null: every 429 (rate, concurrency or scripted) carries no Retry-After.
     "retryAfterSeconds": 1,
     "publishSeconds": 0.0,
+    # How a publish ends once `publishSeconds` have passed: `live`, or `failed`
+    # (`initial_publish_failed` with a `publishing_failed_reason`), fixed at the publish.
+    "publishOutcome": "live",
 }
+
+PUBLISH_OUTCOMES = ("live", "failed")
+PUBLISH_FAILED_REASON = "simulated publish failure"
 
 # Upstream's catalogue has 38 entries with English display names. These names are exactly the
 # ISO 639 names pycountry uses, so that the service can map an ISO code to a catalogue id.
@@ -239,6 +245,9 @@ def validate_config(updates: Mapping[str, Any]) -> dict[str, Any]:
         elif key == "errorRate5xx":
             if not _is_number(value) or not 0 <= value <= 1:
                 raise SimulatorConfigError("errorRate5xx must be a number between 0 and 1")
+        elif key == "publishOutcome":
+            if value not in PUBLISH_OUTCOMES:
+                raise SimulatorConfigError(f"publishOutcome must be one of {PUBLISH_OUTCOMES}")
         elif key == "settleOutcome":
             if value not in SETTLE_OUTCOMES:
                 raise SimulatorConfigError(f"settleOutcome must be one of {SETTLE_OUTCOMES}")
@@ -312,6 +321,7 @@ class _Project:
     publish_started_wall: datetime | None = None
     publish_seconds: float = 0.0
     updated_since_publish: bool = False
+    publish_fails: bool = False
     prompts_count: int = 0
 
     def publish_status(self, now: float) -> str:
@@ -319,6 +329,8 @@ class _Project:
             return "draft"
         if now - self.publish_started_mono < self.publish_seconds:
             return "publishing"
+        if self.publish_fails:
+            return "initial_publish_failed"
         return "live_with_unpublished_updates" if self.updated_since_publish else "live"
 
     def touch(self) -> None:
@@ -947,7 +959,9 @@ class SemrushSimulator:
             "updated_at": project.updated_at,
             "publish_status": publish_status,
             "published_at": published_at,
-            "publishing_failed_reason": None,
+            "publishing_failed_reason": (
+                PUBLISH_FAILED_REASON if publish_status == "initial_publish_failed" else None
+            ),
             "settings": {
                 "ai": {
                     "location": {"id": project.location_id, "name": project.location_name},
@@ -1125,6 +1139,7 @@ class SemrushSimulator:
         project.publish_started_wall = datetime.now(UTC)
         project.publish_seconds = float(self._config["publishSeconds"])
         project.updated_since_publish = False
+        project.publish_fails = self._config["publishOutcome"] == "failed"
         project.live_id = project.live_id or str(uuid.uuid4())
         return _empty(202)
 
