@@ -278,6 +278,13 @@ SERENITY_STALE_SWEEP_INTERVAL_SECONDS = env_float("SERENITY_STALE_SWEEP_INTERVAL
 # A chain's first status read waits the median settle time of the parent's last this many
 # workspaces (SPEC §11.1); 0: read at once, as §6.3.
 SERENITY_SETTLE_HISTORY = env_int("SERENITY_SETTLE_HISTORY", 20)
+# Publishing confirmed (SPEC §12.1, provisioning.publishing): settings, not environment
+# variables. A publish still running after the timeout ends the market `publish_failed`
+# (`publishTimeout`); reads after the first are at least the back-off apart (then doubling);
+# a sync request waits at most this long in all (3 reads) before a background job takes over.
+SERENITY_PUBLISH_TIMEOUT_SECONDS = 900.0
+SERENITY_PUBLISH_BACKOFF_SECONDS = 2.0
+SERENITY_PUBLISH_SYNC_WAIT_SECONDS = 10.0
 SERENITY_MAX_ACTIVATE_MARKETS = env_int("SERENITY_MAX_ACTIVATE_MARKETS", 50)
 SERENITY_MAX_PROMPTS = env_int("SERENITY_MAX_PROMPTS", 500)
 SERENITY_MAX_MARKETS_PER_BRAND = env_int("SERENITY_MAX_MARKETS_PER_BRAND", 50)

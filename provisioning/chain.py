@@ -16,10 +16,12 @@ to the chained job.
                   CANCELLED (FAILED when reconciled as stale); a promoted workspace stays
     Finished      the chained work answered: its market rows' final writes, the attempt
                   ready and the chain COMPLETED with the answer, in one transaction (None:
-                  nothing left to write → CANCELLED)
+                  nothing left to write → CANCELLED; a single market whose publish failed:
+                  FAILED `publishFailed`; a publish not confirmed yet: as RetryLater)
     Discarded     the answer's final write was refused (a deactivate or cancel won): its live
                   projects deleted, their rows dropped, CANCELLED
-    RetryLater    upstream asked to wait longer than a worker should: the same row, later
+    RetryLater    upstream asked to wait longer than a worker should, or a publish is to be
+                  read again: the same row, later
 
 A step refused an upstream permit (`quota.PermitDeferredError`, SPEC §10.6) is released by
 `quota_deferring`, whatever it was doing: the same row runs again at its place in the
@@ -194,6 +196,9 @@ def step_end(run: StepRun, attempt: ProvisioningAttempt | None, end: StepEnd) ->
     if isinstance(end, Failed):
         _end_failed(run, attempt, end.error)
         return
+    if isinstance(end, Finished) and end.outcome is not None and end.outcome.confirm_in:
+        # A publish not confirmed yet (SPEC §12.1): the same step reads it again then.
+        end = RetryLater(end.outcome.confirm_in)
     if isinstance(end, RetryLater):
         step_commit(run, JobDefer(delay_seconds=end.delay_seconds), effects=_attempt_touched(run))
         return
@@ -229,7 +234,11 @@ def _end_answered(run: StepRun, attempt: ProvisioningAttempt | None, outcome: Ou
             states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
         return True
 
-    completed = Finish(JobStatus.COMPLETED, result=outcome.as_job_result())
+    completed = (
+        Finish(JobStatus.FAILED, error=job_error(outcome.job_failure))
+        if outcome.job_failure is not None
+        else Finish(JobStatus.COMPLETED, result=outcome.as_job_result())
+    )
     if step_commit(run, completed, effects=effects) or not refused:
         return
     instead = market_writes_refused(client=_client_of(run, attempt), writes=outcome.market_writes)

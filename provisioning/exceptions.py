@@ -154,3 +154,24 @@ class ActivationIncompleteError(DomainError):
 class OnboardingNotFoundError(NotFoundError):
     code = "onboardingNotFound"
     default_message = "Onboarding not found."
+
+
+class PublishFailedError(DomainError):
+    """Semrush accepted the publish but could not make the project live (SPEC §12.1). The
+    market keeps its project (`publish_failed`): a later create of the slice resumes it."""
+
+    code = "publishFailed"
+    http_status = 502
+    default_message = "Semrush could not publish the market's project; create the market again."
+    retryable = True
+    job_message = "Semrush could not publish the market's project; create the market again."
+
+
+class PublishTimeoutError(DomainError):
+    """The publish was still running at the publish timeout (SPEC §12.1)."""
+
+    code = "publishTimeout"
+    http_status = 504
+    default_message = "Semrush did not publish the market's project in time; create it again."
+    retryable = True
+    job_message = "Semrush did not publish the market's project in time; create it again."

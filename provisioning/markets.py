@@ -5,7 +5,9 @@ The sync routes and the chained jobs call `market_provision` unchanged, so both 
 `Outcome`. The slice is reserved (`provisioning.reservations`) by a `creating` row before any
 upstream call; the reservation records its owner and, as soon as it exists, the upstream
 project id, so a re-run after a crash resumes the same project instead of making a
-second one. The row's final write (`live`, `publish_failed`, or dropped) travels in the
+second one. A publish is confirmed by reading the project (`provisioning.publishing`, SPEC
+§12.1): the row is `publishing` from Semrush's 202 until then. The row's final write (`live`,
+`publish_failed`, `publishing` handed to a background confirmation, or dropped) travels in the
 Outcome and is committed with the end of the work (SPEC §11.5): a chained step's ending, in one
 transaction with its job and its attempt; a sync request's `market_outcome_commit`.
 """
@@ -16,17 +18,29 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
-from provisioning.exceptions import ProvisioningCancelledError, QuotaExceededError, UpstreamError
+from jobs.outbox import outbox_jobs_create
+from kernel.errors import DomainError
+from provisioning.exceptions import (
+    ProvisioningCancelledError,
+    PublishFailedError,
+    PublishTimeoutError,
+    QuotaExceededError,
+    UpstreamError,
+)
 from provisioning.outcome import MarketEnd, MarketWrite, Outcome
+from provisioning.publishing import Confirmation, Live, NotPublished, Patience, publish_confirm
 from provisioning.semrush import SemrushClient, SemrushError, SemrushQuotaError
 from provisioning.upstream import translate_upstream
 from serenity.exceptions import SliceExistsError
 from serenity.models import Brand, Market, MarketStatus
-from serenity.slices import Slice
+from serenity.slices import Slice, slice_from_ids
 
 logger = logging.getLogger("serenity.provisioning")
 
@@ -84,12 +98,17 @@ def market_provision(
     workspace_new: bool = False,
 ) -> Outcome:
     """Create or resume the slice's project in `workspace_id` (`_project_of_slice`), set its
-    tracked URL and publish it. The reservation (`market`, owned by `owner`) already exists.
+    tracked URL, publish it and confirm the publish as the caller's patience allows
+    (`publishing.Patience`: a sync request's, or a chained step's). The
+    reservation (`market`, owned by `owner`) already exists.
 
-    The one write here is the project id, recorded on the reservation the moment the project
-    exists (a crash from then on resumes that project). The row's final write is returned in
-    the Outcome (`market_writes`, one `MarketWrite`), for the caller to commit with the end of
-    its work (`market_writes_commit`; a sync request: `market_outcome_commit`).
+    Two writes happen here, each the moment it is true, so that a crash resumes from it: the
+    project id once the project exists, and `publishing` (with the publish's start) once
+    Semrush accepted the publish; a reservation already `publishing` is confirmed without
+    publishing again. The row's final write is returned in the Outcome (`market_writes`, one
+    `MarketWrite`), for the caller to commit with the end of its work
+    (`market_writes_commit`; a sync request: `market_outcome_commit`); a chained step whose
+    publish is not confirmed yet gets `confirm_in` instead and runs again then.
     `delete_on_failure` (flat mode) deletes a project created here when a later call fails;
     `workspace_new`: see `_project_of_slice`."""
     ended = _Ending(market=market, owner=owner, workspace_id=workspace_id, owned=owned_workspace)
@@ -104,18 +123,35 @@ def market_provision(
             owned=owned_workspace,
             look=owned_workspace and not workspace_new,
         )
-        # Record the project the moment it exists: a crash from here on resumes it.
-        Market.objects.filter(pk=market.pk, reserved_by=owner).update(
-            semrush_project_id=project_id, workspace_id=workspace_id, updated_at=timezone.now()
-        )
-        if renew is not None:
-            renew()
-        _project_publish(
+        if market.status == MarketStatus.PUBLISHING and market.publish_started_at is not None:
+            started_at = market.publish_started_at
+        else:
+            # Record the project the moment it exists: a crash from here on resumes it.
+            _market_record(market, owner, semrush_project_id=project_id, workspace_id=workspace_id)
+            if renew is not None:
+                renew()
+            _project_publish(
+                client=client,
+                brand=brand,
+                workspace_id=workspace_id,
+                project_id=project_id,
+                owned=owned_workspace,
+            )
+            started_at = timezone.now()
+            _market_record(
+                market,
+                owner,
+                status=MarketStatus.PUBLISHING,
+                publish_started_at=started_at,
+                publish_error=None,
+            )
+        confirmation = publish_confirm(
             client=client,
-            brand=brand,
             workspace_id=workspace_id,
             project_id=project_id,
             owned=owned_workspace,
+            started_at=started_at,
+            parent_id=brand.organization.semrush_parent_workspace_id or "",
         )
     except _SlicePublishedError:
         return ended(Outcome.from_error(SliceExistsError()), MarketEnd.RELEASED)
@@ -127,8 +163,48 @@ def market_provision(
     except SemrushError as exc:
         discard = delete_on_failure and created_here
         return ended.failed(client=client, exc=exc, project_id=project_id, discard=discard)
-    answer = _published(brand, request.slice, workspace_id, project_id)
-    return ended(answer, MarketEnd.LIVE, project_id)
+    return ended.confirmed(
+        confirmation,
+        answer=_published(brand, request.slice, workspace_id, project_id),
+        project_id=project_id,
+        hand_over=Patience.current().hands_over,
+    )
+
+
+def market_publish_confirm(
+    *, client: SemrushClient, market: Market, owner: uuid.UUID, owned_workspace: bool
+) -> Outcome:
+    """Confirm a `publishing` market's publish, in a chained step (the background confirmation
+    of a sync request's publish): the Outcome carries the row's final write, or
+    `confirm_in` when it is still publishing. Raises nothing of Semrush's: a failed read ends
+    as `market_provision`'s do."""
+    assert market.semrush_project_id is not None and market.workspace_id is not None
+    assert market.publish_started_at is not None
+    project_id, workspace_id = market.semrush_project_id, market.workspace_id
+    ended = _Ending(market=market, owner=owner, workspace_id=workspace_id, owned=owned_workspace)
+    try:
+        confirmation = publish_confirm(
+            client=client,
+            workspace_id=workspace_id,
+            project_id=project_id,
+            owned=owned_workspace,
+            started_at=market.publish_started_at,
+            parent_id=market.brand.organization.semrush_parent_workspace_id or "",
+        )
+    except SemrushError as exc:
+        return ended.failed(client=client, exc=exc, project_id=project_id, discard=False)
+    slice_ = slice_from_ids(geo_target_id=market.geo_target_id, language_code=market.language_code)
+    assert slice_ is not None
+    answer = _published(market.brand, slice_, workspace_id, project_id)
+    return ended.confirmed(confirmation, answer=answer, project_id=project_id, hand_over=False)
+
+
+def _market_record(market: Market, owner: uuid.UUID, **fields: object) -> None:
+    """A write on the reservation while `owner` holds it (a lost one writes nothing: its new
+    owner resumes from what it reads)."""
+    Market.objects.filter(pk=market.pk, reserved_by=owner).update(
+        **fields, updated_at=timezone.now()
+    )
 
 
 def _project_of_slice(
@@ -180,20 +256,6 @@ def _published(brand: Brand, slice_: Slice, workspace_id: str, project_id: str) 
     )
 
 
-def market_published_before(
-    *, brand: Brand, market: Market, owner: uuid.UUID, slice_: Slice, owned_workspace: bool
-) -> Outcome:
-    """The answer of a reservation whose project an earlier run of the same step published (the
-    step recorded so), with its `live` final write: `market_provision`'s answer, without an
-    upstream call."""
-    assert market.semrush_project_id is not None and market.workspace_id is not None
-    ended = _Ending(
-        market=market, owner=owner, workspace_id=market.workspace_id, owned=owned_workspace
-    )
-    answer = _published(brand, slice_, market.workspace_id, market.semrush_project_id)
-    return ended(answer, MarketEnd.LIVE, market.semrush_project_id)
-
-
 @dataclass(frozen=True)
 class _Ending:
     """`market_provision`'s answers, each with its market row's final write."""
@@ -203,7 +265,18 @@ class _Ending:
     workspace_id: str
     owned: bool
 
-    def __call__(self, outcome: Outcome, end: MarketEnd, project_id: str | None = None) -> Outcome:
+    def __call__(
+        self,
+        outcome: Outcome,
+        end: MarketEnd,
+        project_id: str | None = None,
+        **publish: Any,
+    ) -> Outcome:
+        if end is MarketEnd.PUBLISH_FAILED and "publish_error" not in publish:
+            publish["publish_error"] = {
+                "code": outcome.body.get("error"),
+                "message": outcome.body.get("message"),
+            }
         write = MarketWrite(
             market_id=self.market.pk,
             owner=self.owner,
@@ -211,8 +284,44 @@ class _Ending:
             project_id=project_id,
             workspace_id=self.workspace_id,
             owned_workspace=self.owned,
+            **publish,
         )
         return replace(outcome, market_writes=(*outcome.market_writes, write))
+
+    def confirmed(
+        self, confirmation: Confirmation, *, answer: Outcome, project_id: str, hand_over: bool
+    ) -> Outcome:
+        """The answer to what a publish's reads confirmed. Still publishing: a sync request
+        answers `published: false` and hands the row to a background confirmation
+        (`MarketEnd.PUBLISHING`); a chained step reads again later (`confirm_in`)."""
+        if isinstance(confirmation, Live):
+            return self(
+                answer,
+                MarketEnd.LIVE,
+                project_id,
+                live_status=confirmation.status,
+                publish_seconds=confirmation.seconds,
+            )
+        if isinstance(confirmation, NotPublished):
+            error: DomainError = (
+                PublishTimeoutError()
+                if confirmation.code == PublishTimeoutError.code
+                else PublishFailedError()
+            )
+            logger.warning(
+                "a publish did not end live",
+                extra={"project_id": project_id, "publish_error": confirmation.code},
+            )
+            failed = replace(Outcome.from_error(error), job_failure=error)
+            publish_error = {"code": error.code, "message": error.message}
+            if confirmation.reason:
+                # Semrush's own words, for operators (the admin); never in an answer.
+                publish_error["reason"] = confirmation.reason[:500]
+            return self(failed, MarketEnd.PUBLISH_FAILED, project_id, publish_error=publish_error)
+        unconfirmed = replace(answer, body={**answer.body, "published": False})
+        if hand_over:
+            return self(unconfirmed, MarketEnd.PUBLISHING, project_id)
+        return replace(unconfirmed, confirm_in=confirmation.retry_in)
 
     def failed(
         self, *, client: SemrushClient, exc: SemrushError, project_id: str | None, discard: bool
@@ -318,18 +427,14 @@ def market_writes_commit(
 ) -> bool:
     """Apply the market rows' final writes, in the caller's transaction (each only while its
     owner still holds the reservation). False — nothing of the transaction may stand, the
-    caller rolls it back — when a row may not go live: `still_valid()` says the work lost the
-    brand (a chain's attempt ended, or the brand points elsewhere), or the reservation is no
-    longer the owner's (a heal or a deactivate tombstoned it). Other writes are never refused:
-    what failed is recorded whoever won."""
-    if (
-        still_valid is not None
-        and any(write.end is MarketEnd.LIVE for write in writes)
-        and not still_valid()
-    ):
+    caller rolls it back — when a row may not go public: `still_valid()` says the work lost
+    the brand (a chain's attempt ended, or the brand points elsewhere), or the reservation is
+    no longer the owner's (a heal or a deactivate tombstoned it). Other writes are never
+    refused: what failed is recorded whoever won."""
+    if still_valid is not None and any(write.goes_public for write in writes) and not still_valid():
         return False
     changed = [(write, _market_write(write)) for write in writes]
-    return all(rows == 1 for write, rows in changed if write.end is MarketEnd.LIVE)
+    return all(rows == 1 for write, rows in changed if write.goes_public)
 
 
 def _market_write(write: MarketWrite) -> int:
@@ -338,28 +443,63 @@ def _market_write(write: MarketWrite) -> int:
     now = timezone.now()
     if write.end is MarketEnd.LIVE:
         return owned.filter(deleted_at__isnull=True).update(
-            status=MarketStatus.LIVE,
+            status=write.live_status,
             reserved_by=None,
             semrush_project_id=write.project_id,
             workspace_id=write.workspace_id,
+            publish_seconds=write.publish_seconds,
+            publish_error=None,
             updated_at=now,
         )
+    if write.end is MarketEnd.PUBLISHING:
+        return _confirmation_hand_over(owned, now)
     if write.end is MarketEnd.PUBLISH_FAILED:
-        return owned.update(status=MarketStatus.PUBLISH_FAILED, reserved_by=None, updated_at=now)
-    deleted, _ = owned.filter(status=MarketStatus.CREATING).delete()
+        return owned.update(
+            status=MarketStatus.PUBLISH_FAILED,
+            reserved_by=None,
+            publish_error=write.publish_error,
+            updated_at=now,
+        )
+    deleted, _ = owned.filter(status__in=(MarketStatus.CREATING, MarketStatus.PUBLISHING)).delete()
     return deleted
+
+
+# The background confirmation of a publish that a sync request could not wait for (SPEC §12.1):
+# a one-step job that owns the `publishing` row and holds no brand lease (a deactivate meanwhile
+# tombstones the row, and the job's conditional final write then changes nothing).
+CONFIRM_JOB_TYPE = "publishConfirm"
+CONFIRM_STEP = "confirmPublish"
+CONFIRM_MARKET_KEY = "marketId"
+
+
+def _confirmation_hand_over(owned: QuerySet[Market], now: datetime) -> int:
+    """The row stays `publishing`, owned by a new confirmation job (created here, in the
+    caller's transaction, published after its commit)."""
+    live = owned.filter(deleted_at__isnull=True)
+    row = live.values("pk", "brand__organization_id").first()
+    if row is None:
+        return 0
+    job_id = uuid.uuid4()
+    changed = live.update(status=MarketStatus.PUBLISHING, reserved_by=job_id, updated_at=now)
+    outbox_jobs_create(
+        organization_id=row["brand__organization_id"],
+        job_type=CONFIRM_JOB_TYPE,
+        step=CONFIRM_STEP,
+        jobs={job_id: {CONFIRM_MARKET_KEY: str(row["pk"])}},
+    )
+    return changed
 
 
 def market_writes_refused(
     *, client: SemrushClient, writes: tuple[MarketWrite, ...]
 ) -> tuple[MarketWrite, ...]:
     """What to commit instead of writes that were refused (a deactivate or cancel won before
-    the final write, SPEC §6.3): each project that was to go live is deleted upstream and its
+    the final write, SPEC §6.3): each project that was to go public is deleted upstream and its
     row dropped; the other writes stand. Never raises (a project left is listed by
     provisioning_audit)."""
     instead = []
     for write in writes:
-        if write.end is MarketEnd.LIVE:
+        if write.goes_public:
             if write.project_id is not None:
                 _discard(
                     client=client,

@@ -17,7 +17,9 @@ from kernel.errors import DomainError
 class MarketEnd(enum.Enum):
     """How a market's provisioning ended, as its row must say."""
 
-    LIVE = "live"  # published: `live`, no longer reserved
+    LIVE = "live"  # published and confirmed: `live` (or with unpublished updates), released
+    # published, not confirmed yet: `publishing`, handed to a background confirmation job
+    PUBLISHING = "publishing"
     PUBLISH_FAILED = "publishFailed"  # its project exists but is not live: kept for a resume
     RELEASED = "released"  # nothing is kept: the reservation is deleted
 
@@ -35,6 +37,16 @@ class MarketWrite:
     project_id: str | None
     workspace_id: str
     owned_workspace: bool
+    # LIVE: the status Semrush confirmed and how long the publish took (`publishing`'s sample).
+    live_status: str = "live"
+    publish_seconds: float | None = None
+    # PUBLISH_FAILED after a publish: `{code, message, reason}` (`publishError`).
+    publish_error: dict[str, Any] | None = None
+
+    @property
+    def goes_public(self) -> bool:
+        """The row ends with a published project: refused when the work lost the brand."""
+        return self.end in (MarketEnd.LIVE, MarketEnd.PUBLISHING)
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,10 @@ class Outcome:
     body: dict[str, Any]
     headers: dict[str, str] | None = None
     market_writes: tuple[MarketWrite, ...] = ()
+    # A chained step reads its publish again in this many seconds (no answer yet).
+    confirm_in: float | None = None
+    # A single market's chain ends FAILED with this error (its publish failed), not COMPLETED.
+    job_failure: DomainError | None = None
 
     @classmethod
     def from_error(cls, error: DomainError) -> Outcome:

@@ -165,6 +165,12 @@ _in_step: contextvars.ContextVar[bool] = contextvars.ContextVar("quota_in_step",
 _patient: contextvars.ContextVar[bool] = contextvars.ContextVar("quota_patient", default=False)
 
 
+def in_step() -> bool:
+    """Whether the caller runs inside a chained step (`step_permits`): it re-schedules itself
+    rather than wait (a sync request waits within its budget)."""
+    return _in_step.get()
+
+
 @contextlib.contextmanager
 def step_permits() -> Iterator[None]:
     """Clients built inside this block follow a chained step's patience (module docstring)."""

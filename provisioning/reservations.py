@@ -67,10 +67,13 @@ def slice_taken(market: Market | None) -> bool:
     return market is not None and not _resumable(market)
 
 
+# A reservation's states while its owner works: `creating`, then `publishing` from Semrush's
+# 202 until the publish is confirmed (SPEC §12.1).
+HELD = (MarketStatus.CREATING, MarketStatus.PUBLISHING)
+
+
 def _resumable(market: Market) -> bool:
-    return market.status in RESUMABLE or (
-        market.status == MarketStatus.CREATING and not _owner_is_live(market)
-    )
+    return market.status in RESUMABLE or (market.status in HELD and not _owner_is_live(market))
 
 
 def market_reserve(
@@ -84,7 +87,8 @@ def market_reserve(
 ) -> Market:
     """Reserve the slice for `owner`, or take over a resumable market of it.
 
-    Resumable: `draft`, `publish_failed`, or `creating` whose owner has finished. A `creating`
+    Resumable: `draft`, `publish_failed`, or `creating`/`publishing` whose owner has finished
+    (taking it over makes it `creating`: its project is published again, which is harmless). A
     reservation of `owner` itself is returned as it is: an earlier run of the owner's step
     reserved it and was interrupted (a worker lost, or re-scheduled for the upstream quota,
     SPEC §10.6) before its end; the re-run resumes it (with its project, if one was recorded).
@@ -100,7 +104,7 @@ def market_reserve(
         else slice_market_in(live_markets, slice_)
     )
     if existing is not None:
-        if existing.status == MarketStatus.CREATING and existing.reserved_by == owner:
+        if existing.status in HELD and existing.reserved_by == owner:
             return existing
         if not _resumable(existing):
             raise SliceExistsError()

@@ -40,7 +40,8 @@ def attempts_sweep() -> dict[str, int]:
 
 
 def reservations_release_abandoned(*, limit: int = 500) -> int:
-    """Clear `creating` reservations left behind by work that ended without finishing them.
+    """Clear `creating` (or `publishing`, SPEC §12.1) reservations left behind by work that
+    ended without finishing them.
 
     Abandoned: unchanged for the stale threshold and its owner is not live (no pending attempt
     and no IN_PROGRESS job with that id; a sync request's own id has neither). The threshold
@@ -54,13 +55,13 @@ def reservations_release_abandoned(*, limit: int = 500) -> int:
     cutoff = timezone.now() - timedelta(seconds=settings.SERENITY_PROVISIONING_STALE_AFTER_SECONDS)
     leftovers = list(
         Market.objects.filter(
-            status=MarketStatus.CREATING,
+            status__in=(MarketStatus.CREATING, MarketStatus.PUBLISHING),
             deleted_at__isnull=True,
             reserved_by__isnull=False,
             updated_at__lt=cutoff,
-        ).values_list("pk", "reserved_by", "semrush_project_id")[:limit]
+        ).values_list("pk", "reserved_by", "semrush_project_id", "status")[:limit]
     )
-    owners = {owner for _, owner, _ in leftovers if owner is not None}
+    owners = {owner for _, owner, _, _ in leftovers if owner is not None}
     live_owners = set(
         ProvisioningAttempt.objects.filter(pk__in=owners, status=AttemptStatus.PENDING).values_list(
             "id", flat=True
@@ -71,12 +72,12 @@ def reservations_release_abandoned(*, limit: int = 500) -> int:
         )
     )
     released = 0
-    for market_id, owner, project_id in leftovers:
+    for market_id, owner, project_id, status in leftovers:
         if owner in live_owners:
             continue
         unchanged = Market.objects.filter(
             pk=market_id,
-            status=MarketStatus.CREATING,
+            status=status,
             reserved_by=owner,
             semrush_project_id=project_id,
             updated_at__lt=cutoff,

@@ -9,7 +9,8 @@ from jobs.models import JobStep
 from jobs.runner import register_step, run_step
 from jobs.services import task_name_for
 from provisioning import chain
-from provisioning.flows import activate, market_create, prompts, provision
+from provisioning.flows import activate, market_create, prompts, provision, publish_confirm
+from provisioning.markets import CONFIRM_STEP
 from provisioning.services import CLEANUP_TASK
 from provisioning.sweep import attempts_sweep
 from provisioning.workspace import cleanup_candidate
@@ -35,6 +36,11 @@ register_step(
     on_unexpected=chain.on_unexpected,
 )
 register_step(
+    CONFIRM_STEP,
+    run=chain.quota_deferring(publish_confirm.confirm_publish_step),
+    on_unexpected=publish_confirm.on_unexpected,
+)
+register_step(
     JobStep.CLASSIFY_PROMPTS,
     run=chain.quota_deferring(prompts.classify_prompts_step),
     on_unexpected=prompts.on_unexpected,
@@ -58,6 +64,11 @@ def activate_markets(job_id: str) -> None:
 
 @shared_task(name=task_name_for(JobStep.ACTIVATE_BRAND_WORKSPACE), ignore_result=True)
 def activate_brand_workspace(job_id: str) -> None:
+    run_step(job_id=job_id)
+
+
+@shared_task(name=task_name_for(CONFIRM_STEP), ignore_result=True)
+def confirm_publish(job_id: str) -> None:
     run_step(job_id=job_id)
 
 

@@ -210,6 +210,12 @@ class Market(models.Model):
     semrush_project_id = models.CharField(max_length=100, null=True, blank=True)
     workspace_id = models.CharField(max_length=100, null=True, blank=True)
     reserved_by = models.UUIDField(null=True, blank=True)
+    # Publishing confirmed (SPEC §12.1): when the last publish was accepted (202), how long it
+    # had run when a read found it live (what `provisioning.publishing` learns from), and why
+    # it did not end live (`{code, message}`, plus Semrush's own `reason` for operators only).
+    publish_started_at = models.DateTimeField(null=True, blank=True)
+    publish_seconds = models.FloatField(null=True, blank=True)
+    publish_error = models.JSONField(null=True, blank=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

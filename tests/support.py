@@ -69,6 +69,11 @@ def publish(workspace_id: str, project_id: str) -> tuple[str, str]:
     return ("POST", f"{PE}/v1/workspaces/{workspace_id}/projects/{project_id}/publish")
 
 
+def read_project(workspace_id: str, project_id: str) -> tuple[str, str]:
+    """The read that confirms a publish (its query `draft=true&type=ai` is not in the path)."""
+    return ("GET", f"{PE}/v1/workspaces/{workspace_id}/projects/{project_id}")
+
+
 def delete_project(workspace_id: str, project_id: str) -> tuple[str, str]:
     return ("DELETE", f"{PE}/v1/workspaces/{workspace_id}/projects/{project_id}")
 

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import enum
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from django.utils import timezone
 
-from jobs.models import AsyncJob, JobStatus, JobStep
+from jobs.models import JobStep
 from jobs.runner import StepRun
 from kernel.errors import DomainError
 from provisioning import chain, guard
@@ -37,15 +36,15 @@ from provisioning.flows.common import (
     market_provision_planned,
     require_parent,
 )
-from provisioning.markets import market_outcome_commit, market_published_before
+from provisioning.markets import market_outcome_commit
 from provisioning.models import AttemptStartedBy
-from provisioning.outcome import Accepted, MarketEnd, MarketWrite, Outcome
+from provisioning.outcome import Accepted, MarketWrite, Outcome
 from provisioning.reservations import market_reserve
 from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org
 from provisioning.workspace import brand_pointer, workspace_ensure
 from serenity.exceptions import BaseUrlRequiredError
-from serenity.models import Brand, BrandStatus, Market, WorkspaceMode
+from serenity.models import Brand, BrandStatus, WorkspaceMode
 
 
 class Branch(enum.Enum):
@@ -216,17 +215,20 @@ def activate_markets_in_workspace(
     owner: uuid.UUID,
     plans: list[MarketPlan],
     owned_workspace: bool = True,
-    step: _StepProgress | None = None,
+    chained: bool = False,
     **options: Any,
 ) -> Outcome:
-    """Branch C: per market create-or-resume + publish; one market's failure is its entry's.
-    200 when every market is live (created now or already), else 207.
+    """Branch C: per market create-or-resume + publish + confirm; one market's failure is its
+    entry's. 200 when every market is live or publishing (created now or already), else 207.
 
     Sync, each market's row is finished as it is answered (`market_outcome_commit`). In the
-    chained step (`step`) the rows' final writes are gathered in the Outcome: the step's ending
-    commits them with the job and the attempt (SPEC §11.5)."""
+    chained step (`chained`) the rows' final writes are gathered in the Outcome: the step's
+    ending commits them with the job and the attempt (SPEC §11.5); while a publish is not
+    confirmed the Outcome's `confirm_in` re-schedules the step, whose re-run confirms the
+    markets already `publishing` without publishing them again."""
     entries: list[dict[str, Any]] = []
     writes: list[MarketWrite] = []
+    confirm_in: list[float] = []
     for plan in plans:
         outcome = _activate_one(
             client=client,
@@ -235,11 +237,12 @@ def activate_markets_in_workspace(
             owner=owner,
             plan=plan,
             owned_workspace=owned_workspace,
-            step=step,
             **options,
         )
-        if step is None:
+        if not chained:
             outcome = market_outcome_commit(client=client, outcome=outcome)
+        if outcome.confirm_in is not None:
+            confirm_in.append(outcome.confirm_in)
         writes.extend(outcome.market_writes)
         entries.append(
             {
@@ -263,6 +266,7 @@ def activate_markets_in_workspace(
             "markets": entries,
         },
         market_writes=tuple(writes),
+        confirm_in=min(confirm_in, default=None),
     )
 
 
@@ -274,25 +278,15 @@ def _activate_one(
     owner: uuid.UUID,
     plan: MarketPlan,
     owned_workspace: bool,
-    step: _StepProgress | None,
     **options: Any,
 ) -> Outcome:
     """One market of branch C: reserve (or resume) its slice, then create or resume its
-    project; in the chained step, a market it published in an earlier run is answered again
-    without an upstream call, and one published now is recorded so."""
+    project (a reservation an earlier run of the step left `publishing` is only confirmed)."""
     try:
         reservation = market_reserve(brand=brand, slice_=plan.slice, owner=owner, name=plan.name)
     except DomainError as error:
         return Outcome.from_error(error)
-    if step is not None and step.published(reservation, owner=owner):
-        return market_published_before(
-            brand=brand,
-            market=reservation,
-            owner=owner,
-            slice_=plan.slice,
-            owned_workspace=owned_workspace,
-        )
-    outcome = market_provision_planned(
+    return market_provision_planned(
         client=client,
         brand=brand,
         plan=plan,
@@ -302,9 +296,6 @@ def _activate_one(
         owned_workspace=owned_workspace,
         **options,
     )
-    if step is not None and any(w.end is MarketEnd.LIVE for w in outcome.market_writes):
-        step.record(reservation)
-    return outcome
 
 
 def _activate_flat(
@@ -358,44 +349,10 @@ def activate_markets_step(run: StepRun) -> None:
         workspace_id=checked.workspace_id,
         owner=attempt.id,
         plans=plans,
-        step=_StepProgress(run),
+        chained=True,
         renew=run.keep_alive,
     )
     chain.step_end(run, attempt, chain.Finished(outcome))
-
-
-# The activate-markets job's record of the markets whose projects it has published: their rows
-# stay reserved until the step's ending (SPEC §11.5), so a re-run (after a quota re-schedule or
-# a lost worker) finishes them from this record instead of publishing them again.
-PUBLISHED_KEY = "marketsPublished"
-
-
-@dataclass(frozen=True)
-class _StepProgress:
-    """The activate-markets step's progress across its runs (`PUBLISHED_KEY`)."""
-
-    run: StepRun
-
-    def published(self, market: Market, *, owner: uuid.UUID) -> bool:
-        """An earlier run published this reservation's project (and it is still the step's)."""
-        return (
-            market.reserved_by == owner
-            and market.semrush_project_id is not None
-            and str(market.pk) in self.run.job.metadata.get(PUBLISHED_KEY, [])
-        )
-
-    def record(self, market: Market) -> None:
-        """Record the market as published, conditional on the claim (a lost claim records
-        nothing: whoever holds the job publishes it again, which is harmless)."""
-        job = self.run.job
-        metadata = {
-            **job.metadata,
-            PUBLISHED_KEY: [*job.metadata.get(PUBLISHED_KEY, []), str(market.pk)],
-        }
-        if AsyncJob.objects.filter(
-            pk=job.pk, status=JobStatus.IN_PROGRESS, claim_token=self.run.claim_token
-        ).update(metadata=metadata, updated_at=timezone.now()):
-            job.metadata = metadata
 
 
 def activate_brand_workspace_step(run: StepRun) -> None:

@@ -26,7 +26,7 @@ from provisioning.models import AttemptReason
 from provisioning.selectors import brand_provisioning_state
 from provisioning.serializers import JobListItemSerializer
 from serenity import exceptions as serenity_errors
-from serenity.models import Brand, BrandStatus, MarketStatus
+from serenity.models import Brand, BrandStatus, Market, MarketStatus
 from serenity.slices import country_for_geo_target_id
 from webhooks import exceptions as webhook_errors
 
@@ -118,6 +118,16 @@ class ProvisioningErrorSerializer(serializers.Serializer):
     message = serializers.CharField()
 
 
+class PublishErrorSerializer(serializers.Serializer):
+    code = serializers.CharField(
+        help_text=(
+            "`publishFailed`, `publishTimeout`, or the error code of the upstream call that "
+            "failed on the way (e.g. `quotaExceeded`, `serenityUpstreamError`); more may come."
+        )
+    )
+    message = serializers.CharField()
+
+
 class FromContextMixin:
     """A field whose value is handed to the serializer beside the instance, in `context` (the
     job of a 202 and the market of a 201 are not attributes of the brand): `source` is looked
@@ -195,8 +205,22 @@ class MarketSerializer(serializers.Serializer):
         source="semrush_project_id", allow_null=True
     )
     workspaceId = serializers.CharField(source="workspace_id", allow_null=True)  # noqa: N815
+    publishError = serializers.SerializerMethodField(  # noqa: N815
+        help_text=(
+            "Why the market's last publish did not end live (`status` `publish_failed`): "
+            "`publishFailed` (Semrush could not publish it) or `publishTimeout`; null "
+            "otherwise. A later create of the slice publishes it again."
+        )
+    )
     createdAt = serializers.DateTimeField(source="created_at")  # noqa: N815
     updatedAt = serializers.DateTimeField(source="updated_at")  # noqa: N815
+
+    @extend_schema_field(PublishErrorSerializer(allow_null=True))
+    def get_publishError(self, market: Market) -> dict[str, str] | None:  # noqa: N802
+        error = market.publish_error
+        if market.status != MarketStatus.PUBLISH_FAILED or not error:
+            return None
+        return PublishErrorSerializer(error).data
 
 
 @extend_schema_field(MarketSerializer)

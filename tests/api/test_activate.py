@@ -25,6 +25,7 @@ from tests.support import (
     languages,
     list_projects,
     publish,
+    read_project,
     set_tracked_url,
     status_read,
 )
@@ -225,10 +226,12 @@ def test_c_creates_and_publishes_every_market(sw_writer, sim, active_brand, work
         create_project(workspace),
         set_tracked_url(workspace, us),
         publish(workspace, us),
+        read_project(workspace, us),
         list_projects(workspace),
         create_project(workspace),
         set_tracked_url(workspace, de),
         publish(workspace, de),
+        read_project(workspace, de),
     ]
     assert sorted((m.geo_target_id, m.language_code, m.status) for m in Market.objects.all()) == [
         (2276, "de", "live"),
@@ -427,6 +430,7 @@ def test_c_without_workspace_creates_settles_then_creates_markets(sw_writer, sim
         create_project(ws),
         set_tracked_url(ws, pid),
         publish(ws, pid),
+        read_project(ws, pid),
     ]
     brand.refresh_from_db()
     assert brand.semrush_sub_workspace_id == ws

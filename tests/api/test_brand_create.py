@@ -21,6 +21,7 @@ from tests.support import (
     languages,
     list_projects,
     publish,
+    read_project,
     set_tracked_url,
     stamps,
     status_read,
@@ -417,6 +418,7 @@ def test_create_with_market_settles_creates_and_publishes(sw_writer, sim):
             "status": "live",
             "semrushProjectId": pid,
             "workspaceId": ws,
+            "publishError": None,
             **stamps(market),
         },
     )
@@ -429,6 +431,7 @@ def test_create_with_market_settles_creates_and_publishes(sw_writer, sim):
         create_project(ws),
         set_tracked_url(ws, pid),
         publish(ws, pid),
+        read_project(ws, pid),
     ]
     assert [a.status for a in ProvisioningAttempt.objects.all()] == ["ready"]
     assert_clean(response, forbidden=foreign_ids(sim, own=[ws, pid]))
@@ -556,6 +559,7 @@ def test_flat_org_with_market_creates_the_project_in_the_parent(flat_writer, sim
             "status": "live",
             "semrushProjectId": pid,
             "workspaceId": parent,
+            "publishError": None,
             **stamps(market),
         },
     )
@@ -564,6 +568,7 @@ def test_flat_org_with_market_creates_the_project_in_the_parent(flat_writer, sim
         create_project(parent),
         set_tracked_url(parent, pid),
         publish(parent, pid),
+        read_project(parent, pid),
     ]
     assert db_counts()["attempts"] == 0
 

@@ -25,6 +25,7 @@ from tests.support import (
     languages,
     list_projects,
     publish,
+    read_project,
     set_tracked_url,
     sim_create_project,
     sim_create_workspace,
@@ -83,6 +84,7 @@ def test_list_markets_returns_the_live_ones(sw_writer, sim, brand):
                 "status": "live",
                 "semrushProjectId": "p-1",
                 "workspaceId": brand.semrush_sub_workspace_id,
+                "publishError": None,
                 **stamps(us),
             }
         ],
@@ -114,6 +116,7 @@ def test_read_one_market(sw_writer, sim, brand):
         "status": "live",
         "semrushProjectId": "p-1",
         "workspaceId": brand.semrush_sub_workspace_id,
+        "publishError": None,
         **stamps(de),
     }
 
@@ -186,6 +189,7 @@ def test_create_settles_the_workspace_first_then_creates_and_publishes(sw_writer
         create_project(workspace),
         set_tracked_url(workspace, pid),
         publish(workspace, pid),
+        read_project(workspace, pid),
     ]
     market = Market.objects.get()
     assert (market.status, market.semrush_project_id, market.workspace_id, market.reserved_by) == (
@@ -222,6 +226,7 @@ def test_create_resumes_a_draft_project_of_the_slice(sw_writer, sim, brand, work
         list_projects(workspace),
         set_tracked_url(workspace, pid),
         publish(workspace, pid),
+        read_project(workspace, pid),
     ]
     assert Market.objects.get().status == "live"
 
@@ -455,6 +460,7 @@ def test_flat_brand_creates_its_market_in_the_parent(db, sim):
         create_project(parent),
         set_tracked_url(parent, pid),
         publish(parent, pid),
+        read_project(parent, pid),
     ]
     assert db_counts()["attempts"] == 0
     again = caller.post(markets_path(caller, brand), {"market": "US", "languageCode": "en"})

@@ -80,6 +80,7 @@ MARKET = {
     "status": "live",
     "semrushProjectId": "prj-41c7e0b2",
     "workspaceId": "ws-8d2f6a1c",
+    "publishError": None,
     "createdAt": CREATED_AT,
     "updatedAt": UPDATED_AT,
 }
