@@ -601,6 +601,8 @@ def test_the_error_codes_are_enums(document):
         "upstreamBusy",
         "upstreamUnauthorized",
         "upstreamForbidden",
+        "publishFailed",
+        "publishTimeout",
     }
     reasons = {"terminal", "exhausted", "upstream", "gone", "ambiguous", "unexpected"}
     assert _enum(document, "ProvisioningError", "code") >= reasons

@@ -31,6 +31,7 @@ from tests.support import (
     list_projects,
     mark,
     publish,
+    read_project,
     set_tracked_url,
     status_read,
 )
@@ -181,6 +182,7 @@ def test_the_market_step_does_not_look_for_projects_in_the_workspace_its_chain_j
         create_project(workspace),
         set_tracked_url(workspace, project),
         publish(workspace, project),
+        read_project(workspace, project),
     ]
     assert chained_of(accepted["jobId"]).status == "COMPLETED"
     assert Market.objects.get(brand_id=accepted["id"]).semrush_project_id == project
@@ -225,6 +227,7 @@ def test_a_re_run_of_the_market_step_resumes_the_project_its_dead_first_run_made
         list_projects(workspace),
         set_tracked_url(workspace, project),
         publish(workspace, project),
+        read_project(workspace, project),
     ]
     assert len(sim.state()["projects"]) == 1
     chained.refresh_from_db()

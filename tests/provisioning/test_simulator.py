@@ -763,6 +763,7 @@ def test_config_merges_and_fractional_settle_is_accepted(sim):
         "concurrencyLimit": None,
         "retryAfterSeconds": 1,
         "publishSeconds": 0.0,
+        "publishOutcome": "live",
     }
 
 

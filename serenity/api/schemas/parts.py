@@ -47,6 +47,8 @@ UPSTREAM: ErrorCodes = {
 SETTLE: ErrorCodes = {502: ["subworkspaceCreationFailed"], 504: ["subworkspaceCreationTimeout"]}
 # The brand's own workspace was deleted outside this service (SPEC §10.2).
 GONE: ErrorCodes = {502: ["subworkspaceGone"]}
+# Semrush accepted a publish but could not make the project live (SPEC §12.1).
+PUBLISH: ErrorCodes = {502: ["publishFailed"]}
 GUARD: ErrorCodes = {409: ["semrush_provisioning_in_progress"]}
 # Every POST and PATCH under /v2: its body must be JSON (SPEC §10.2; also on the routes that
 # take no fields) and its `Idempotency-Key` is honoured (SPEC §10.3).
