@@ -212,6 +212,8 @@ class MarketInline(admin.TabularInline):
         "status",
         "semrush_project_id",
         "workspace_id",
+        # Why the last publish did not end live, with Semrush's own reason (SPEC §12.1).
+        "publish_error",
         "deleted_at",
         "updated_at",
     )
