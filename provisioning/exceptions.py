@@ -154,3 +154,8 @@ class ActivationIncompleteError(DomainError):
 class OnboardingNotFoundError(NotFoundError):
     code = "onboardingNotFound"
     default_message = "Onboarding not found."
+
+
+class OnboardingFinishedError(ConflictError):
+    code = "onboardingFinished"
+    default_message = "The onboarding has already ended: there is nothing left to cancel."
