@@ -156,40 +156,40 @@ class _EventSerializer(serializers.Serializer):
 
 
 class JobCompletedEventSerializer(_EventSerializer):
-    type = serializers.ChoiceField(choices=[WebhookEventType.JOB_COMPLETED])
+    type = serializers.ChoiceField(choices=[WebhookEventType.JOB_COMPLETED.value])
     data = JobSummarySerializer()  # type: ignore[assignment]  # a field (DRF's metaclass takes it)
 
 
 class JobFailedEventSerializer(_EventSerializer):
-    type = serializers.ChoiceField(choices=[WebhookEventType.JOB_FAILED])
+    type = serializers.ChoiceField(choices=[WebhookEventType.JOB_FAILED.value])
     data = JobSummarySerializer()  # type: ignore[assignment]  # a field (DRF's metaclass takes it)
 
 
 class JobCancelledEventSerializer(_EventSerializer):
-    type = serializers.ChoiceField(choices=[WebhookEventType.JOB_CANCELLED])
+    type = serializers.ChoiceField(choices=[WebhookEventType.JOB_CANCELLED.value])
     data = JobSummarySerializer()  # type: ignore[assignment]  # a field (DRF's metaclass takes it)
 
 
 class OnboardingCompletedEventSerializer(_EventSerializer):
-    type = serializers.ChoiceField(choices=[WebhookEventType.ONBOARDING_COMPLETED])
+    type = serializers.ChoiceField(choices=[WebhookEventType.ONBOARDING_COMPLETED.value])
     data = OnboardingSummarySerializer()  # type: ignore[assignment]  # a field (DRF's metaclass takes it)
 
 
 class OnboardingCancelledEventSerializer(_EventSerializer):
-    type = serializers.ChoiceField(choices=[WebhookEventType.ONBOARDING_CANCELLED])
+    type = serializers.ChoiceField(choices=[WebhookEventType.ONBOARDING_CANCELLED.value])
     data = OnboardingSummarySerializer()  # type: ignore[assignment]  # a field (DRF's metaclass takes it)
 
 
 class WebhookTestEventSerializer(_EventSerializer):
-    type = serializers.ChoiceField(choices=[WebhookEventType.WEBHOOK_TEST])
+    type = serializers.ChoiceField(choices=[WebhookEventType.WEBHOOK_TEST.value])
     data = WebhookTestDataSerializer()  # type: ignore[assignment]  # a field (DRF's metaclass takes it)
 
 
 EVENT_SERIALIZERS: dict[str, type[serializers.Serializer]] = {
-    WebhookEventType.JOB_COMPLETED: JobCompletedEventSerializer,
-    WebhookEventType.JOB_FAILED: JobFailedEventSerializer,
-    WebhookEventType.JOB_CANCELLED: JobCancelledEventSerializer,
-    WebhookEventType.ONBOARDING_COMPLETED: OnboardingCompletedEventSerializer,
-    WebhookEventType.ONBOARDING_CANCELLED: OnboardingCancelledEventSerializer,
-    WebhookEventType.WEBHOOK_TEST: WebhookTestEventSerializer,
+    WebhookEventType.JOB_COMPLETED.value: JobCompletedEventSerializer,
+    WebhookEventType.JOB_FAILED.value: JobFailedEventSerializer,
+    WebhookEventType.JOB_CANCELLED.value: JobCancelledEventSerializer,
+    WebhookEventType.ONBOARDING_COMPLETED.value: OnboardingCompletedEventSerializer,
+    WebhookEventType.ONBOARDING_CANCELLED.value: OnboardingCancelledEventSerializer,
+    WebhookEventType.WEBHOOK_TEST.value: WebhookTestEventSerializer,
 }

@@ -75,7 +75,7 @@ SIGNED = (
 def _event_callback(event_type: str) -> OpenApiCallback:
     """What an endpoint receives for one event type: the signed POST of its body."""
     return OpenApiCallback(
-        name=event_type,
+        name=str(event_type),
         path="{$request.body#/url}",
         decorator={
             "post": extend_schema(
@@ -105,7 +105,7 @@ webhook_create_schema = extend_schema(
     examples=[
         ex.request("Job endings only", {"url": URL, "events": ["job.completed", "job.failed"]})
     ],
-    callbacks=[_event_callback(event_type) for event_type in EVENT_SERIALIZERS],
+    callbacks=[_event_callback(str(event_type)) for event_type in EVENT_SERIALIZERS],
     parameters=[*WRITE_PARAMETERS, WWW_AUTHENTICATE],
     responses={
         201: OpenApiResponse(
