@@ -19,7 +19,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from jobs.exceptions import JobNotFoundError
-from jobs.models import AsyncJob, JobStatus
+from jobs.models import AsyncJob, JobStatus, JobType
 from kernel.pagination import Page, keyset_page
 
 
@@ -39,12 +39,21 @@ class ChainView:
         return max([self.root.updated_at, *(s.updated_at for s in self.steps)])
 
 
-def job_chain_get(*, job_id: uuid.UUID, brand_id: uuid.UUID) -> ChainView:
-    """Raises `JobNotFoundError` for an unknown job or a job of another brand (the same answer)."""
+def job_chain_get(
+    *,
+    job_id: uuid.UUID,
+    brand_id: uuid.UUID | None = None,
+    organization_id: uuid.UUID | None = None,
+) -> ChainView:
+    """The chain of a job of this brand, or (`organization_id`, SPEC §12.2) of any brand of this
+    org: a client-facing job (`JobType`), never a webhook delivery's row. Raises
+    `JobNotFoundError` for an unknown job or a job of another brand or org (the same answer)."""
+    scope = Q(brand_id=brand_id) if brand_id is not None else Q(organization_id=organization_id)
+    assert brand_id is not None or organization_id is not None
     try:
         # `get()`, not `first()`: a primary key needs no ORDER BY (the model orders by age).
         job = AsyncJob.objects.select_related("root", "root__current", "current").get(
-            pk=job_id, brand_id=brand_id
+            scope, pk=job_id, job_type__in=JobType.values
         )
     except AsyncJob.DoesNotExist:
         raise JobNotFoundError() from None
@@ -116,6 +125,8 @@ class JobDocument:
     error: dict[str, Any] | None
     created_at: datetime
     updated_at: datetime
+    # When the chain ended (its last step's end); None while IN_PROGRESS.
+    finished_at: datetime | None
     brand_id: uuid.UUID | None
     steps: list[StepDocument] | None = None
 
@@ -151,6 +162,7 @@ def job_document(
         error=effective.error if status in (JobStatus.FAILED, JobStatus.CANCELLED) else None,
         created_at=root.created_at,
         updated_at=updated_at,
+        finished_at=None if status == JobStatus.IN_PROGRESS else effective.finished_at,
         brand_id=root.brand_id,
     )
 
@@ -168,28 +180,57 @@ def retry_after_seconds(effective: AsyncJob) -> int:
 JOB_ORDER = ("-created_at", "-id")
 
 
+@dataclass(frozen=True)
+class JobFilters:
+    """The job lists' filters (SPEC §10.3, §12.2); None: not filtered on."""
+
+    status: str | None = None
+    brand_id: uuid.UUID | None = None
+    job_type: str | None = None
+    created_after: datetime | None = None
+
+
 def job_list(
     *, brand_id: uuid.UUID, status: str | None, cursor: str | None, limit: int
 ) -> Page[AsyncJob]:
-    """One page of the brand's chains, newest first, by the ids clients hold (root jobs),
-    each with `effective` (the chain's current step, as polling reports it) and
-    `chain_updated_at`. Filters on the effective status. Two queries whatever the page size
-    (the page, and nothing else: the current step is joined, the latest change a subquery)."""
+    """One page of the brand's chains, newest first (`org_job_list`, scoped to one brand)."""
+    return _root_page(Q(brand_id=brand_id), JobFilters(status=status), cursor, limit)
+
+
+def org_job_list(
+    *, organization_id: uuid.UUID, filters: JobFilters, cursor: str | None, limit: int
+) -> Page[AsyncJob]:
+    """One page of the org's chains across its brands, newest first (SPEC §12.2)."""
+    return _root_page(Q(organization_id=organization_id), filters, cursor, limit)
+
+
+def _root_page(scope: Q, filters: JobFilters, cursor: str | None, limit: int) -> Page[AsyncJob]:
+    """One page of chains, newest first, by the ids clients hold (root jobs of a client-facing
+    type: never a webhook delivery's row), each with `effective` (the chain's current step, as
+    polling reports it) and `chain_updated_at`. Filters on the effective status. Two queries
+    whatever the page size (the page, and nothing else: the current step is joined, the latest
+    change a subquery)."""
     latest_step_change = (
         AsyncJob.objects.filter(root_id=OuterRef("pk"), run_after__isnull=False)
         .order_by("-updated_at")
         .values("updated_at")[:1]
     )
     roots = (
-        AsyncJob.objects.filter(brand_id=brand_id, root__isnull=True)
+        AsyncJob.objects.filter(scope, root__isnull=True, job_type__in=JobType.values)
         .select_related("current")
         .annotate(
             effective_status=Coalesce("current__status", "status"),
             latest_step_change=Subquery(latest_step_change),
         )
     )
-    if status:
-        roots = roots.filter(effective_status=status)
+    if filters.status:
+        roots = roots.filter(effective_status=filters.status)
+    if filters.brand_id:
+        roots = roots.filter(brand_id=filters.brand_id)
+    if filters.job_type:
+        roots = roots.filter(job_type=filters.job_type)
+    if filters.created_after:
+        roots = roots.filter(created_at__gt=filters.created_after)
     return keyset_page(
         roots,
         kind="jobs",

@@ -29,13 +29,15 @@ class DomainError(Exception):
         code: str | None = None,
         http_status: int | None = None,
         details: dict[str, Any] | None = None,
+        field: str | None = None,
     ) -> None:
         if code is not None:
             self.code = code
         if http_status is not None:
             self.http_status = http_status
         self.message = clean_message(message or self.default_message)
-        self.details = details
+        # An error about one field names it in `details.field` (SPEC §12.2), whatever its code.
+        self.details = {**(details or {}), "field": field} if field is not None else details
         super().__init__(self.message)
 
     def as_body(self) -> dict[str, Any]:

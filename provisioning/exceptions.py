@@ -175,3 +175,8 @@ class PublishTimeoutError(DomainError):
     default_message = "Semrush did not publish the market's project in time; create it again."
     retryable = True
     job_message = "Semrush did not publish the market's project in time; create it again."
+
+
+class OnboardingFinishedError(ConflictError):
+    code = "onboardingFinished"
+    default_message = "The onboarding has already ended: there is nothing left to cancel."

@@ -152,7 +152,8 @@ class Onboarding(models.Model):
     )
     total = models.PositiveIntegerField()
     cancelled_at = models.DateTimeField(null=True, blank=True)
-    # The webhook event `onboarding.completed` was emitted (once).
+    # When the onboarding ended, COMPLETED or CANCELLED (its `finishedAt`), and its webhook
+    # event was emitted (once).
     completed_at = models.DateTimeField(null=True, blank=True)
     started_by_actor = models.CharField(max_length=200, null=True, blank=True)
     started_request_id = models.CharField(max_length=64, null=True, blank=True)

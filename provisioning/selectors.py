@@ -17,6 +17,7 @@ from django.db.models import (
     Count,
     F,
     OuterRef,
+    Q,
     QuerySet,
     Subquery,
     Value,
@@ -236,12 +237,17 @@ def onboarding_get(*, organization: Organization, onboarding_id: uuid.UUID) -> O
 
 
 def onboarding_items(
-    *, onboarding: Onboarding, cursor: str | None, limit: int
+    *, onboarding: Onboarding, status: str | None = None, cursor: str | None, limit: int
 ) -> Page[OnboardingItem]:
-    """One page of the items in `index` order, each with its chain's root and current step
-    (one query whatever the page size)."""
+    """One page of the items in `index` order (only those in `status`, when given), each with
+    its chain's root and current step (one query whatever the page size)."""
+    items = OnboardingItem.objects.filter(onboarding=onboarding).select_related(
+        "job", "job__current"
+    )
+    if status:
+        items = items.annotate(effective=_item_status()).filter(effective=status)
     return keyset_page(
-        OnboardingItem.objects.filter(onboarding=onboarding).select_related("job", "job__current"),
+        items,
         kind="onboarding-items",
         ordering=("index",),
         sort_key=lambda item: [item.index],
@@ -250,12 +256,25 @@ def onboarding_items(
     )
 
 
+# An onboarding's status by its rows: it has ended once `completed_at` is written (in the
+# transaction of its last item's end), CANCELLED if a cancel was marked first.
+ONBOARDING_STATUS_Q: dict[str, Q] = {
+    OnboardingStatus.IN_PROGRESS: Q(completed_at__isnull=True),
+    OnboardingStatus.COMPLETED: Q(completed_at__isnull=False, cancelled_at__isnull=True),
+    OnboardingStatus.CANCELLED: Q(completed_at__isnull=False, cancelled_at__isnull=False),
+}
+
+
 def onboarding_list(
-    *, organization: Organization, cursor: str | None, limit: int
+    *, organization: Organization, status: str | None = None, cursor: str | None, limit: int
 ) -> Page[Onboarding]:
-    """One page of the org's onboardings, newest first."""
+    """One page of the org's onboardings (only those in `status`, when given), newest
+    first."""
+    onboardings = Onboarding.objects.filter(organization=organization)
+    if status:
+        onboardings = onboardings.filter(ONBOARDING_STATUS_Q[status])
     return keyset_page(
-        Onboarding.objects.filter(organization=organization),
+        onboardings,
         kind="onboardings",
         ordering=("-created_at", "-id"),
         sort_key=lambda o: [o.created_at.isoformat(), str(o.pk)],
@@ -275,17 +294,21 @@ class OnboardingSummary:
     counts: OnboardingCounts
     created_at: datetime
     updated_at: datetime
+    # When it ended (COMPLETED or CANCELLED); None while in progress.
+    finished_at: datetime | None
 
 
 def onboarding_summary(onboarding: Onboarding) -> OnboardingSummary:
     counts = onboarding_counts(onboarding)
+    status = onboarding_status(onboarding, counts)
     return OnboardingSummary(
         onboarding_id=onboarding.pk,
-        status=onboarding_status(onboarding, counts),
+        status=status,
         total=onboarding.total,
         counts=counts,
         created_at=onboarding.created_at,
         updated_at=onboarding.updated_at,
+        finished_at=None if status == OnboardingStatus.IN_PROGRESS else onboarding.completed_at,
     )
 
 
@@ -337,7 +360,7 @@ class OnboardingDocument(OnboardingSummary):
 
 
 def onboarding_document(
-    *, onboarding: Onboarding, cursor: str | None, limit: int
+    *, onboarding: Onboarding, status: str | None = None, cursor: str | None, limit: int
 ) -> OnboardingDocument:
     """Raises `InvalidRequestError` for a cursor that is not one of this list's.
 
@@ -345,7 +368,7 @@ def onboarding_document(
     an ended item never starts again, so a COMPLETED document never lists an item still in
     progress (read the other way round, the item read as running, then counted as ended)."""
     summary = onboarding_summary(onboarding)
-    page = onboarding_items(onboarding=onboarding, cursor=cursor, limit=limit)
+    page = onboarding_items(onboarding=onboarding, status=status, cursor=cursor, limit=limit)
     return OnboardingDocument(
         **vars(summary),
         items=[onboarding_item_document(item) for item in page.items],

@@ -13,6 +13,7 @@ They render the selectors' values (`jobs.selectors.JobDocument`,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rest_framework import serializers
@@ -43,6 +44,33 @@ JOB_ERROR_CODES = [
 OUTCOMES = ["succeeded", "partial", "failed"]
 
 
+class OpenCodeField(serializers.CharField):
+    """A code whose set grows (SPEC §12.2: error codes, job error codes, webhook event types):
+    a string, documented with its known values (`x-extensible-enum`, and in its description:
+    `serenity.api.schemas.extensions`), never as a closed enum, so that a client generated
+    today still parses an answer carrying a code added later. As a request field
+    (`known_only`) it accepts the known values only."""
+
+    default_error_messages = {"unknown": "{value} is not one of the known values."}
+
+    def __init__(self, *, known: Sequence[str], known_only: bool = False, **kwargs: Any) -> None:
+        self.known = list(known)
+        self.known_only = known_only
+        lead = str(kwargs.pop("help_text", "") or "").rstrip(".")
+        rule = "one of these" if known_only else "more may be added: expect others"
+        listed = ", ".join(f"`{code}`" for code in self.known)
+        kwargs["help_text"] = f"{lead + '. ' if lead else ''}Known values ({rule}): {listed}."
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        value = super().to_internal_value(data)
+        if self.known_only and value not in self.known:
+            self.fail("unknown", value=value)
+        return value
+
+
 class OmittedWhenNullDateTimeField(serializers.DateTimeField):
     """Left out of the answer, rather than shown as null, when the value is None."""
 
@@ -61,7 +89,7 @@ class OutcomeBodyField(serializers.JSONField):
 
 
 class JobErrorSerializer(serializers.Serializer):
-    code = serializers.ChoiceField(choices=JOB_ERROR_CODES)
+    code = OpenCodeField(known=JOB_ERROR_CODES, help_text="A stable machine code.")
     message = serializers.CharField(help_text="Generic for upstream failures.")
     retryable = serializers.BooleanField()
 
@@ -104,6 +132,9 @@ class JobListItemSerializer(serializers.Serializer):
     updatedAt = serializers.DateTimeField(  # noqa: N815
         source="updated_at", help_text="The latest change anywhere in the chain."
     )
+    finishedAt = serializers.DateTimeField(  # noqa: N815
+        source="finished_at", allow_null=True, help_text="When the chain ended; null until then."
+    )
 
 
 class JobSerializer(JobListItemSerializer):
@@ -118,10 +149,14 @@ class JobSerializer(JobListItemSerializer):
     updatedAt = serializers.DateTimeField(  # noqa: N815
         source="updated_at", help_text="The latest change anywhere in the chain."
     )
+    finishedAt = serializers.DateTimeField(  # noqa: N815
+        source="finished_at", allow_null=True, help_text="When the chain ended; null until then."
+    )
 
 
-class JobEventDataSerializer(JobListItemSerializer):
-    """A job event's `data`: the chain's document without its steps, plus `brandId`."""
+class JobSummarySerializer(JobListItemSerializer):
+    """A chain's document without its steps, plus `brandId`: the org-wide job list's items and a
+    job event's `data`."""
 
     brandId = serializers.UUIDField(source="brand_id", allow_null=True)  # noqa: N815
 
@@ -144,11 +179,17 @@ class OnboardingItemSerializer(serializers.Serializer):
 
 
 class OnboardingSummarySerializer(serializers.Serializer):
-    """An onboarding without its items (the list; the `onboarding.completed` event's `data`)."""
+    """An onboarding without its items (the list; the `onboarding.completed` and
+    `onboarding.cancelled` events' `data`)."""
 
     onboardingId = serializers.UUIDField(source="onboarding_id")  # noqa: N815
     status = serializers.ChoiceField(choices=OnboardingStatus.choices)
     total = serializers.IntegerField()
     counts = OnboardingCountsSerializer()
     createdAt = serializers.DateTimeField(source="created_at")  # noqa: N815
-    updatedAt = serializers.DateTimeField(source="updated_at")  # noqa: N815
+    updatedAt = serializers.DateTimeField(  # noqa: N815
+        source="updated_at", help_text="Moves whenever an item ends or the onboarding is cancelled."
+    )
+    finishedAt = serializers.DateTimeField(  # noqa: N815
+        source="finished_at", allow_null=True, help_text="When it ended; null until then."
+    )

@@ -48,12 +48,12 @@ def parse_uuid(value: str, *, field: str) -> uuid.UUID:
     try:
         return uuid.UUID(str(value))
     except (ValueError, TypeError, AttributeError):
-        raise InvalidRequestError(f"{field} must be a UUID.") from None
+        raise InvalidRequestError(f"{field} must be a UUID.", field=field) from None
 
 
 def parse_geo_target_id(value: str) -> int:
     if not _DIGITS.match(str(value)):
-        raise InvalidRequestError("geoTargetId must be digits.")
+        raise InvalidRequestError("geoTargetId must be digits.", field="geoTargetId")
     return int(value)
 
 

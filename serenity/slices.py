@@ -47,10 +47,14 @@ class Slice:
 
 def geo_target_id_for(country: str, *, field: str = "market") -> tuple[str, int]:
     if not isinstance(country, str) or not _MARKET.match(country):
-        raise InvalidRequestError(f"{field} must be an ISO 3166-1 alpha-2 country code.")
+        raise InvalidRequestError(
+            f"{field} must be an ISO 3166-1 alpha-2 country code.", field=field
+        )
     found = _country(country.upper())
     if found is None:
-        raise UnknownMarketError(f"{field}: {country.upper()} is not a known ISO 3166 country.")
+        raise UnknownMarketError(
+            f"{field}: {country.upper()} is not a known ISO 3166 country.", field=field
+        )
     return found
 
 
@@ -99,10 +103,10 @@ def country_for_geo_target_id(geo_target_id: int) -> str | None:
 
 def normalize_language(value: object, *, field: str = "languageCode") -> str:
     if not isinstance(value, str):
-        raise InvalidRequestError(f"{field} must be a string.")
+        raise InvalidRequestError(f"{field} must be a string.", field=field)
     code = value.strip().lower()
     if not _LANGUAGE.match(code):
-        raise InvalidRequestError(f"{field} must look like 'en' or 'pt-br'.")
+        raise InvalidRequestError(f"{field} must look like 'en' or 'pt-br'.", field=field)
     return code
 
 
@@ -122,11 +126,13 @@ def slice_parse(*, market: object, language_code: object, prefix: str = "") -> S
     """Validate a `{market, languageCode}` pair (400 invalidRequest / unknownMarket /
     unknownLanguage), without any upstream call. The upstream catalogue check is separate."""
     if not isinstance(market, str):
-        raise InvalidRequestError(f"{prefix}market must be a string.")
+        raise InvalidRequestError(f"{prefix}market must be a string.", field=f"{prefix}market")
     country, geo = geo_target_id_for(market, field=f"{prefix}market")
     code = normalize_language(language_code, field=f"{prefix}languageCode")
     if language_name(code) is None:
-        raise UnknownLanguageError(f"{prefix}languageCode: {code} is not a known language.")
+        raise UnknownLanguageError(
+            f"{prefix}languageCode: {code} is not a known language.", field=f"{prefix}languageCode"
+        )
     return Slice(country=country, geo_target_id=geo, language_code=code)
 
 

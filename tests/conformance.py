@@ -118,6 +118,36 @@ class ServedDocument:
             assert errors == [], f"{where}: {errors} in {response.json()}"
         return Checked(operation["operationId"], response.status_code)
 
+    def _event_schemas(self) -> dict[str, dict[str, Any]]:
+        """The callbacks of the webhook create: one per event type, its request body's schema."""
+        create = self.document["paths"]["/v2/orgs/{orgId}/serenity/webhooks"]["post"]
+        return {
+            event_type: next(iter(expression.values()))["post"]["requestBody"]["content"][
+                "application/json"
+            ]["schema"]
+            for event_type, expression in create["callbacks"].items()
+        }
+
+    def event_types(self) -> list[str]:
+        return list(self._event_schemas())
+
+    def check_event(self, body: dict[str, Any]) -> None:
+        """An event's body against its type's documented schema, strictly: every member of the
+        body and of its `data` declared (no member the schema does not list)."""
+        schema = self._event_schemas()[body["type"]]
+        validator = OAS30StrictValidator(
+            {**schema, "components": self.document["components"]},
+            format_checker=OAS30StrictValidator.FORMAT_CHECKER,
+        )
+        errors = [e.message for e in validator.iter_errors(body)]
+        assert errors == [], (body["type"], errors)
+        component = self.document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
+        assert set(body) == set(component["properties"]), body
+        data = component["properties"]["data"]
+        data_ref = data.get("$ref") or data["allOf"][0]["$ref"]
+        declared = self.document["components"]["schemas"][data_ref.rsplit("/", 1)[-1]]
+        assert set(body["data"]) <= set(declared["properties"]), (body["type"], body["data"])
+
     def _check_headers(self, documented: dict[str, Any], response: Any, where: str) -> None:
         for name, header in documented.get("headers", {}).items():
             if name not in response.headers:

@@ -9,10 +9,8 @@ class WebhooksConfig(AppConfig):
         # A root job's end is a webhook event: the receiver writes its deliveries in the
         # transaction that ends the chain (the outbox).
         from jobs.signals import chain_ended
-        from provisioning.signals import onboarding_completed
-        from webhooks.events import job_chain_ended, onboarding_completed_event
+        from provisioning.signals import onboarding_ended
+        from webhooks.events import job_chain_ended, onboarding_ended_event
 
         chain_ended.connect(job_chain_ended, dispatch_uid="webhooks.job_chain_ended")
-        onboarding_completed.connect(
-            onboarding_completed_event, dispatch_uid="webhooks.onboarding_completed"
-        )
+        onboarding_ended.connect(onboarding_ended_event, dispatch_uid="webhooks.onboarding_ended")

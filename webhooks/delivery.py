@@ -25,7 +25,7 @@ from django.utils import timezone
 from jobs.endings import Defer, Finish, JobEnding, step_commit
 from jobs.models import JobStatus
 from jobs.runner import StepRun
-from webhooks.models import DeliveryStatus, WebhookDelivery
+from webhooks.models import DeliveryStatus, WebhookAttempt, WebhookDelivery
 from webhooks.sender import AttemptResult, webhook_post
 from webhooks.services import DELIVERY_KEY, SINGLE_ATTEMPT_KEY
 
@@ -54,13 +54,13 @@ def deliver_webhook_step(run: StepRun) -> None:
         step_commit(run, Finish(JobStatus.CANCELLED, error=_ended_error("not pending")))
         return
     try:
-        secret = delivery.webhook.secret()
+        secrets = delivery.webhook.signing_secrets(now=timezone.now())
     except ValueError:
         result = AttemptResult(status_code=None, error="the secret cannot be decrypted")
     else:
         result = webhook_post(
             url=delivery.webhook.url,
-            secret=secret,
+            secrets=secrets,
             message_id=str(delivery.event_id),
             body=delivery.body,
         )
@@ -87,19 +87,29 @@ def attempt_record(run: StepRun, delivery: WebhookDelivery, result: AttemptResul
         ending = Finish(JobStatus.FAILED, error=_ended_error(result.error or "failed"))
 
     def record() -> bool:
-        return (
+        error = (result.error or "")[:500] or None
+        recorded = (
             WebhookDelivery.objects.filter(
                 pk=delivery.pk, job_id=run.job.id, status=DeliveryStatus.PENDING
             ).update(
                 attempts=F("attempts") + 1,
                 last_status_code=result.status_code,
-                last_error=(result.error or "")[:500] or None,
+                last_error=error,
                 status=status,
                 next_attempt_at=next_attempt_at,
                 updated_at=now,
             )
             == 1
         )
+        if recorded:
+            WebhookAttempt.objects.create(
+                delivery_id=delivery.pk,
+                at=now - timedelta(milliseconds=result.duration_ms),  # when it began
+                status_code=result.status_code,
+                error=error,
+                duration_ms=result.duration_ms,
+            )
+        return recorded
 
     recorded = step_commit(run, ending, effects=record)
     logger.info(

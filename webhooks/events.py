@@ -15,8 +15,9 @@ from typing import Any
 
 from jobs.models import AsyncJob, JobStatus, JobType
 from jobs.selectors import job_document
+from provisioning.models import OnboardingStatus
 from provisioning.selectors import OnboardingSummary
-from provisioning.serializers import JobEventDataSerializer, OnboardingSummarySerializer
+from provisioning.serializers import JobSummarySerializer, OnboardingSummarySerializer
 from webhooks.models import Webhook, WebhookEventType
 from webhooks.services import webhook_event_publish
 
@@ -44,7 +45,7 @@ def job_event_data(root_id: uuid.UUID) -> dict[str, Any]:
         effective=effective,
         updated_at=max(root.updated_at, effective.updated_at),
     )
-    return dict(JobEventDataSerializer(document).data)
+    return dict(JobSummarySerializer(document).data)
 
 
 def job_chain_ended(
@@ -64,7 +65,7 @@ def job_chain_ended(
     # The common case (no endpoint subscribed) costs this one query.
     subscribed = any(
         event_type in events
-        for events in Webhook.objects.filter(organization_id=organization_id)
+        for events in Webhook.objects.filter(organization_id=organization_id, enabled=True)
         .order_by()
         .values_list("events", flat=True)
     )
@@ -78,21 +79,27 @@ def job_chain_ended(
     )
 
 
+ONBOARDING_EVENTS = {
+    OnboardingStatus.COMPLETED: WebhookEventType.ONBOARDING_COMPLETED,
+    OnboardingStatus.CANCELLED: WebhookEventType.ONBOARDING_CANCELLED,
+}
+
+
 def onboarding_event_id(onboarding_id: uuid.UUID) -> uuid.UUID:
     """The event's id (every attempt's `webhook-id`): one per onboarding, however often its
-    completion is seen."""
+    end is seen (an onboarding ends once, COMPLETED or CANCELLED)."""
     return uuid.uuid5(uuid.NAMESPACE_URL, f"serenity:onboarding.completed:{onboarding_id}")
 
 
-def onboarding_completed_event(
+def onboarding_ended_event(
     sender: Any, *, onboarding: Any, summary: OnboardingSummary, **_: Any
 ) -> None:
-    """`provisioning.signals.onboarding_completed` receiver: the `onboarding.completed` event,
-    `data` = the onboarding without its items (SPEC §11.3), rendered as the API renders it, in
-    the completion's transaction."""
+    """`provisioning.signals.onboarding_ended` receiver: `onboarding.completed` for a COMPLETED
+    onboarding, `onboarding.cancelled` for a CANCELLED one (SPEC §12.2), `data` = the onboarding
+    without its items, rendered as the API renders it, in the ending's transaction."""
     webhook_event_publish(
         organization_id=onboarding.organization_id,
-        type=WebhookEventType.ONBOARDING_COMPLETED,
+        type=ONBOARDING_EVENTS[OnboardingStatus(summary.status)],
         data=dict(OnboardingSummarySerializer(summary).data),
         event_id=onboarding_event_id(onboarding.pk),
     )

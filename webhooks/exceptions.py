@@ -1,4 +1,4 @@
-from kernel.errors import InvalidRequestError, NotFoundError
+from kernel.errors import ConflictError, InvalidRequestError, NotFoundError
 
 
 class WebhookNotFoundError(NotFoundError):
@@ -15,3 +15,8 @@ class WebhookUrlError(InvalidRequestError):
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"url: {reason}", details={"field": "url"})
+
+
+class WebhookDisabledError(ConflictError):
+    code = "webhookDisabled"
+    default_message = "The webhook is disabled: enable it before sending it a test event."

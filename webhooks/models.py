@@ -8,6 +8,7 @@ attempts run as a job row of the outbox (`job_id`, the row carrying the next att
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django.db import models
 
@@ -15,10 +16,21 @@ from kernel.crypto import decrypt_secret, encrypt_secret
 
 
 class WebhookEventType(models.TextChoices):
+    """Every event type (SPEC §11.3, §12.2). The set grows: clients treat it as open."""
+
     JOB_COMPLETED = "job.completed"
     JOB_FAILED = "job.failed"
     JOB_CANCELLED = "job.cancelled"
     ONBOARDING_COMPLETED = "onboarding.completed"
+    ONBOARDING_CANCELLED = "onboarding.cancelled"
+    WEBHOOK_TEST = "webhook.test"
+
+
+# What an endpoint subscribes to (`events`): every type but `webhook.test`, which is sent on
+# request to one endpoint only (`POST …/webhooks/{id}/test`).
+SUBSCRIBABLE_EVENT_TYPES = [
+    t for t in WebhookEventType.values if t != WebhookEventType.WEBHOOK_TEST
+]
 
 
 class Webhook(models.Model):
@@ -28,9 +40,17 @@ class Webhook(models.Model):
     )
     url = models.CharField(max_length=2048)
     events = models.JSONField(default=list)
+    # A disabled endpoint gets no new deliveries (SPEC §12.2).
+    enabled = models.BooleanField(default=True)
+    description = models.CharField(max_length=500, blank=True, default="")
     # The `whsec_…` signing secret, encrypted like org credentials (kernel.crypto).
     secret_encrypted = models.TextField(editable=False)
+    # After a rotation, the secret it replaced (encrypted the same way), which also signs every
+    # delivery until `previous_secret_expires_at` (SPEC §12.2: 24 h).
+    previous_secret_encrypted = models.TextField(editable=False, blank=True, default="")
+    previous_secret_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -47,6 +67,15 @@ class Webhook(models.Model):
     def secret(self) -> str:
         """The signing secret. Raises `ValueError` when no configured key decrypts it."""
         return decrypt_secret(self.secret_encrypted)
+
+    def signing_secrets(self, *, now: datetime) -> list[str]:
+        """The secrets every delivery is signed with: the current one, then the one it replaced
+        while that is still valid. Raises `ValueError` when no configured key decrypts one."""
+        secrets = [self.secret()]
+        expires = self.previous_secret_expires_at
+        if self.previous_secret_encrypted and expires is not None and expires > now:
+            secrets.append(decrypt_secret(self.previous_secret_encrypted))
+        return secrets
 
 
 class DeliveryStatus(models.TextChoices):
@@ -88,3 +117,23 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event_type} {self.id} [{self.status}]"
+
+
+class WebhookAttempt(models.Model):
+    """One attempt of a delivery (SPEC §12.2), recorded in the transaction that records its
+    outcome on the delivery (whose `attempts` is their count)."""
+
+    delivery = models.ForeignKey(
+        WebhookDelivery, on_delete=models.CASCADE, related_name="attempt_log"
+    )
+    at = models.DateTimeField()
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.CharField(max_length=500, null=True, blank=True)
+    duration_ms = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["delivery", "-at", "-id"], name="attempt_delivery_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.delivery_id} at {self.at}: {self.status_code or self.error}"

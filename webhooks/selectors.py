@@ -8,7 +8,7 @@ import uuid
 from kernel.pagination import Page, keyset_page
 from serenity.models import Organization
 from webhooks.exceptions import WebhookNotFoundError
-from webhooks.models import Webhook, WebhookDelivery
+from webhooks.models import Webhook, WebhookAttempt, WebhookDelivery
 
 NEWEST_FIRST = ("-created_at", "-id")
 
@@ -32,9 +32,14 @@ def webhook_list(*, organization: Organization, cursor: str | None, limit: int) 
     )
 
 
-def delivery_list(*, webhook: Webhook, cursor: str | None, limit: int) -> Page[WebhookDelivery]:
+def delivery_list(
+    *, webhook: Webhook, status: str | None, cursor: str | None, limit: int
+) -> Page[WebhookDelivery]:
+    deliveries = WebhookDelivery.objects.filter(webhook=webhook).defer("body")
+    if status:
+        deliveries = deliveries.filter(status=status)
     return keyset_page(
-        WebhookDelivery.objects.filter(webhook=webhook).defer("body"),
+        deliveries,
         kind="webhookDeliveries",
         ordering=NEWEST_FIRST,
         sort_key=lambda d: [d.created_at.isoformat(), str(d.pk)],
@@ -51,3 +56,17 @@ def delivery_get(*, webhook: Webhook, delivery_id: uuid.UUID) -> WebhookDelivery
         )
     except WebhookDelivery.DoesNotExist:
         raise WebhookNotFoundError() from None
+
+
+def attempt_list(
+    *, delivery: WebhookDelivery, cursor: str | None, limit: int
+) -> Page[WebhookAttempt]:
+    """A delivery's attempts, newest first."""
+    return keyset_page(
+        WebhookAttempt.objects.filter(delivery=delivery),
+        kind="webhookAttempts",
+        ordering=("-at", "-id"),
+        sort_key=lambda a: [a.at.isoformat(), a.pk],
+        cursor=cursor,
+        limit=limit,
+    )

@@ -15,7 +15,8 @@ delivery's schedule.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,6 +35,8 @@ USER_AGENT = "serenity-webhooks/1"
 class AttemptResult:
     status_code: int | None
     error: str | None
+    # How long the attempt took, from the address check to the answer's status line.
+    duration_ms: int = 0
 
     @property
     def delivered(self) -> bool:
@@ -60,16 +63,28 @@ class _PinnedHostAdapter(HTTPAdapter):
         )
 
 
-def signed_headers(*, secret: str, message_id: str, body: str) -> dict[str, str]:
+def signed_headers(*, secrets: list[str], message_id: str, body: str) -> dict[str, str]:
+    """One signature per secret, space-separated (`v1,<sig-new> v1,<sig-old>` while a rotated
+    secret is still valid), as Standard Webhooks allows: a receiver verifying with either
+    secret accepts the message."""
     timestamp = datetime.now(UTC)
+    signatures = [StandardWebhook(s).sign(message_id, timestamp, body) for s in secrets]
     return {
         "webhook-id": message_id,
         "webhook-timestamp": str(int(timestamp.timestamp())),
-        "webhook-signature": StandardWebhook(secret).sign(message_id, timestamp, body),
+        "webhook-signature": " ".join(signatures),
     }
 
 
-def webhook_post(*, url: str, secret: str, message_id: str, body: str) -> AttemptResult:
+def webhook_post(*, url: str, secrets: list[str], message_id: str, body: str) -> AttemptResult:
+    """One attempt, timed: see `_post`."""
+    started = time.monotonic()
+    result = _post(url=url, secrets=secrets, message_id=message_id, body=body)
+    elapsed = round((time.monotonic() - started) * 1000)
+    return replace(result, duration_ms=elapsed)
+
+
+def _post(*, url: str, secrets: list[str], message_id: str, body: str) -> AttemptResult:
     """One attempt: check the URL and every address its host resolves to, then POST the signed
     body to the first address. Never raises for the receiver's or the network's failures: they
     are the attempt's `error` (short, no secret)."""
@@ -79,7 +94,7 @@ def webhook_post(*, url: str, secret: str, message_id: str, body: str) -> Attemp
     except AddressRefusedError as refused:
         return AttemptResult(status_code=None, error=f"refused: {refused}")
     headers = {
-        **signed_headers(secret=secret, message_id=message_id, body=body),
+        **signed_headers(secrets=secrets, message_id=message_id, body=body),
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
         "Host": target.host_header,

@@ -12,7 +12,7 @@ import json
 import secrets
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -21,8 +21,19 @@ from django.utils import timezone
 from jobs.outbox import outbox_job_run_now, outbox_jobs_create
 from serenity.models import Organization
 from webhooks.addresses import AddressRefusedError, addresses_resolve, target_parse
-from webhooks.exceptions import WebhookLimitError, WebhookNotFoundError, WebhookUrlError
-from webhooks.models import DeliveryStatus, Webhook, WebhookDelivery, WebhookEventType
+from webhooks.exceptions import (
+    WebhookDisabledError,
+    WebhookLimitError,
+    WebhookNotFoundError,
+    WebhookUrlError,
+)
+from webhooks.models import (
+    SUBSCRIBABLE_EVENT_TYPES,
+    DeliveryStatus,
+    Webhook,
+    WebhookDelivery,
+    WebhookEventType,
+)
 
 MAX_WEBHOOKS_PER_ORG = 10
 DELIVERY_JOB_TYPE = "webhookDelivery"
@@ -30,6 +41,8 @@ DELIVERY_STEP = "deliverWebhook"
 DELIVERY_KEY = "deliveryId"
 # A redelivery of a finished delivery is one attempt, outside the retry schedule.
 SINGLE_ATTEMPT_KEY = "singleAttempt"
+# After a rotation, the replaced secret signs deliveries beside the new one this long.
+PREVIOUS_SECRET_VALID_FOR = timedelta(hours=24)
 
 
 @dataclass(frozen=True)
@@ -52,6 +65,14 @@ class WebhookCreated:
         return list(self.webhook.events)
 
     @property
+    def enabled(self) -> bool:
+        return self.webhook.enabled
+
+    @property
+    def description(self) -> str:
+        return self.webhook.description
+
+    @property
     def created_at(self) -> datetime:
         return self.webhook.created_at
 
@@ -70,19 +91,26 @@ def webhook_url_check(url: str) -> None:
 
 
 def webhook_create(
-    *, organization: Organization, url: str, events: list[str] | None
+    *,
+    organization: Organization,
+    url: str,
+    events: list[str] | None,
+    description: str = "",
 ) -> WebhookCreated:
     """Register an endpoint (at most `MAX_WEBHOOKS_PER_ORG` per org: the org row is locked while
     counting, so two concurrent registrations cannot make an eleventh). `events` defaults to
-    every event type. Raises `WebhookUrlError`, `WebhookLimitError`."""
+    every event type an endpoint can subscribe to. Raises `WebhookUrlError`,
+    `WebhookLimitError`."""
     webhook_url_check(url)
-    chosen = list(dict.fromkeys(events)) if events else list(WebhookEventType.values)
+    chosen = list(dict.fromkeys(events)) if events else list(SUBSCRIBABLE_EVENT_TYPES)
     secret = webhook_secret_generate()
     with transaction.atomic():
         list(Organization.objects.select_for_update().filter(pk=organization.pk).values("pk"))
         if Webhook.objects.filter(organization=organization).count() >= MAX_WEBHOOKS_PER_ORG:
             raise WebhookLimitError()
-        webhook = Webhook(organization=organization, url=url, events=chosen)
+        webhook = Webhook(
+            organization=organization, url=url, events=chosen, description=description
+        )
         webhook.set_secret(secret)
         webhook.save(force_insert=True)
     return WebhookCreated(webhook=webhook, secret=secret)
@@ -94,6 +122,69 @@ def webhook_delete(*, organization: Organization, webhook_id: uuid.UUID) -> None
     deleted, _ = Webhook.objects.filter(pk=webhook_id, organization=organization).delete()
     if not deleted:
         raise WebhookNotFoundError()
+
+
+_UPDATABLE = ("url", "events", "enabled", "description")
+
+
+def webhook_update(*, webhook: Webhook, changes: dict[str, Any]) -> Webhook:
+    """Change the given members of `url`, `events`, `enabled`, `description` (a conditional
+    write of those columns only). A disabled endpoint gets no new deliveries; those already
+    pending go on. Raises `WebhookUrlError` for a `url` that may not be called."""
+    fields = {name: changes[name] for name in _UPDATABLE if name in changes}
+    if "url" in fields:
+        webhook_url_check(fields["url"])
+    if "events" in fields:
+        fields["events"] = list(dict.fromkeys(fields["events"]))
+    if fields:
+        Webhook.objects.filter(pk=webhook.pk).update(**fields, updated_at=timezone.now())
+    webhook.refresh_from_db()
+    return webhook
+
+
+def webhook_secret_rotate(*, webhook: Webhook) -> WebhookCreated:
+    """A new signing secret (shown once: the answer to this call). The replaced one, stored
+    encrypted like the current one, still signs every delivery for 24 h beside the new one
+    (Standard Webhooks allows several signatures); a rotation within those 24 h replaces the
+    older one. Raises `ValueError` when no configured key decrypts the current secret."""
+    secret = webhook_secret_generate()
+    now = timezone.now()
+    with transaction.atomic():
+        # Locked: of two rotations racing, the second replaces the first's new secret (which
+        # then signs as the previous one), never the same old secret twice.
+        locked = Webhook.objects.select_for_update().get(pk=webhook.pk)
+        locked.previous_secret_encrypted = locked.secret_encrypted
+        locked.previous_secret_expires_at = now + PREVIOUS_SECRET_VALID_FOR
+        locked.set_secret(secret)
+        locked.updated_at = now
+        locked.save(
+            update_fields=[
+                "secret_encrypted",
+                "previous_secret_encrypted",
+                "previous_secret_expires_at",
+                "updated_at",
+            ]
+        )
+    webhook = locked
+    return WebhookCreated(webhook=webhook, secret=secret)
+
+
+def webhook_test_send(*, webhook: Webhook) -> WebhookDelivery:
+    """A `webhook.test` event to this endpoint only, whatever it subscribes to: one delivery,
+    attempted as any other. Raises `WebhookDisabledError` for a disabled endpoint (it gets no
+    new deliveries)."""
+    if not webhook.enabled:
+        raise WebhookDisabledError()
+    data = {"webhookId": str(webhook.pk)}
+    with transaction.atomic():
+        [delivery_id] = _deliveries_create(
+            organization_id=webhook.organization_id,
+            hooks=[webhook.pk],
+            type=WebhookEventType.WEBHOOK_TEST,
+            data=data,
+            event_id=uuid.uuid4(),
+        )
+    return WebhookDelivery.objects.select_related("webhook").get(pk=delivery_id)
 
 
 def _timestamp(value: datetime) -> str:
@@ -119,14 +210,32 @@ def webhook_event_publish(
         raise ValueError(f"unknown webhook event type {type!r}")
     hooks = [
         hook_id
-        for hook_id, events in Webhook.objects.filter(organization_id=organization_id)
+        for hook_id, events in Webhook.objects.filter(organization_id=organization_id, enabled=True)
         .order_by()
         .values_list("id", "events")
         if type in events
     ]
     if not hooks:
         return []
-    event_id = event_id or uuid.uuid4()
+    return _deliveries_create(
+        organization_id=organization_id,
+        hooks=hooks,
+        type=type,
+        data=data,
+        event_id=event_id or uuid.uuid4(),
+    )
+
+
+def _deliveries_create(
+    *,
+    organization_id: uuid.UUID,
+    hooks: list[uuid.UUID],
+    type: str,
+    data: dict[str, Any],
+    event_id: uuid.UUID,
+) -> list[uuid.UUID]:
+    """One delivery of the event and its outbox job per endpoint, in the caller's
+    transaction."""
     now = timezone.now()
     body = json.dumps(
         {"type": type, "timestamp": _timestamp(now), "data": data},

@@ -54,14 +54,16 @@ def brand_input_check(*, organization: Organization, data: BrandInput) -> None:
     """SPEC §4.1's cross-field rules, before anything is written or called (the OpenAPI document
     states the first three: serenity.api.schemas.hooks.BRAND_CREATE_RULES)."""
     if data.status == BrandStatus.ACTIVE and not data.base_url:
-        raise BaseUrlRequiredError()
+        raise BaseUrlRequiredError(field="baseUrl")
     if data.market is not None:
         if not organization.is_serenity_org:
             raise SerenityNotEnabledError()
         if data.status == BrandStatus.PENDING:
-            raise InvalidRequestError("semrushMarket: a draft brand cannot have a market.")
+            raise InvalidRequestError(
+                "semrushMarket: a draft brand cannot have a market.", field="semrushMarket"
+            )
         if not data.base_url:
-            raise BaseUrlRequiredError("baseUrl is required to create a market.")
+            raise BaseUrlRequiredError("baseUrl is required to create a market.", field="baseUrl")
 
 
 def brand_create(*, organization: Organization, data: BrandInput, run_async: bool) -> BrandCreated:

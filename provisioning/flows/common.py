@@ -89,7 +89,8 @@ def market_request_for(*, client: SemrushClient, brand: Brand, plan: MarketPlan)
     )
     if language_id is None:
         raise UnknownLanguageError(
-            f"languageCode: {plan.slice.language_code} is not in the upstream catalogue."
+            f"languageCode: {plan.slice.language_code} is not in the upstream catalogue.",
+            field="languageCode",
         )
     return MarketRequest(
         slice=plan.slice,
@@ -185,7 +186,8 @@ def check_market_cap(brand: Brand, *, adding: int = 1, live_count: int | None = 
     )
     if live + adding > settings.SERENITY_MAX_ACTIVATE_MARKETS:
         raise InvalidRequestError(
-            f"market: a brand has at most {settings.SERENITY_MAX_ACTIVATE_MARKETS} markets."
+            f"market: a brand has at most {settings.SERENITY_MAX_ACTIVATE_MARKETS} markets.",
+            field="market",
         )
 
 

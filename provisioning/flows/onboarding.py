@@ -17,7 +17,7 @@ parent's family once for the group (`workspace.family_shared`), the others use t
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -28,6 +28,7 @@ from jobs.exceptions import JobFinishedError, JobNotCancellableError
 from jobs.models import JobStatus, JobStep, JobType
 from kernel import context
 from provisioning import selectors, services
+from provisioning.exceptions import OnboardingFinishedError
 from provisioning.family import GROUP_KEY, ONBOARDING_KEY
 from provisioning.flows.common import MarketPlan
 from provisioning.models import (
@@ -38,7 +39,7 @@ from provisioning.models import (
     OnboardingStatus,
     ProvisioningAttempt,
 )
-from provisioning.signals import onboarding_completed
+from provisioning.signals import onboarding_ended
 from serenity.exceptions import BrandExistsError, SerenityNotEnabledError
 from serenity.models import Brand, BrandStatus, Market, MarketStatus, Organization, WorkspaceMode
 from serenity.names import brand_name_key
@@ -213,10 +214,22 @@ def onboarding_cancel(*, onboarding: Onboarding) -> None:
     """Cancel every item that has not ended, as the cancel route cancels a chain (SPEC §6.6):
     before promotion the attempt fails `cancelled` and the chain is CANCELLED; after it, a
     chained job that has not started is CANCELLED; one that is running goes on and ends as it
-    will. Idempotent: a second cancel finds nothing left to cancel."""
-    Onboarding.objects.filter(pk=onboarding.pk, cancelled_at__isnull=True).update(
-        cancelled_at=timezone.now()
-    )
+    will. Idempotent while the onboarding is still in progress (a second cancel finds nothing
+    left to cancel). Raises `OnboardingFinishedError` for an onboarding that has ended
+    (COMPLETED or CANCELLED, SPEC §12.2): nothing changes.
+
+    The cancel mark is a conditional write on an onboarding that has not ended; the completion
+    (`onboarding_complete_if_ended`) is conditional on the same row, so of a cancel and a last
+    item's end racing, the first write decides the onboarding's status."""
+    now = timezone.now()
+    marked = Onboarding.objects.filter(
+        pk=onboarding.pk, completed_at__isnull=True, cancelled_at__isnull=True
+    ).update(cancelled_at=now, updated_at=now)
+    if (
+        not marked
+        and Onboarding.objects.filter(pk=onboarding.pk, completed_at__isnull=False).exists()
+    ):
+        raise OnboardingFinishedError()
     unfinished = (
         OnboardingItem.objects.filter(onboarding=onboarding, job__isnull=False)
         .filter(job__current__status=JobStatus.IN_PROGRESS)
@@ -232,22 +245,37 @@ def onboarding_cancel(*, onboarding: Onboarding) -> None:
 
 
 def onboarding_chain_ended(sender: Any, *, metadata: dict[str, Any], **_: Any) -> None:
-    """`jobs.signals.chain_ended` receiver: when an onboarding item's chain was the last of its
-    onboarding to end, the onboarding completes (once: a conditional write) and
-    `onboarding_completed` is sent, in the ending's transaction."""
+    """`jobs.signals.chain_ended` receiver: an onboarding item's chain ended, so the onboarding
+    changed (`updatedAt` moves); when it was the last of its onboarding to end, the onboarding
+    ends (once: a conditional write) and `onboarding_ended` is sent, in the ending's
+    transaction."""
     onboarding_id = metadata.get(ONBOARDING_KEY)
     if onboarding_id is None:
         return
+    Onboarding.objects.filter(pk=onboarding_id).update(updated_at=timezone.now())
     onboarding = Onboarding.objects.filter(pk=onboarding_id).first()
     if onboarding is not None:
         onboarding_complete_if_ended(onboarding)
 
 
 def onboarding_complete_if_ended(onboarding: Onboarding) -> None:
-    summary = selectors.onboarding_summary(onboarding)
-    if summary.status == OnboardingStatus.IN_PROGRESS:
-        return
-    if Onboarding.objects.filter(pk=onboarding.pk, completed_at__isnull=True).update(
-        completed_at=timezone.now()
-    ):
-        onboarding_completed.send(sender=Onboarding, onboarding=onboarding, summary=summary)
+    """Once every item has ended: record the end (`completed_at`, the document's `finishedAt`)
+    and send `onboarding_ended` with the final summary, COMPLETED or CANCELLED. A COMPLETED end
+    is written only if no cancel landed first; when one did, the summary is read again (then
+    CANCELLED)."""
+    for _ in range(2):
+        summary = selectors.onboarding_summary(onboarding)
+        if summary.status == OnboardingStatus.IN_PROGRESS:
+            return
+        ending = Onboarding.objects.filter(pk=onboarding.pk, completed_at__isnull=True)
+        if summary.status == OnboardingStatus.COMPLETED:
+            ending = ending.filter(cancelled_at__isnull=True)
+        now = timezone.now()
+        if ending.update(completed_at=now, updated_at=now):
+            onboarding.completed_at = onboarding.updated_at = now
+            ended = replace(summary, updated_at=now, finished_at=now)
+            onboarding_ended.send(sender=Onboarding, onboarding=onboarding, summary=ended)
+            return
+        onboarding.refresh_from_db()
+        if onboarding.completed_at is not None:
+            return  # ended by another transaction

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from rest_framework import serializers
 from rest_framework.request import Request
 
 from kernel import context
 from kernel.errors import InvalidRequestError
 from serenity.api.idempotency import IdempotencyMixin
+from serenity.api.pagination import query_parse
 from serenity.selectors import CallerScope, caller_scope_resolve
 
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -34,6 +36,9 @@ class OrgScopedView(IdempotencyMixin):
 
     serenity_route: ClassVar[bool] = False
     require_serenity_active: ClassVar[bool] = False
+    # The query serializer of each method that takes query parameters; any other parameter
+    # (on any method) is refused (SPEC §12.2).
+    query_serializers: ClassVar[dict[str, type[serializers.Serializer]]] = {}
     scope: CallerScope
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
@@ -50,9 +55,14 @@ class OrgScopedView(IdempotencyMixin):
             require_serenity_active=self.require_serenity_active,
         )
         context.bind(org_id=self.scope.organization.id, brand_id=kwargs.get("brand_id"))
+        refuse_unknown_query_parameters(request, self.query_serializers.get(request.method or ""))
         if request.method in BODY_METHODS:
             require_json_object(request)
         self.idempotency_key_begin(request, self.scope.organization)
+
+    def query_parse(self, request: Request) -> dict[str, Any]:
+        """The validated query string of this method (`query_serializers`)."""
+        return query_parse(self.query_serializers[request.method or ""], request)
 
 
 def require_json_object(request: Request) -> None:
@@ -61,6 +71,19 @@ def require_json_object(request: Request) -> None:
     `invalidRequest`, before the route does anything (SPEC §10.2). An empty body is `{}`."""
     if not isinstance(request.data, dict):
         raise InvalidRequestError("The body must be a JSON object.")
+
+
+def refuse_unknown_query_parameters(
+    request: Request, serializer_class: type[serializers.Serializer] | None
+) -> None:
+    """A query parameter the route does not take → 400 `invalidRequest` naming it (SPEC §12.2),
+    after the tenancy checks (SPEC §4's order: it is the route's own rule)."""
+    known = set(serializer_class().fields) if serializer_class is not None else set()
+    for name in request.query_params:
+        if name not in known:
+            raise InvalidRequestError(
+                f"{name}: not a query parameter of this route.", details={"field": name}
+            )
 
 
 class SerenityView(OrgScopedView):

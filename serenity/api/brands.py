@@ -15,7 +15,7 @@ from serenity import services
 from serenity.api import schemas
 from serenity.api.base import OrgScopedView
 from serenity.api.jobs import accepted_headers
-from serenity.api.pagination import PageQuerySerializer, query_parse
+from serenity.api.pagination import PageQuerySerializer
 from serenity.api.responses import (
     BrandAcceptedSerializer,
     BrandCreatedSerializer,
@@ -53,9 +53,11 @@ def _brand_input(data: dict[str, Any]) -> BrandInput:
 
 
 class BrandCollectionView(OrgScopedView):
+    query_serializers = {"GET": BrandListQuerySerializer}
+
     @schemas.brand_list_schema
     def get(self, request: Request, org_id: str) -> Response:
-        query = query_parse(BrandListQuerySerializer, request)
+        query = self.query_parse(request)
         page = selectors.brand_list(
             organization=self.scope.organization,
             status=query.get("status"),

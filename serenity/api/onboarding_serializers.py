@@ -12,9 +12,10 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs.models import JobStatus
-from provisioning.models import Onboarding
+from provisioning.models import Onboarding, OnboardingStatus
 from provisioning.serializers import OnboardingItemSerializer, OnboardingSummarySerializer
-from serenity.api.fields import BodyObjectSerializer, BrandNameField, HttpUrlField
+from serenity.api.fields import BrandNameField, HttpUrlField
+from serenity.api.pagination import PageQuerySerializer
 from serenity.api.responses import NEXT_CURSOR_HELP
 from serenity.api.serializers import ActivateMarketSerializer, BrandCreateSerializer
 
@@ -43,17 +44,30 @@ class OnboardingBrandSerializer(serializers.Serializer):
         return BrandCreateSerializer().validate_name(value)
 
 
-class OnboardingCreateSerializer(BodyObjectSerializer):
-    """Always asynchronous: no `async` field."""
+class OnboardingCreateSerializer(serializers.Serializer):
+    """Always asynchronous: no `async` member. A member the body does not have (`async`
+    included) → 400 `invalidRequest` naming it (SPEC §12.2)."""
 
     brands = serializers.ListField(
         child=OnboardingBrandSerializer(), min_length=1, max_length=MAX_BRANDS
     )
 
     def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict) and "async" in data:
-            data = {k: v for k, v in data.items() if k != "async"}
+        if isinstance(data, dict):
+            unknown = [name for name in data if name not in self.fields]
+            if unknown:
+                raise serializers.ValidationError({unknown[0]: ["is not a member of this body."]})
         return super().to_internal_value(data)
+
+
+class OnboardingListQuerySerializer(PageQuerySerializer):
+    status = serializers.ChoiceField(choices=OnboardingStatus.choices, required=False)
+
+
+class OnboardingItemsQuerySerializer(PageQuerySerializer):
+    status = serializers.ChoiceField(
+        choices=JobStatus.choices, required=False, help_text="Only items in this status."
+    )
 
 
 # --- Responses ----------------------------------------------------------------------------------

@@ -20,10 +20,11 @@ from serenity.api.base import OrgScopedView
 from serenity.api.onboarding_serializers import (
     OnboardingAcceptedSerializer,
     OnboardingCreateSerializer,
+    OnboardingItemsQuerySerializer,
+    OnboardingListQuerySerializer,
     OnboardingListSerializer,
     OnboardingSerializer,
 )
-from serenity.api.pagination import PageQuerySerializer, query_parse
 from serenity.slices import slice_parse
 
 # Polling an onboarding: a brand takes seconds to minutes, so every few seconds is enough.
@@ -51,7 +52,8 @@ def _brands_input(brands: list[dict[str, Any]]) -> list[OnboardingBrand]:
             if key in seen:
                 raise InvalidRequestError(
                     f"brands[{i}].markets: {market['market']}/"
-                    f"{slice_.language_code} is listed twice."
+                    f"{slice_.language_code} is listed twice.",
+                    details={"field": f"brands[{i}].markets"},
                 )
             seen.add(key)
             plans.append(MarketPlan(slice=slice_, name=market.get("name")))
@@ -67,19 +69,28 @@ def _brands_input(brands: list[dict[str, Any]]) -> list[OnboardingBrand]:
     return parsed
 
 
-def _document(onboarding: Onboarding, *, cursor: str | None, limit: int) -> Response:
-    document = selectors.onboarding_document(onboarding=onboarding, cursor=cursor, limit=limit)
+def _document(
+    onboarding: Onboarding, *, cursor: str | None, limit: int, status: str | None = None
+) -> Response:
+    document = selectors.onboarding_document(
+        onboarding=onboarding, status=status, cursor=cursor, limit=limit
+    )
     in_progress = document.status == JobStatus.IN_PROGRESS
     headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if in_progress else {}
     return Response(OnboardingSerializer(document).data, headers=headers)
 
 
 class OnboardingCollectionView(OrgScopedView):
+    query_serializers = {"GET": OnboardingListQuerySerializer}
+
     @schemas.onboarding_list_schema
     def get(self, request: Request, org_id: str) -> Response:
-        query = query_parse(PageQuerySerializer, request)
+        query = self.query_parse(request)
         page = selectors.onboarding_list(
-            organization=self.scope.organization, cursor=query["cursor"], limit=query["limit"]
+            organization=self.scope.organization,
+            status=query.get("status"),
+            cursor=query["cursor"],
+            limit=query["limit"],
         )
         summaries = [selectors.onboarding_summary(o) for o in page.items]
         body = {"items": summaries, "next_cursor": page.next_cursor}
@@ -104,13 +115,17 @@ class OnboardingCollectionView(OrgScopedView):
 
 
 class OnboardingDetailView(OrgScopedView):
+    query_serializers = {"GET": OnboardingItemsQuerySerializer}
+
     @schemas.onboarding_get_schema
     def get(self, request: Request, org_id: str, onboarding_id: str) -> Response:
-        query = query_parse(PageQuerySerializer, request)
+        query = self.query_parse(request)
         onboarding = selectors.onboarding_get(
             organization=self.scope.organization, onboarding_id=uuid.UUID(onboarding_id)
         )
-        return _document(onboarding, cursor=query["cursor"], limit=query["limit"])
+        return _document(
+            onboarding, status=query.get("status"), cursor=query["cursor"], limit=query["limit"]
+        )
 
 
 class OnboardingCancelView(OrgScopedView):

@@ -24,7 +24,7 @@ from kernel.errors import DomainError
 from provisioning import exceptions as provisioning_errors
 from provisioning.models import AttemptReason
 from provisioning.selectors import brand_provisioning_state
-from provisioning.serializers import JobListItemSerializer
+from provisioning.serializers import JobListItemSerializer, JobSummarySerializer, OpenCodeField
 from serenity import exceptions as serenity_errors
 from serenity.models import Brand, BrandStatus, Market, MarketStatus
 from serenity.slices import country_for_geo_target_id
@@ -99,9 +99,7 @@ class ErrorDetailsSerializer(serializers.Serializer):
 class ErrorEnvelopeSerializer(serializers.Serializer):
     """Renders `DomainError.as_body()`: `details` only when the error has some."""
 
-    error = serializers.ChoiceField(
-        choices=ERROR_CODES, help_text="A stable machine code, e.g. `brandNotFound`."
-    )
+    error = OpenCodeField(known=ERROR_CODES, help_text="A stable machine code.")
     message = serializers.CharField(
         help_text="One line, at most 500 characters; never upstream text, URLs or ids."
     )
@@ -321,7 +319,7 @@ class ActivationIncompleteSerializer(serializers.Serializer):
     status = serializers.ChoiceField(
         choices=[BrandStatus.ACTIVE, BrandStatus.PENDING], required=False
     )
-    error = serializers.ChoiceField(choices=ERROR_CODES)
+    error = OpenCodeField(known=ERROR_CODES, help_text="A stable machine code.")
     message = serializers.CharField()
     details = ErrorDetailsSerializer(required=False)
     markets = ActivatedMarketSerializer(many=True, required=False)
@@ -352,6 +350,13 @@ class WorkspaceReadySerializer(serializers.Serializer):
 
 class JobListSerializer(serializers.Serializer):
     items = JobListItemSerializer(many=True)
+    nextCursor = serializers.CharField(  # noqa: N815
+        source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
+    )
+
+
+class OrgJobListSerializer(serializers.Serializer):
+    items = JobSummarySerializer(many=True)
     nextCursor = serializers.CharField(  # noqa: N815
         source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
     )

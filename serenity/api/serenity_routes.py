@@ -19,7 +19,7 @@ from provisioning.outcome import Accepted, Outcome
 from serenity.api import schemas
 from serenity.api.base import OrgScopedView, SerenityView
 from serenity.api.jobs import accepted_headers
-from serenity.api.pagination import PageQuerySerializer, query_parse
+from serenity.api.pagination import PageQuerySerializer
 from serenity.api.responses import (
     ActivateAnswerSerializer,
     ActivationIncompleteSerializer,
@@ -74,7 +74,9 @@ def _market_plans(
         )
         key = (parsed.geo_target_id, parsed.language_code)
         if key in seen:
-            raise InvalidRequestError(f"markets[{index}]: duplicate market.")
+            raise InvalidRequestError(
+                f"markets[{index}]: duplicate market.", field=f"markets[{index}]"
+            )
         seen.add(key)
         plans.append(
             MarketPlan(
@@ -88,10 +90,12 @@ def _market_plans(
 
 
 class MarketCollectionView(SerenityView):
+    query_serializers = {"GET": PageQuerySerializer}
+
     @schemas.market_list_schema
     def get(self, request: Request, org_id: str, brand_id: str) -> Response:
         assert self.scope.brand is not None
-        query = query_parse(PageQuerySerializer, request)
+        query = self.query_parse(request)
         page = market_list(brand=self.scope.brand, cursor=query["cursor"], limit=query["limit"])
         return Response(MarketListSerializer(page).data)
 

@@ -6,6 +6,7 @@ from serenity.api import brands, health, jobs, onboardings, prompts, serenity_ro
 B = "v2/orgs/<str:org_id>/brands/<str:brand_id>"
 ONB = "v2/orgs/<str:org_id>/serenity/onboardings"
 W = "v2/orgs/<str:org_id>/serenity/webhooks"
+J = "v2/orgs/<str:org_id>/serenity/jobs"
 
 urlpatterns = [
     path("healthz", health.healthz),
@@ -40,11 +41,19 @@ urlpatterns = [
     path(f"{ONB}/<str:onboarding_id>/cancel", onboardings.OnboardingCancelView.as_view()),
     path(f"{W}", webhooks.WebhookCollectionView.as_view()),
     path(f"{W}/<str:webhook_id>", webhooks.WebhookDetailView.as_view()),
+    path(f"{W}/<str:webhook_id>/rotate-secret", webhooks.WebhookRotateSecretView.as_view()),
+    path(f"{W}/<str:webhook_id>/test", webhooks.WebhookTestView.as_view()),
     path(f"{W}/<str:webhook_id>/deliveries", webhooks.DeliveryCollectionView.as_view()),
     path(
         f"{W}/<str:webhook_id>/deliveries/<str:delivery_id>/redeliver",
         webhooks.DeliveryRedeliverView.as_view(),
     ),
+    path(
+        f"{W}/<str:webhook_id>/deliveries/<str:delivery_id>/attempts",
+        webhooks.AttemptCollectionView.as_view(),
+    ),
+    path(J, jobs.OrgJobCollectionView.as_view()),
+    path(f"{J}/<str:job_id>", jobs.OrgJobDetailView.as_view()),
     path(B, brands.BrandDetailView.as_view()),
     path(f"{B}/serenity/markets", serenity_routes.MarketCollectionView.as_view()),
     path(

@@ -1,32 +1,78 @@
-"""Request and response bodies of the webhook routes (SPEC §11.3). The views render with the
-response classes and the OpenAPI document (serenity.api.schemas.webhooks) describes the same
-classes: what is documented is what is rendered."""
+"""Request and response bodies of the webhook routes (SPEC §11.3, §12.2), and the events
+an endpoint receives. The views render with the response classes and the OpenAPI document
+(serenity.api.schemas.webhooks) describes the same classes: what is documented is what is
+rendered. The events' `data` are rendered by the classes of `provisioning.serializers` (the
+API's own job and onboarding documents); the event classes here document the envelope
+`{type, timestamp, data}` that `webhooks.services` wraps around them, one per event type, and
+tests/api/test_answers_conform.py checks every event actually sent against them."""
 
 from __future__ import annotations
 
 from rest_framework import serializers
 
-from serenity.api.fields import HttpUrlField
+from provisioning.serializers import (
+    JobSummarySerializer,
+    OnboardingSummarySerializer,
+    OpenCodeField,
+)
+from serenity.api.fields import HttpUrlField, StrictBooleanField
+from serenity.api.pagination import PageQuerySerializer
 from serenity.api.responses import NEXT_CURSOR_HELP
 from webhooks.addresses import URL_MAX_LENGTH
-from webhooks.models import DeliveryStatus, WebhookEventType
+from webhooks.models import SUBSCRIBABLE_EVENT_TYPES, DeliveryStatus, WebhookEventType
+
+DESCRIPTION_MAX_LENGTH = 500
 
 # --- Request ------------------------------------------------------------------------------------
 
 
-class WebhookCreateSerializer(serializers.Serializer):
-    url = HttpUrlField(
+def _url_field(*, required: bool = True) -> HttpUrlField:
+    return HttpUrlField(
         max_length=URL_MAX_LENGTH,
+        required=required,
         help_text="`https://` (`http://` only where private addresses are allowed); its host "
         "must resolve only to public addresses.",
     )
-    events = serializers.ListField(
-        child=serializers.ChoiceField(choices=WebhookEventType.choices),
+
+
+def _events_field() -> serializers.ListField:
+    return serializers.ListField(
+        child=OpenCodeField(known=SUBSCRIBABLE_EVENT_TYPES, known_only=True),
         required=False,
         min_length=1,
-        max_length=len(WebhookEventType.values),
-        help_text="Default: every event type.",
+        max_length=len(SUBSCRIBABLE_EVENT_TYPES),
+        help_text="Default: every event type (`webhook.test` is sent on request only).",
     )
+
+
+def _description_field() -> serializers.CharField:
+    return serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=DESCRIPTION_MAX_LENGTH,
+        help_text="Free text for the organization's own use.",
+    )
+
+
+class WebhookCreateSerializer(serializers.Serializer):
+    url = _url_field()
+    events = _events_field()
+    description = _description_field()
+
+
+class WebhookUpdateSerializer(serializers.Serializer):
+    """PATCH: only the members given change."""
+
+    url = _url_field(required=False)
+    events = _events_field()
+    enabled = StrictBooleanField(
+        required=False, help_text="A disabled endpoint gets no new deliveries."
+    )
+    description = _description_field()
+
+
+class DeliveryListQuerySerializer(PageQuerySerializer):
+    status = serializers.ChoiceField(choices=DeliveryStatus.choices, required=False)
 
 
 # --- Responses ----------------------------------------------------------------------------------
@@ -35,7 +81,9 @@ class WebhookCreateSerializer(serializers.Serializer):
 class WebhookSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     url = serializers.CharField()
-    events = serializers.ListField(child=serializers.ChoiceField(choices=WebhookEventType.choices))
+    events = serializers.ListField(child=OpenCodeField(known=SUBSCRIBABLE_EVENT_TYPES))
+    enabled = serializers.BooleanField(help_text="A disabled endpoint gets no new deliveries.")
+    description = serializers.CharField(allow_blank=True)
     createdAt = serializers.DateTimeField(source="created_at")  # noqa: N815
 
 
@@ -58,9 +106,9 @@ class DeliverySerializer(serializers.Serializer):
     eventId = serializers.UUIDField(  # noqa: N815
         source="event_id", help_text="The `webhook-id` header of every attempt."
     )
-    type = serializers.ChoiceField(source="event_type", choices=WebhookEventType.choices)
+    type = OpenCodeField(source="event_type", known=WebhookEventType.values)
     status = serializers.ChoiceField(choices=DeliveryStatus.choices)
-    attempts = serializers.IntegerField()
+    attempts = serializers.IntegerField(help_text="How many attempts were made.")
     lastStatusCode = serializers.IntegerField(  # noqa: N815
         source="last_status_code", allow_null=True
     )
@@ -76,3 +124,72 @@ class DeliveryListSerializer(serializers.Serializer):
     nextCursor = serializers.CharField(  # noqa: N815
         source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
     )
+
+
+class AttemptSerializer(serializers.Serializer):
+    at = serializers.DateTimeField(help_text="When the attempt began.")
+    statusCode = serializers.IntegerField(  # noqa: N815
+        source="status_code", allow_null=True, help_text="The receiver's status; null: none."
+    )
+    error = serializers.CharField(
+        allow_null=True, help_text="`timeout`, `connection failed` or `answered <status>`."
+    )
+    durationMs = serializers.IntegerField(source="duration_ms")  # noqa: N815
+
+
+class AttemptListSerializer(serializers.Serializer):
+    items = AttemptSerializer(many=True)
+    nextCursor = serializers.CharField(  # noqa: N815
+        source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
+    )
+
+
+# --- Events (the body of each delivery: the callbacks of a webhook create) ---------------------
+
+
+class WebhookTestDataSerializer(serializers.Serializer):
+    webhookId = serializers.UUIDField(help_text="The endpoint this test was sent to.")  # noqa: N815
+
+
+class _EventSerializer(serializers.Serializer):
+    timestamp = serializers.DateTimeField(help_text="When the event happened.")
+
+
+class JobCompletedEventSerializer(_EventSerializer):
+    type = serializers.ChoiceField(choices=[WebhookEventType.JOB_COMPLETED.value])
+    data = JobSummarySerializer()  # type: ignore[assignment]  # a field (DRF's metaclass takes it)
+
+
+class JobFailedEventSerializer(_EventSerializer):
+    type = serializers.ChoiceField(choices=[WebhookEventType.JOB_FAILED.value])
+    data = JobSummarySerializer()  # type: ignore[assignment]  # a field (DRF's metaclass takes it)
+
+
+class JobCancelledEventSerializer(_EventSerializer):
+    type = serializers.ChoiceField(choices=[WebhookEventType.JOB_CANCELLED.value])
+    data = JobSummarySerializer()  # type: ignore[assignment]  # a field (DRF's metaclass takes it)
+
+
+class OnboardingCompletedEventSerializer(_EventSerializer):
+    type = serializers.ChoiceField(choices=[WebhookEventType.ONBOARDING_COMPLETED.value])
+    data = OnboardingSummarySerializer()  # type: ignore[assignment]  # a field (DRF's metaclass takes it)
+
+
+class OnboardingCancelledEventSerializer(_EventSerializer):
+    type = serializers.ChoiceField(choices=[WebhookEventType.ONBOARDING_CANCELLED.value])
+    data = OnboardingSummarySerializer()  # type: ignore[assignment]  # a field (DRF's metaclass takes it)
+
+
+class WebhookTestEventSerializer(_EventSerializer):
+    type = serializers.ChoiceField(choices=[WebhookEventType.WEBHOOK_TEST.value])
+    data = WebhookTestDataSerializer()  # type: ignore[assignment]  # a field (DRF's metaclass takes it)
+
+
+EVENT_SERIALIZERS: dict[str, type[serializers.Serializer]] = {
+    WebhookEventType.JOB_COMPLETED.value: JobCompletedEventSerializer,
+    WebhookEventType.JOB_FAILED.value: JobFailedEventSerializer,
+    WebhookEventType.JOB_CANCELLED.value: JobCancelledEventSerializer,
+    WebhookEventType.ONBOARDING_COMPLETED.value: OnboardingCompletedEventSerializer,
+    WebhookEventType.ONBOARDING_CANCELLED.value: OnboardingCancelledEventSerializer,
+    WebhookEventType.WEBHOOK_TEST.value: WebhookTestEventSerializer,
+}

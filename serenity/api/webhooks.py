@@ -1,5 +1,6 @@
-"""Webhook endpoints and their deliveries (SPEC §11.3). Each answer is rendered by the output
-serializer that the OpenAPI document describes (`serenity.api.schemas.webhooks`)."""
+"""Webhook endpoints, their deliveries and attempts (SPEC §11.3, §12.2). Each answer is
+rendered by the output serializer that the OpenAPI document describes
+(`serenity.api.schemas.webhooks`)."""
 
 from __future__ import annotations
 
@@ -9,25 +10,36 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from serenity.api.base import OrgScopedView
-from serenity.api.pagination import PageQuerySerializer, query_parse
+from serenity.api.pagination import PageQuerySerializer
 from serenity.api.schemas import webhooks as schemas
 from serenity.api.webhook_serializers import (
+    AttemptListSerializer,
+    DeliveryListQuerySerializer,
     DeliveryListSerializer,
     DeliverySerializer,
     WebhookCreatedSerializer,
     WebhookCreateSerializer,
     WebhookListSerializer,
     WebhookSerializer,
+    WebhookUpdateSerializer,
 )
 from webhooks import selectors, services
+from webhooks.models import Webhook
 
-# --- Views --------------------------------------------------------------------------------------
+
+class WebhookView(OrgScopedView):
+    def webhook(self, webhook_id: str) -> Webhook:
+        return selectors.webhook_get(
+            organization=self.scope.organization, webhook_id=uuid.UUID(webhook_id)
+        )
 
 
-class WebhookCollectionView(OrgScopedView):
+class WebhookCollectionView(WebhookView):
+    query_serializers = {"GET": PageQuerySerializer}
+
     @schemas.webhook_list_schema
     def get(self, request: Request, org_id: str) -> Response:
-        query = query_parse(PageQuerySerializer, request)
+        query = self.query_parse(request)
         page = selectors.webhook_list(
             organization=self.scope.organization, cursor=query["cursor"], limit=query["limit"]
         )
@@ -41,15 +53,22 @@ class WebhookCollectionView(OrgScopedView):
             organization=self.scope.organization,
             url=body.validated_data["url"],
             events=body.validated_data.get("events"),
+            description=body.validated_data.get("description", ""),
         )
         return Response(WebhookCreatedSerializer(created).data, status=201)
 
 
-class WebhookDetailView(OrgScopedView):
+class WebhookDetailView(WebhookView):
     @schemas.webhook_get_schema
     def get(self, request: Request, org_id: str, webhook_id: str) -> Response:
-        webhook = selectors.webhook_get(
-            organization=self.scope.organization, webhook_id=uuid.UUID(webhook_id)
+        return Response(WebhookSerializer(self.webhook(webhook_id)).data)
+
+    @schemas.webhook_update_schema
+    def patch(self, request: Request, org_id: str, webhook_id: str) -> Response:
+        body = WebhookUpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        webhook = services.webhook_update(
+            webhook=self.webhook(webhook_id), changes=dict(body.validated_data)
         )
         return Response(WebhookSerializer(webhook).data)
 
@@ -61,26 +80,55 @@ class WebhookDetailView(OrgScopedView):
         return Response(status=204)
 
 
-class DeliveryCollectionView(OrgScopedView):
+class WebhookRotateSecretView(WebhookView):
+    @schemas.webhook_rotate_secret_schema
+    def post(self, request: Request, org_id: str, webhook_id: str) -> Response:
+        rotated = services.webhook_secret_rotate(webhook=self.webhook(webhook_id))
+        return Response(WebhookCreatedSerializer(rotated).data)
+
+
+class WebhookTestView(WebhookView):
+    @schemas.webhook_test_schema
+    def post(self, request: Request, org_id: str, webhook_id: str) -> Response:
+        delivery = services.webhook_test_send(webhook=self.webhook(webhook_id))
+        return Response(DeliverySerializer(delivery).data, status=202)
+
+
+class DeliveryCollectionView(WebhookView):
+    query_serializers = {"GET": DeliveryListQuerySerializer}
+
     @schemas.delivery_list_schema
     def get(self, request: Request, org_id: str, webhook_id: str) -> Response:
-        query = query_parse(PageQuerySerializer, request)
-        webhook = selectors.webhook_get(
-            organization=self.scope.organization, webhook_id=uuid.UUID(webhook_id)
-        )
+        query = self.query_parse(request)
         page = selectors.delivery_list(
-            webhook=webhook, cursor=query["cursor"], limit=query["limit"]
+            webhook=self.webhook(webhook_id),
+            status=query.get("status"),
+            cursor=query["cursor"],
+            limit=query["limit"],
         )
         return Response(DeliveryListSerializer(page).data)
 
 
-class DeliveryRedeliverView(OrgScopedView):
+class DeliveryRedeliverView(WebhookView):
     @schemas.delivery_redeliver_schema
     def post(self, request: Request, org_id: str, webhook_id: str, delivery_id: str) -> Response:
-        webhook = selectors.webhook_get(
-            organization=self.scope.organization, webhook_id=uuid.UUID(webhook_id)
-        )
+        webhook = self.webhook(webhook_id)
         delivery = selectors.delivery_get(webhook=webhook, delivery_id=uuid.UUID(delivery_id))
         return Response(
             DeliverySerializer(services.delivery_redeliver(delivery=delivery)).data, status=202
         )
+
+
+class AttemptCollectionView(WebhookView):
+    query_serializers = {"GET": PageQuerySerializer}
+
+    @schemas.attempt_list_schema
+    def get(self, request: Request, org_id: str, webhook_id: str, delivery_id: str) -> Response:
+        query = self.query_parse(request)
+        delivery = selectors.delivery_get(
+            webhook=self.webhook(webhook_id), delivery_id=uuid.UUID(delivery_id)
+        )
+        page = selectors.attempt_list(
+            delivery=delivery, cursor=query["cursor"], limit=query["limit"]
+        )
+        return Response(AttemptListSerializer(page).data)

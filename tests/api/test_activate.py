@@ -291,6 +291,7 @@ def test_c_with_one_failing_market_is_207(sw_writer, sim, active_brand, workspac
     assert body["markets"][1]["body"] == {
         "error": "unknownLanguage",
         "message": "languageCode: el is not in the upstream catalogue.",
+        "details": {"field": "languageCode"},
     }
     assert (body["brandId"], body["status"], body["baseUrl"]) == (
         str(active_brand.id),

@@ -43,6 +43,7 @@ def chain(brand, *, current_status: str, root_status: str = "COMPLETED"):  # typ
         position=1,
         status=current_status,
         result=market_created(brand) if current_status == JobStatus.COMPLETED else None,
+        finished_at=None if current_status == JobStatus.IN_PROGRESS else timezone.now(),
     )
     AsyncJob.objects.filter(pk=root.pk).update(next=step, current=step)
     return AsyncJob.objects.get(pk=root.pk), AsyncJob.objects.get(pk=step.pk)
@@ -67,6 +68,7 @@ def test_the_list_holds_root_jobs_with_the_chains_effective_state(writer):
                 "error": None,
                 "createdAt": iso(running_root.created_at),
                 "updatedAt": iso(max(running_root.updated_at, running_step.updated_at)),
+                "finishedAt": None,
             },
             {
                 "jobId": str(done_root.pk),
@@ -76,6 +78,7 @@ def test_the_list_holds_root_jobs_with_the_chains_effective_state(writer):
                 "error": None,
                 "createdAt": iso(done_root.created_at),
                 "updatedAt": iso(max(done_root.updated_at, done_step.updated_at)),
+                "finishedAt": iso(done_step.finished_at),
             },
         ],
         "nextCursor": None,

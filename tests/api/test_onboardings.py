@@ -238,6 +238,7 @@ def test_reading_an_onboarding_counts_every_item_and_pages_its_items(sw_writer):
         "total": 5,
         "counts": {"inProgress": 3, "completed": 1, "failed": 1, "cancelled": 0},
         "createdAt": onboarding.created_at.isoformat().replace("+00:00", "Z"),
+        "finishedAt": None,
     }
     assert [(i["index"], i["status"], i["result"]) for i in page["items"]] == [
         (0, "IN_PROGRESS", None),
@@ -312,6 +313,7 @@ def test_the_list_is_newest_first_without_items(sw_writer):
         "counts",
         "createdAt",
         "updatedAt",
+        "finishedAt",
     }
     rest = sw_writer.get(url(sw_writer, f"?limit=1&cursor={page['nextCursor']}")).json()
     assert [o["onboardingId"] for o in rest["items"]] == [first["onboardingId"]]
@@ -332,9 +334,12 @@ def test_a_cancel_before_any_step_ran_cancels_every_item(sw_writer):
         (AttemptStatus.FAILED, AttemptReason.CANCELLED)
     }
     assert Market.objects.count() == 0  # the reservation is released
-    # a second cancel finds nothing left to cancel and answers the same
+    assert body["finishedAt"] is not None and body["updatedAt"] == body["finishedAt"]
+    # a second cancel: the onboarding has ended (SPEC §12.2), nothing changes
+    before = Onboarding.objects.values().get()
     again = sw_writer.post(url(sw_writer, f"/{accepted['onboardingId']}/cancel"))
-    assert again.status_code == 200 and again.json()["counts"] == body["counts"]
+    assert_error(again, 409, "onboardingFinished")
+    assert Onboarding.objects.values().get() == before
 
 
 def test_a_repeated_request_with_its_idempotency_key_replays_the_first_answer(sw_writer):

@@ -38,6 +38,16 @@ WEBHOOK_ROUTES = {
     ("delete", f"{W}/{{webhookId}}"),
     ("get", f"{W}/{{webhookId}}/deliveries"),
     ("post", f"{W}/{{webhookId}}/deliveries/{{deliveryId}}/redeliver"),
+    # SPEC §12.2
+    ("patch", f"{W}/{{webhookId}}"),
+    ("post", f"{W}/{{webhookId}}/rotate-secret"),
+    ("post", f"{W}/{{webhookId}}/test"),
+    ("get", f"{W}/{{webhookId}}/deliveries/{{deliveryId}}/attempts"),
+}
+# SPEC §12.2: jobs across an organization.
+ORG_JOB_ROUTES = {
+    ("get", "/v2/orgs/{orgId}/serenity/jobs"),
+    ("get", "/v2/orgs/{orgId}/serenity/jobs/{jobId}"),
 }
 # SPEC §11.2.
 ONB = "/v2/orgs/{orgId}/serenity/onboardings"
@@ -96,7 +106,7 @@ def test_schema_needs_no_token_and_validates_as_openapi_3() -> None:
 def test_schema_documents_exactly_the_routes_of_spec_4(document: dict[str, Any]) -> None:
     assert (
         set(operations(document))
-        == SPEC_ROUTES | WEBHOOK_ROUTES | ONBOARDING_ROUTES | HEALTH_ROUTES
+        == SPEC_ROUTES | WEBHOOK_ROUTES | ONBOARDING_ROUTES | ORG_JOB_ROUTES | HEALTH_ROUTES
     )
 
 
@@ -570,13 +580,18 @@ def _domain_error_codes() -> set[str]:
     return found
 
 
-def _enum(document: dict[str, Any], component: str, prop: str) -> set[str]:
+def _open_codes(document: dict[str, Any], component: str, prop: str) -> set[str]:
+    """The known values of an open code (SPEC §12.2): a string with `x-extensible-enum`, each
+    value also named in its description, and no closed `enum`."""
     schema = document["components"]["schemas"][component]["properties"][prop]
-    ref = schema.get("$ref") or schema["allOf"][0]["$ref"]
-    return set(document["components"]["schemas"][ref.rsplit("/", 1)[-1]]["enum"])
+    schema = schema.get("items", schema)
+    assert schema["type"] == "string" and "enum" not in schema, schema
+    known = schema["x-extensible-enum"]
+    assert all(f"`{code}`" in schema["description"] for code in known), schema
+    return set(known)
 
 
-def test_the_error_codes_are_enums(document):
+def test_the_codes_that_grow_are_open_strings_listing_their_known_values(document):
     framework = {
         "authenticationRequired",
         "unsupportedMediaType",
@@ -586,8 +601,11 @@ def test_the_error_codes_are_enums(document):
         "requestTooLarge",
         "lengthRequired",
     }
-    assert _enum(document, "ErrorEnvelope", "error") == _domain_error_codes() | framework
-    assert _enum(document, "JobError", "code") == {
+    assert _open_codes(document, "ErrorEnvelope", "error") == _domain_error_codes() | framework
+    assert _open_codes(document, "ActivationIncomplete", "error") == _open_codes(
+        document, "ErrorEnvelope", "error"
+    )
+    assert _open_codes(document, "JobError", "code") == {
         "jobFailed",
         "provisioningCancelled",
         "provisioningStale",
@@ -604,8 +622,26 @@ def test_the_error_codes_are_enums(document):
         "publishFailed",
         "publishTimeout",
     }
+    subscribable = {
+        "job.completed",
+        "job.failed",
+        "job.cancelled",
+        "onboarding.completed",
+        "onboarding.cancelled",
+    }
+    assert _open_codes(document, "Webhook", "events") == subscribable
+    assert _open_codes(document, "WebhookCreateRequest", "events") == subscribable
+    assert _open_codes(document, "Delivery", "type") == subscribable | {"webhook.test"}
+
+
+def test_statuses_stay_closed_enums(document):
+    schemas = document["components"]["schemas"]
+    for name in ("JobStatusEnum", "OnboardingStatusEnum", "BrandStatusEnum"):
+        assert schemas[name]["type"] == "string" and schemas[name]["enum"], name
     reasons = {"terminal", "exhausted", "upstream", "gone", "ambiguous", "unexpected"}
-    assert _enum(document, "ProvisioningError", "code") >= reasons
+    code = schemas["ProvisioningError"]["properties"]["code"]
+    ref = code.get("$ref") or code["allOf"][0]["$ref"]
+    assert set(schemas[ref.rsplit("/", 1)[-1]]["enum"]) >= reasons
 
 
 def test_a_job_result_body_is_one_of_the_answers_it_stands_for(document):

@@ -138,4 +138,6 @@ def test_in_progress_poll_sends_retry_after_and_pending_steps(sw_writer, sim, pu
         "steps",
         "createdAt",
         "updatedAt",
+        "finishedAt",
     }
+    assert body["finishedAt"] is None

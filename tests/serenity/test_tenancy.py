@@ -26,8 +26,16 @@ UNAUTHENTICATED = {
     "error": "authenticationRequired",
     "message": "Authentication credentials were not provided or are invalid.",
 }
-ORG_ID_NOT_UUID = {"error": "invalidRequest", "message": "orgId must be a UUID."}
-BRAND_ID_NOT_UUID = {"error": "invalidRequest", "message": "brandId must be a UUID."}
+ORG_ID_NOT_UUID = {
+    "error": "invalidRequest",
+    "message": "orgId must be a UUID.",
+    "details": {"field": "orgId"},
+}
+BRAND_ID_NOT_UUID = {
+    "error": "invalidRequest",
+    "message": "brandId must be a UUID.",
+    "details": {"field": "brandId"},
+}
 ORG_NOT_FOUND = {"error": "notFound", "message": "Organization not found."}
 FORBIDDEN = {"error": "forbidden", "message": "You are not allowed to act on this organization."}
 BRAND_NOT_FOUND = {"error": "brandNotFound", "message": "Brand not found."}
@@ -498,6 +506,7 @@ def test_selector_validates_every_path_id_before_the_org(writer):
     assert excinfo.value.as_body() == {
         "error": "invalidRequest",
         "message": "jobId must be a UUID.",
+        "details": {"field": "jobId"},
     }  # type: ignore[attr-defined]
     with pytest.raises(Exception) as excinfo:
         caller_scope_resolve(
@@ -510,6 +519,7 @@ def test_selector_validates_every_path_id_before_the_org(writer):
     assert excinfo.value.as_body() == {  # type: ignore[attr-defined]
         "error": "invalidRequest",
         "message": "geoTargetId must be digits.",
+        "details": {"field": "geoTargetId"},
     }
 
 

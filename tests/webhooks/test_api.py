@@ -15,7 +15,13 @@ from webhooks.models import Webhook
 
 pytestmark = pytest.mark.django_db
 
-ALL_EVENTS = ["job.completed", "job.failed", "job.cancelled", "onboarding.completed"]
+ALL_EVENTS = [
+    "job.completed",
+    "job.failed",
+    "job.cancelled",
+    "onboarding.completed",
+    "onboarding.cancelled",
+]
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 
 
@@ -25,7 +31,8 @@ def test_register_answers_the_secret_once_and_stores_it_encrypted(writer, allow_
     # then
     assert response.status_code == 201, response.json()
     body = response.json()
-    assert set(body) == {"id", "url", "events", "secret", "createdAt"}
+    assert set(body) == {"id", "url", "events", "enabled", "description", "secret", "createdAt"}
+    assert (body["enabled"], body["description"]) == (True, "")
     assert body["url"] == "http://127.0.0.1:9/hook"
     assert body["events"] == ALL_EVENTS
     assert ISO.match(body["createdAt"])

@@ -31,6 +31,8 @@ from serenity.api.schemas.operations import (
     market_delete_schema,
     market_get_schema,
     market_list_schema,
+    org_job_get_schema,
+    org_job_list_schema,
     prompts_create_schema,
 )
 
@@ -54,6 +56,8 @@ __all__ = [
     "onboarding_create_schema",
     "onboarding_get_schema",
     "onboarding_list_schema",
+    "org_job_get_schema",
+    "org_job_list_schema",
     "postprocess_schema",
     "prompts_create_schema",
 ]

@@ -128,6 +128,7 @@ JOB_COMPLETED_ITEM = {
     "error": None,
     "createdAt": CREATED_AT,
     "updatedAt": UPDATED_AT,
+    "finishedAt": UPDATED_AT,
 }
 SETTLE_READ_DONE = {
     "step": "provisionWorkspace",
@@ -158,6 +159,7 @@ JOB_IN_PROGRESS: dict[str, Any] = {
     ],
     "createdAt": CREATED_AT,
     "updatedAt": UPDATED_AT,
+    "finishedAt": None,
 }
 JOB_COMPLETED = {
     **JOB_COMPLETED_ITEM,
@@ -185,4 +187,5 @@ JOB_CANCELLED = {
         "retryable": True,
     },
     "steps": [SETTLE_READ_DONE],
+    "finishedAt": UPDATED_AT,
 }

@@ -47,6 +47,17 @@ class StrictBooleanFieldExtension(OpenApiSerializerFieldExtension):
         }
 
 
+class OpenCodeFieldExtension(OpenApiSerializerFieldExtension):
+    """A code whose set grows: a string with its known values listed (Zalando's
+    `x-extensible-enum`, and in the description), not a closed enum (SPEC §12.2)."""
+
+    target_class = "provisioning.serializers.OpenCodeField"
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        # The description (the known values in prose) is the field's help text.
+        return {"type": "string", "x-extensible-enum": list(self.target.known)}
+
+
 class AnswerBodyExtension(OpenApiSerializerFieldExtension):
     """A field that holds the body of another answer: any of the answers it may stand for
     (`anyOf`, not `oneOf`: an `ActivationIncomplete` body is an error envelope too)."""

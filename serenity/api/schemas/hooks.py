@@ -234,6 +234,9 @@ HTTPS_URL_PATTERN = HTTP_URL_PATTERN.replace("[Ss]?://", "[Ss]://", 1).replace(
 )
 
 
+WEBHOOK_REQUESTS = ("WebhookCreateRequest", "PatchedWebhookUpdateRequest")
+
+
 def _property_constraints() -> dict[str, dict[str, Any]]:
     return {
         "market": {
@@ -247,6 +250,8 @@ def _property_constraints() -> dict[str, dict[str, Any]]:
         "brandNames": {"minItems": 1},
         "baseUrl": {"pattern": HTTP_URL_PATTERN},
         "brandDomain": {"pattern": HOST_PATTERN},
+        # A webhook's free-text description may be blank (but holds no NUL, as every string).
+        "description": {"pattern": "^[^\\x00]*$"},
     }
 
 
@@ -262,7 +267,7 @@ def _apply_constraints(components: dict[str, Any]) -> None:
                 prop["items"]["pattern"] = HTTP_URL_PATTERN
             if name in ("BrandCreateRequest", "OnboardingBrandRequest") and prop_name == "name":
                 prop["pattern"] = BRAND_NAME_PATTERN
-            if name == "WebhookCreateRequest" and prop_name == "url":
+            if name in WEBHOOK_REQUESTS and prop_name == "url":
                 prop["pattern"] = HTTPS_URL_PATTERN
             if prop_name in ("aliases", "brandNames") and prop.get("type") == "array":
                 prop["items"]["pattern"] = BRAND_NAME_PATTERN

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
+from jobs.models import JobStatus
+from provisioning.models import OnboardingStatus
 from serenity.api.onboarding_serializers import (
     OnboardingAcceptedSerializer,
     OnboardingCreateSerializer,
@@ -72,6 +74,7 @@ SUMMARY: dict[str, Any] = {
     "counts": COUNTS,
     "createdAt": ex.CREATED_AT,
     "updatedAt": ex.UPDATED_AT,
+    "finishedAt": None,
 }
 POLL_HEADER = polling_header(
     "Sent while the onboarding is `IN_PROGRESS`: seconds before polling again."
@@ -85,16 +88,33 @@ ACCEPT_REFUSALS: ErrorCodes = {
     409: ["brandExists"],
 }
 
+ITEM_STATUS_QUERY = OpenApiParameter(
+    "status",
+    str,
+    OpenApiParameter.QUERY,
+    enum=JobStatus.values,
+    description="Only items in this status (`counts` still cover every item); an unknown "
+    "status → 400 `invalidRequest`.",
+)
+ONBOARDING_STATUS_QUERY = OpenApiParameter(
+    "status",
+    str,
+    OpenApiParameter.QUERY,
+    enum=OnboardingStatus.values,
+    description="Only onboardings in this status; an unknown status → 400 `invalidRequest`.",
+)
+
 onboarding_create_schema = extend_schema(
     operation_id="onboardingCreate",
     tags=["onboardings"],
     summary="Onboard up to 1000 brands with their markets in one request (always async)",
     description="Each item is an async brand create (status `active`) with its markets: its "
     "own brand, attempt and chain (provision-workspace → create the markets). The whole body "
-    "is validated before anything is written: a bad item → 400 `invalidRequest` naming "
-    "`brands[i].field` (e.g. `brands[3].markets[0].market`). An item whose name exists in the "
-    "organization or repeats an earlier item's ends `FAILED` `brandExists`, alone. Poll "
-    "`Location`.",
+    "is validated before anything is written: a bad item → 400 naming "
+    "`brands[i].field` in `details.field` (e.g. `brands[3].markets[0].market`); a member the "
+    "body does not have (such as `async`: it is always asynchronous) → 400 `invalidRequest`. "
+    "An item whose name exists in the organization or repeats an earlier item's ends "
+    "`FAILED` `brandExists`, alone. Poll `Location`.",
     request=OnboardingCreateSerializer,
     examples=[
         ex.request(
@@ -145,7 +165,7 @@ onboarding_get_schema = extend_schema(
     "`status`, `result` and `error` are its chain's, as job polling reports them. "
     "`IN_PROGRESS` until every item has ended, then `COMPLETED` (whatever the items' outcomes) "
     "or `CANCELLED` if it was cancelled.",
-    parameters=[*PAGE_PARAMETERS, POLL_HEADER, WWW_AUTHENTICATE],
+    parameters=[ITEM_STATUS_QUERY, *PAGE_PARAMETERS, POLL_HEADER, WWW_AUTHENTICATE],
     responses={
         200: ok(
             OnboardingSerializer,
@@ -160,7 +180,7 @@ onboarding_list_schema = extend_schema(
     operation_id="onboardingList",
     tags=["onboardings"],
     summary="List the organization's onboardings (newest first, without their items)",
-    parameters=[*PAGE_PARAMETERS, WWW_AUTHENTICATE],
+    parameters=[ONBOARDING_STATUS_QUERY, *PAGE_PARAMETERS, WWW_AUTHENTICATE],
     responses={
         200: ok(
             OnboardingListSerializer,
@@ -176,7 +196,9 @@ onboarding_cancel_schema = extend_schema(
     tags=["onboardings"],
     summary="Cancel every item of an onboarding that has not ended",
     description="Each item is cancelled as the job cancel route cancels a chain; an item whose "
-    "chained work is already running ends on its own. Answers the onboarding (first page).",
+    "chained work is already running ends on its own. Answers the onboarding (first page). "
+    "An onboarding that has ended (`COMPLETED` or `CANCELLED`) → 409 `onboardingFinished`, "
+    "and nothing changes.",
     request=None,
     parameters=[*WRITE_PARAMETERS, WWW_AUTHENTICATE],
     responses={
@@ -189,11 +211,14 @@ onboarding_cancel_schema = extend_schema(
                     **SUMMARY,
                     "status": "CANCELLED",
                     "counts": {"inProgress": 0, "completed": 1, "failed": 1, "cancelled": 1},
+                    "finishedAt": ex.UPDATED_AT,
                     "items": ITEMS[:2],
                     "nextCursor": None,
                 },
             ),
         ),
-        **error_responses(ORG_CHECKS, ONBOARDING_NOT_FOUND, WRITE_CHECKS),
+        **error_responses(
+            ORG_CHECKS, ONBOARDING_NOT_FOUND, {409: ["onboardingFinished"]}, WRITE_CHECKS
+        ),
     },
 )

@@ -3,8 +3,9 @@ body, the response headers and the error envelopes it can answer with."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
+from jobs.models import JobType
 from provisioning.serializers import JobSerializer
 from serenity.api.responses import (
     ActivateAnswerSerializer,
@@ -20,6 +21,7 @@ from serenity.api.responses import (
     MarketCreatedSerializer,
     MarketListSerializer,
     MarketSerializer,
+    OrgJobListSerializer,
     PromptsAnswerSerializer,
 )
 from serenity.api.schemas import examples as ex
@@ -440,6 +442,66 @@ job_cancel_schema = extend_schema(
             {409: ["jobFinished", "jobNotCancellable"]},
             WRITE_CHECKS,
         ),
+    },
+)
+
+ORG_JOB_QUERY = [
+    JOB_STATUS_QUERY,
+    OpenApiParameter(
+        "brandId",
+        {"type": "string", "format": "uuid"},
+        OpenApiParameter.QUERY,
+        description="Only this brand's jobs; not a UUID → 400 `invalidRequest`.",
+    ),
+    OpenApiParameter(
+        "jobType",
+        str,
+        OpenApiParameter.QUERY,
+        enum=JobType.values,
+        description="Only jobs of this type; an unknown type → 400 `invalidRequest`.",
+    ),
+    OpenApiParameter(
+        "createdAfter",
+        {"type": "string", "format": "date-time"},
+        OpenApiParameter.QUERY,
+        description="Only jobs created after this instant (ISO 8601).",
+    ),
+]
+
+org_job_list_schema = extend_schema(
+    operation_id="orgJobList",
+    tags=["jobs"],
+    summary="List the organization's jobs across its brands (newest first)",
+    description="The ids clients hold (one per chain), each with the chain's effective state "
+    "as polling reports it, without `steps`, with its `brandId`. Filters combine.",
+    parameters=[*ORG_JOB_QUERY, *PAGE_PARAMETERS, WWW_AUTHENTICATE],
+    responses={
+        200: ok(
+            OrgJobListSerializer,
+            "A page of jobs, newest first.",
+            ex.example(
+                "A page",
+                {"items": [{**ex.JOB_COMPLETED_ITEM, "brandId": ex.BRAND_ID}], "nextCursor": None},
+            ),
+        ),
+        **error_responses(ORG_CHECKS, PAGED),
+    },
+)
+
+org_job_get_schema = extend_schema(
+    operation_id="orgJobGet",
+    tags=["jobs"],
+    summary="Poll any job of the organization, without knowing its brand",
+    description="The same document as the brand's job route. An unknown job, or a job of "
+    "another organization → 404 `jobNotFound`.",
+    parameters=[*POLLING_HEADERS, WWW_AUTHENTICATE],
+    responses={
+        200: ok(
+            JobSerializer,
+            "The chain's effective state.",
+            ex.example("Completed", ex.JOB_COMPLETED),
+        ),
+        **error_responses(ORG_CHECKS, JOB_NOT_FOUND),
     },
 )
 
