@@ -301,17 +301,18 @@ def schema_problems(schema: Schema, value: Any, *, where: str) -> list[str]:
 
 
 def _query_problems(operation: Operation, query: dict[str, str]) -> list[str]:
+    """A required parameter missing, an unknown one, a value of the wrong type."""
     problems = []
     for name, parameter in operation.query.items():
         if parameter.required and name not in query:
             problems.append(f"query: {name!r} is required")
     for name, value in query.items():
-        parameter = operation.query.get(name)
-        if parameter is None:
+        known = operation.query.get(name)
+        if known is None:
             problems.append(f"query: {name!r} is not a parameter of {operation.name}")
-        elif parameter.type == "integer" and not re.fullmatch(r"-?\d+", value):
+        elif known.type == "integer" and not re.fullmatch(r"-?\d+", value):
             problems.append(f"query: {name!r} must be an integer, got {value!r}")
-        elif parameter.type == "boolean" and value not in ("true", "false"):
+        elif known.type == "boolean" and value not in ("true", "false"):
             problems.append(f"query: {name!r} must be true or false, got {value!r}")
     return problems
 
