@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from types import SimpleNamespace
-
-from collections.abc import Iterator
 from urllib.parse import parse_qsl, urlsplit
 
 import django.conf
