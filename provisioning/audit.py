@@ -70,7 +70,9 @@ from provisioning.audit_upstream import (
 )
 from provisioning.models import AttemptStatus, ProvisioningAttempt
 from provisioning.services import attempts_stale
+from provisioning.slice_match import project_on_slice, project_slice
 from serenity.models import Brand, BrandStatus, Market, MarketStatus, Organization, WorkspaceMode
+from serenity.slices import slice_from_ids
 
 # The ERROR_* texts are the vocabulary of the report's `errors` entries, so they are importable
 # from here with the report.
@@ -304,31 +306,21 @@ def _live_reservations(
     return out
 
 
-def _project_slice(project: dict[str, Any]) -> Slice:
-    ai = (project.get("settings") or {}).get("ai") or {}
-    location = ai.get("location")
-    location = location if isinstance(location, dict) else {}
-    language = ai.get("language")
-    language = language if isinstance(language, dict) else {}
-    geo = location.get("id", project.get("location_id"))
-    name = language.get("name")
-    return (
-        int(geo) if isinstance(geo, int | str) and str(geo).isdigit() else None,
-        str(name).lower() if name else None,
-    )
-
-
 def _reserved(project: dict[str, Any], slices: list[Slice]) -> bool:
-    """Does a live reservation cover this project? An unreadable slice is given the benefit of
-    the doubt: an audit must not send an operator after work in flight."""
+    """Does a live reservation cover this project? Matched as `provisioning.slice_match` does
+    (a reservation holds no catalogue id, so the language goes by name; the location by id,
+    else by country). An unreadable slice is given the benefit of the doubt: an audit must not
+    send an operator after work in flight."""
     if not slices:
         return False
-    geo, language = _project_slice(project)
-    if geo is None or language is None:
+    stated = project_slice(project)
+    if stated.language_name is None or (stated.location_id is None and not stated.country_code):
         return True
     for reserved_geo, reserved_language in slices:
-        base = (reserved_language or "").split("-")[0]
-        if reserved_geo == geo and language in (reserved_language, base):
+        reserved = slice_from_ids(
+            geo_target_id=reserved_geo or 0, language_code=str(reserved_language or "")
+        )
+        if reserved is not None and project_on_slice(project, reserved, language_id=None):
             return True
     return False
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -37,6 +37,7 @@ from provisioning.exceptions import (
 from provisioning.outcome import MarketEnd, MarketWrite, Outcome
 from provisioning.publishing import Confirmation, Live, NotPublished, Patience, publish_confirm
 from provisioning.semrush import SemrushClient, SemrushError, SemrushQuotaError
+from provisioning.slice_match import project_on_slice
 from provisioning.upstream import translate_upstream
 from serenity.exceptions import SliceExistsError
 from serenity.models import Brand, Market, MarketStatus
@@ -47,29 +48,13 @@ logger = logging.getLogger("serenity.provisioning")
 PUBLISHED = frozenset({"live", "live_with_unpublished_updates", "publishing"})
 
 
-def _project_slice(project: dict) -> tuple[int | None, str | None]:
-    ai = (project.get("settings") or {}).get("ai") or {}
-    location = ai.get("location") or {}
-    language = ai.get("language") or {}
-    geo = location.get("id") if isinstance(location, dict) else None
-    if geo is None:
-        geo = project.get("location_id")
-    lang = language.get("name") if isinstance(language, dict) else None
-    return (
-        int(geo) if isinstance(geo, int | str) and str(geo).isdigit() else None,
-        str(lang).lower() if lang else None,
-    )
-
-
-def _find_slice_project(projects: list[dict], slice_: Slice) -> dict | None:
-    """Oldest-wins among duplicates is not knowable (no created_at); pick by id for
-    determinism."""
-    matches = [
-        p
-        for p in projects
-        if _project_slice(p) == (slice_.geo_target_id, slice_.language_code)
-        or _project_slice(p) == (slice_.geo_target_id, slice_.base_language)
-    ]
+def _find_slice_project(
+    projects: list[dict], slice_: Slice, language_id: str | None = None
+) -> dict | None:
+    """The slice's project, matched by identities (`provisioning.slice_match`; `language_id`:
+    the slice language's catalogue id). Oldest-wins among duplicates is not knowable (no
+    created_at); pick by id for determinism."""
+    matches = [p for p in projects if project_on_slice(p, slice_, language_id=language_id)]
     if len(matches) > 1:
         logger.error("several upstream projects on one slice", extra={"count": len(matches)})
     return sorted(matches, key=lambda p: str(p.get("id")))[0] if matches else None
@@ -230,7 +215,9 @@ def _project_of_slice(
         return market.semrush_project_id, False
     if look:
         existing = _find_slice_project(
-            client.list_projects(workspace_id=workspace_id, owned=True), request.slice
+            client.list_projects(workspace_id=workspace_id, owned=True),
+            request.slice,
+            request.language_id,
         )
         if existing is not None:
             if str(existing.get("publish_status") or "").lower() in PUBLISHED:
@@ -378,7 +365,9 @@ def _project_create(
         if not (exc.ambiguous and owned):
             raise
         existing = _find_slice_project(
-            client.list_projects(workspace_id=workspace_id, owned=True), request.slice
+            client.list_projects(workspace_id=workspace_id, owned=True),
+            request.slice,
+            request.language_id,
         )
         if existing is None:
             raise _CreateUnresolvedError(exc) from exc
@@ -533,20 +522,30 @@ def _commit(writes: tuple[MarketWrite, ...]) -> bool:
 
 
 def market_discard_unrecorded(
-    *, client: SemrushClient, workspace_id: str, slices: list[Slice]
+    *,
+    client: SemrushClient,
+    workspace_id: str,
+    slices: list[Slice],
+    language_ids: Mapping[str, str | None] | None = None,
 ) -> None:
     """Delete each slice's project in `workspace_id` that no market row records: what a step
     left behind when it created the project upstream and could not record it (its worker died
     first, or a deactivate or cancel had tombstoned its reservation). One listing and one
     query for all the slices. The caller has made sure no live work owns these slices. Never
     raises a Semrush error (a project left is listed by provisioning_audit), but a permit
-    deferred (`PermitDeferredError`) passes through: the step re-runs and discards then."""
+    deferred (`PermitDeferredError`) passes through: the step re-runs and discards then.
+    `language_ids` maps a slice's language code to its catalogue id, matched first."""
     try:
         projects = client.list_projects(workspace_id=workspace_id)
     except SemrushError:
         logger.warning("could not list a workspace to discard an unrecorded project")
         return
-    found = {str(p["id"]) for s in slices if (p := _find_slice_project(projects, s)) is not None}
+    ids = language_ids or {}
+    found = {
+        str(p["id"])
+        for s in slices
+        if (p := _find_slice_project(projects, s, ids.get(s.language_code))) is not None
+    }
     recorded = set(
         Market.objects.filter(semrush_project_id__in=found, deleted_at__isnull=True).values_list(
             "semrush_project_id", flat=True

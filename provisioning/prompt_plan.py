@@ -137,25 +137,18 @@ class Progress:
 # --- Upstream answers -----------------------------------------------------------------------
 
 
-def upstream_ids(answer: Mapping[str, Any], sent: Sequence[PromptInput]) -> list[str | None]:
-    """Semrush answers `{items: [{id, text, ...}]}` in the order sent; fall back to matching by
-    text when the count differs, and to no id when the answer has none."""
-    items = answer.get("items") if isinstance(answer, Mapping) else None
-    if not isinstance(items, list):
-        return [None] * len(sent)
-    items = [item for item in items if isinstance(item, Mapping)]
-
-    def _id(item: Mapping[str, Any]) -> str | None:
-        value = item.get("id")
-        return str(value)[:100] if value not in (None, "") else None
-
-    if len(items) == len(sent):
-        return [_id(item) for item in items]
-    by_text: dict[str, list[str | None]] = {}
+def upstream_results(
+    items: Sequence[Mapping[str, Any]], sent: Sequence[PromptInput]
+) -> list[tuple[str | None, bool]]:
+    """Each sent prompt's `(upstream id, is_new)`, mapped back by `name` from the v3 tagged
+    route's `items[].{id, name, is_new}` (SPEC §12.1). A prompt the answer does not name is
+    taken as added without a known id (`(None, True)`): the push was accepted."""
+    by_name: dict[str, tuple[str | None, bool]] = {}
     for item in items:
-        by_text.setdefault(str(item.get("text", "")), []).append(_id(item))
-    out: list[str | None] = []
-    for prompt in sent:
-        candidates = by_text.get(prompt.text)
-        out.append(candidates.pop(0) if candidates else None)
-    return out
+        name = item.get("name")
+        if not isinstance(name, str) or name in by_name:
+            continue
+        value = item.get("id")
+        upstream_id = str(value)[:100] if value not in (None, "") else None
+        by_name[name] = (upstream_id, item.get("is_new") is not False)
+    return [by_name.get(prompt.text, (None, True)) for prompt in sent]

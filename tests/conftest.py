@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 import pytest
 from django.conf import settings
@@ -116,9 +117,32 @@ SIM_TOKEN = "dev-token"
 def simulator():  # type: ignore[no-untyped-def]
     from provisioning.simulator import SemrushSimulator
 
-    sim = SemrushSimulator(port=0, token=SIM_TOKEN, parents=[]).start()
+    # Every exchange's bodies are kept, for `sim`'s contract check after each test.
+    sim = SemrushSimulator(
+        port=0, token=SIM_TOKEN, parents=[], config={"recordExchanges": True}
+    ).start()
     yield sim
     sim.stop()
+
+
+def off_contract_exchanges(exchanges: list[dict[str, Any]]) -> list[str]:
+    """`METHOD path: problem` for each request or answer among the simulator's `exchanges`
+    that breaks the contract description (SPEC §12.1). A scripted fault's answer is the
+    test's choice, not checked; a route outside the contract (a test's own workspace delete)
+    is not judged."""
+    from provisioning.semrush.contract import answer_problems, operation_for, request_problems
+
+    problems = []
+    for e in exchanges:
+        method, path = e["method"], e["path"]
+        if operation_for(method, path) is None:
+            continue
+        query = dict(parse_qsl(e["query"], keep_blank_values=True))
+        found = request_problems(method, path, query, e["request"])
+        if not e["scripted"]:
+            found += answer_problems(method, path, e["status"], e["answer"])
+        problems.extend(f"{method} {path}: {problem}" for problem in found)
+    return problems
 
 
 @pytest.fixture
@@ -143,7 +167,10 @@ def sim(simulator, settings):  # type: ignore[no-untyped-def]
     settings.SERENITY_SETTLE_POLL_INTERVAL_MS = 50
     settings.SERENITY_SETTLE_POLL_ATTEMPTS = 30
     cache.clear()
-    return simulator
+    yield simulator
+    # Every exchange of the test, the client's requests and the simulator's answers, keeps
+    # the contract description (its workers' exchanges included: `worker` ends before this).
+    assert off_contract_exchanges(simulator.exchanges()) == []
 
 
 @pytest.fixture

@@ -256,4 +256,19 @@ def _unrecorded_projects_discard(
     client = client_for_org(
         attempt.brand.organization, attempt_id=str(attempt.id), step_job_id=str(run.job.id)
     )
-    market_discard_unrecorded(client=client, workspace_id=workspace_id, slices=slices)
+    market_discard_unrecorded(
+        client=client,
+        workspace_id=workspace_id,
+        slices=slices,
+        language_ids=_catalogue_ids(client, slices),
+    )
+
+
+def _catalogue_ids(client: SemrushClient, slices: list[Slice]) -> dict[str, str | None]:
+    """Each slice's language catalogue id, for matching projects by identity (SPEC §12.1);
+    the catalogue is cached (the create step read it). Unreadable: {} (names decide)."""
+    try:
+        catalogue = languages_catalogue(client=client)
+    except DomainError:
+        return {}
+    return {s.language_code: catalogue_language_id(catalogue, s.language_code) for s in slices}

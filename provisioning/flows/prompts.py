@@ -10,8 +10,10 @@ Flow, the same for both modes (the sync path and the job call `_prompts_run`):
 2. Plan: drop duplicates within the request (same market, same text trimmed and case-folded;
    the first occurrence wins), cut the rest into batches (the job: `BATCH_SIZE` prompts; sync:
    one batch) and each batch into one *unit* per market, in first-appearance order.
-3. Per unit: skip prompts already stored for that market (`Prompt.text_key`), classify the
-   others (`provisioning.intent.classify_intent`), push them with one `add_prompts` call, and
+3. Per unit: skip prompts already stored for that market (`Prompt.text_key`, the first
+   filter), classify the others (`provisioning.intent.classify_intent`), push them with one
+   `add_prompts` call (the v3 tagged route, `{name, tags}` each, SPEC §12.1; the answer's
+   items map back by `name`, and one Semrush reports `is_new: false` counts as `skipped`), and
    in one transaction store the pushed rows, mark a `live` market `live_with_unpublished_updates`
    and (job) the progress checkpoint.
 4. Publish each touched project once (plus any project of the request's markets that an
@@ -71,7 +73,7 @@ from provisioning.prompt_plan import (
     Progress,
     PromptInput,
     plan_units,
-    upstream_ids,
+    upstream_results,
 )
 from provisioning.semrush import (
     SemrushClient,
@@ -266,7 +268,7 @@ def _unit_push(
         answer = client().add_prompts(
             workspace_id=str(market.workspace_id),
             project_id=str(market.semrush_project_id),
-            prompts=[{"text": p.text, **({"tags": list(p.tags)} if p.tags else {})} for p in new],
+            prompts=[{"name": p.text, "tags": list(p.tags)} for p in new],
             owned=_owned(market, brand),
         )
     except SemrushRateLimitedError as exc:
@@ -293,8 +295,26 @@ def _unit_push(
         pushed.failed = len(new)
         pushed.credential_refused = isinstance(exc, SemrushUnauthorizedError)
     else:
-        pushed.prompts, pushed.intents, pushed.ids = new, intents, upstream_ids(answer, new)
+        _pushed_answer(pushed, new, intents, upstream_results(answer, new))
     return pushed
+
+
+def _pushed_answer(
+    pushed: _Pushed,
+    sent: Sequence[PromptInput],
+    intents: Sequence[str],
+    results: Sequence[tuple[str | None, bool]],
+) -> None:
+    """Record a push's answer on `pushed`: the prompts Semrush added (with their intents and
+    ids) are `created`; one it already held (`is_new: false`, its own dedupe) is `skipped`
+    and not stored, as nothing was added for it."""
+    for prompt, intent, (upstream_id, is_new) in zip(sent, intents, results, strict=True):
+        if not is_new:
+            pushed.skipped += 1
+            continue
+        pushed.prompts.append(prompt)
+        pushed.intents.append(intent)
+        pushed.ids.append(upstream_id)
 
 
 def _unit_record(

@@ -3,7 +3,8 @@
 :class:`SemrushClient` covers the enterprise write APIs (User Manager under
 ``{base_url}/enterprise/users/api``, Project Engine under ``{base_url}/enterprise/projects/api``):
 each method builds the operation's URL and body and checks the shape of its answer. Shapes,
-statuses and quirks are described in ``shared/reference/semrush-upstream.md`` §2. The retry,
+statuses and quirks are described in :mod:`.contract` (Semrush's own contract in the project's
+words, SPEC §12.1) and ``shared/reference/semrush-upstream.md`` §2. The retry,
 wait and logging policy every method shares (SPEC §5) is :class:`.calls.SemrushCaller`'s, the
 client's base; the error classes are in :mod:`.errors`; sending a request (sessions, timeouts)
 is :mod:`.transport`'s.
@@ -317,22 +318,30 @@ class SemrushClient(SemrushCaller):
         project_id: str,
         prompts: list[dict[str, Any]],
         owned: bool = False,
-    ) -> dict[str, Any]:
-        """Add prompts to a project's draft; they become readable only after publish.
+    ) -> list[dict[str, Any]]:
+        """Add prompts to a project's draft (the v3 tagged route, SPEC §12.1); they become
+        readable only after publish. Each prompt is ``{name, tags}``: its text and its tag
+        names. Returns the answer's ``items``, ``[{id, name, is_new}]``: Semrush dedupes by name
+        within the project, and a prompt it held already answers ``is_new: false``.
 
-        Not idempotent (a replay would duplicate prompts): a 5xx or lost response raises with
-        ``ambiguous=True``. Returns the parsed response body, or ``{}`` when it is empty.
+        An empty 2xx answer returns ``[]``. Not idempotent (Semrush dedupes names, but a replay
+        is still never sent blind): a 5xx or lost response raises with ``ambiguous=True``.
         """
+        url = (
+            f"{self._pe}/v3/workspaces/{_segment(workspace_id)}/projects/"
+            f"{_segment(project_id)}/aio/prompts/tagged"
+        )
         body = self._request_json(
             operation="add_prompts",
             method="POST",
-            url=self._project_url(workspace_id, project_id) + "/prompts",
+            url=url,
             json_body={"prompts": prompts},
             owned=owned,
         )
         if body is None:
-            return {}
-        return expect_object(body, operation="add_prompts")
+            return []  # accepted without a body: nothing to map back, the prompts were added
+        data = expect_object(body, operation="add_prompts")
+        return expect_list_of_objects(data.get("items") or [], operation="add_prompts")
 
     # ------------------------------------------------------------------------------- URLs
 

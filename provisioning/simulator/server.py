@@ -1,8 +1,10 @@
 """An in-memory fake of the Semrush enterprise write APIs ("User Manager" and "Project Engine").
 
 Pure standard library, no Django, so that tests can embed it and ``manage.py semrush_simulator``
-can serve it. SPEC §5.1 is the contract; upstream shapes follow
-``shared/reference/semrush-upstream.md`` §2 and §7.
+can serve it. SPEC §5.1 is the contract; upstream shapes follow Semrush's own contract as the
+project describes it (``provisioning.semrush.contract``, SPEC §12.1; quirks observed live from
+``shared/reference/semrush-upstream.md`` §2 and §7): field types as documented (``users`` and
+``shared_with`` are integers), and a member with no value is left out, never ``null``.
 
 Embedding::
 
@@ -23,8 +25,12 @@ Upstream surface (``UM`` = ``/enterprise/users/api``, ``PE`` = ``/enterprise/pro
 - ``GET|POST PE/v1/workspaces/{ws}/projects`` (list needs ``type=ai``, else 500),
   ``GET|PATCH|DELETE PE/v1/workspaces/{ws}/projects/{pid}`` (GET needs ``draft``, PATCH needs
   ``type``, else 400 text/plain), ``POST …/{pid}/publish`` → 202 with an empty body,
-  ``POST …/{pid}/prompts`` ``{prompts: [...]}`` → 201 ``{items: [{id, text, ...}]}``,
-  ``GET PE/v1/languages`` → ``{items: [{id, name}]}``.
+  ``POST PE/v3/workspaces/{ws}/projects/{pid}/aio/prompts/tagged``
+  ``{prompts: [{name, tags: [tag names]}]}`` → 201 ``{items: [{id, name, is_new}],
+  existing_count}`` (deduped by name within the project: a name held already answers its id
+  with ``is_new: false``), ``GET PE/v1/languages`` → ``{items: [{id, name}]}``. The v1
+  ``POST …/{pid}/prompts`` of revisions 1-5 does not exist upstream: 404
+  ``{"message": "not found"}``, as the gateway answers.
 
 Error shapes mirror upstream: missing or wrong bearer → 401 ``{"detail": "Not authenticated"}``;
 unknown workspace → 403 ``{"message": "invalid access attempt"}`` on every route; unknown project
@@ -33,7 +39,9 @@ prompts) against a workspace whose status is not ``created`` → 500
 ``{"message": "internal server error"}`` (reference §7.1 rule 6, the "not-ready lock");
 ``language_id`` outside the catalogue → 500 likewise; validation errors from the Project Engine are
 400 ``text/plain``; unrouted paths → 404 with a bare text body; a known path with another method →
-405 JSON.
+405 JSON. A request body that breaks the contract description → 400 before the operation runs:
+``text/plain`` on the Project Engine v1 routes, ``{"message": "invalid request body", "errors":
+{"body": [problems]}}`` on User Manager and the v3 routes (the contract's error body).
 
 Request pipeline for every non-control request, in this order: the request is logged (arrival
 order) → concurrency limit (429, the token read at arrival) → ``latencyMs`` sleep → bearer
@@ -62,10 +70,16 @@ Control routes (``/__sim/…``, no token, never logged):
 - ``GET /__sim/state`` — ``{workspaces, projects}`` as in SPEC §5.1. Choice: ``workspaces`` lists
   only workspaces created through the API (children), never the seeded parents, so "exactly one
   child was created" is ``len(state["workspaces"]) == 1``. Two extra top-level keys:
-  ``parentWorkspaces`` (the parent ids) and ``prompts`` (``[{id, projectId, text}]``).
+  ``parentWorkspaces`` (the parent ids) and ``prompts`` (``[{id, projectId, text, tags}]``,
+  ``text`` being the prompt's ``name`` upstream).
 - ``GET /__sim/requests`` — ``[{method, path, query, status, at, durationMs}]``, oldest first
   (``at`` the arrival, ``durationMs`` arrival to answer, null while in flight: calls in flight at
   any moment can be counted from the log).
+- ``GET /__sim/exchanges`` — each API exchange since the reset, answered while the config's
+  ``recordExchanges`` (an extension, default false) was on: ``[{method, path, query, status,
+  scripted, request, answer}]``, oldest answer first, bodies decoded (JSON, else text, null when
+  empty); ``scripted`` marks a fault's scripted answer. Tests validate them against the
+  contract description.
 - ``GET /__sim/health`` — ``{"status": "ok"}``.
 
 Times: workspaces take ``settleSeconds``/``settleOutcome`` from the configuration at their
@@ -93,13 +107,15 @@ import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
+
+from provisioning.semrush import contract
 
 UM_PREFIX = "/enterprise/users/api"
 PE_PREFIX = "/enterprise/projects/api"
@@ -123,6 +139,10 @@ DEFAULT_CONFIG: dict[str, Any] = {
     # How a publish ends once `publishSeconds` have passed: `live`, or `failed`
     # (`initial_publish_failed` with a `publishing_failed_reason`), fixed at the publish.
     "publishOutcome": "live",
+    # Keep each API exchange's request and answer bodies for `GET /__sim/exchanges` (tests
+    # check them against the contract description); off by default: a long run's listings
+    # would pile up in memory.
+    "recordExchanges": False,
 }
 
 PUBLISH_OUTCOMES = ("live", "failed")
@@ -194,11 +214,49 @@ class _Response:
     content_type: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     drop: bool = False
+    # A scripted fault's answer (the test's choice, not the simulator's).
+    scripted: bool = False
 
 
 def _json(status: int, payload: Any, headers: dict[str, str] | None = None) -> _Response:
     body = json.dumps(payload).encode()
     return _Response(status, body, "application/json", dict(headers or {}))
+
+
+def _decoded(body: bytes) -> Any:
+    """A body as JSON, else as text; None when empty."""
+    if not body.strip():
+        return None
+    try:
+        return json.loads(body)
+    except ValueError:
+        return body.decode("utf-8", "replace")
+
+
+def _contract_refusal(method: str, path: str, body: bytes) -> _Response | None:
+    """The 400 the real API sends for a body that breaks the contract (the project's
+    description, `provisioning.semrush.contract`), or None: Project Engine v1 validation
+    errors are text/plain (reference §7), the v3 routes and User Manager answer the
+    contract's `{message, errors}`."""
+    operation = contract.operation_for(method, path)
+    if operation is None or operation.request is None:
+        return None
+    problems = contract.schema_problems(operation.request, _decoded(body), where="body")
+    if not problems:
+        return None
+    if path.startswith(f"{PE_PREFIX}/v1/"):
+        return _text(400, "; ".join(problems))
+    return _json(400, {"message": "invalid request body", "errors": {"body": problems}})
+
+
+def _without_nulls(value: Any) -> Any:
+    """`value` with every null member of its objects left out, at any depth: no member the
+    contract describes is nullable, so upstream omits what it has no value for."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(item) for item in value]
+    return value
 
 
 def _text(status: int, text: str) -> _Response:
@@ -245,6 +303,9 @@ def validate_config(updates: Mapping[str, Any]) -> dict[str, Any]:
         elif key == "errorRate5xx":
             if not _is_number(value) or not 0 <= value <= 1:
                 raise SimulatorConfigError("errorRate5xx must be a number between 0 and 1")
+        elif key == "recordExchanges":
+            if not isinstance(value, bool):
+                raise SimulatorConfigError("recordExchanges must be a boolean")
         elif key == "publishOutcome":
             if value not in PUBLISH_OUTCOMES:
                 raise SimulatorConfigError(f"publishOutcome must be one of {PUBLISH_OUTCOMES}")
@@ -356,6 +417,9 @@ class _Fault:
         return (self.method is None or self.method == method) and bool(self.pattern.search(path))
 
     def response(self, retry_after: float | None) -> _Response:
+        return replace(self._response(retry_after), scripted=True)
+
+    def _response(self, retry_after: float | None) -> _Response:
         if self.status == 0:
             return _Response(0, drop=True)
         assert self.status is not None
@@ -471,7 +535,12 @@ def _route_table() -> list[tuple[re.Pattern[str], dict[str, _Operation]]]:
             },
         ),
         (f"{projects}/{_PID}/publish", {"POST": sim._op_publish_project}),
-        (f"{projects}/{_PID}/prompts", {"POST": sim._op_create_prompts}),
+        # Revisions 1-5 pushed prompts here; upstream has no such route (SPEC §12.1).
+        (f"{projects}/{_PID}/prompts", {"GET": sim._op_gateway_404, "POST": sim._op_gateway_404}),
+        (
+            f"{pe}/v3/workspaces/{_WS}/projects/{_PID}/aio/prompts/tagged",
+            {"POST": sim._op_create_tagged_prompts},
+        ),
         (f"{pe}/v1/languages", {"GET": sim._op_languages}),
     ]
     return [(re.compile(f"^{regex}$"), operations) for regex, operations in table]
@@ -565,6 +634,7 @@ class SemrushSimulator:
             self._faults: list[_Fault] = []
             # A new list, so that requests in flight across the reset land in the old one.
             self._requests: list[dict[str, Any]] = []
+            self._exchanges: list[dict[str, Any]] = []
             # Per accepted token: the passing requests of the last second.
             self._rate_windows: dict[str, deque[float]] = {}
             # Per accepted token: its requests in flight now.
@@ -655,6 +725,25 @@ class SemrushSimulator:
         with self._lock:
             return [dict(entry) for entry in self._requests]
 
+    def exchanges(self) -> list[dict[str, Any]]:
+        """The API exchanges answered since the last reset while `recordExchanges` was on,
+        oldest answer first: `{method, path, query, status, scripted, request, answer}` with
+        each body decoded (JSON; text when it is not JSON; null when empty)."""
+        with self._lock:
+            recorded = list(self._exchanges)
+        return [
+            {
+                "method": item["entry"]["method"],
+                "path": item["entry"]["path"],
+                "query": item["entry"]["query"],
+                "status": item["entry"]["status"],
+                "scripted": item["scripted"],
+                "request": _decoded(item["request"]),
+                "answer": _decoded(item["answer"]),
+            }
+            for item in recorded
+        ]
+
     # ---- HTTP entry points (called by the handler) ---------------------------------------
 
     def handle_control(self, method: str, path: str, body: bytes) -> _Response:
@@ -677,6 +766,7 @@ class SemrushSimulator:
             "faults": ("GET", "POST", "DELETE"),
             "state": ("GET",),
             "requests": ("GET",),
+            "exchanges": ("GET",),
             "health": ("GET",),
         }
         if name not in allowed:
@@ -715,6 +805,8 @@ class SemrushSimulator:
             return _json(200, self.state())
         if name == "requests":
             return _json(200, self.requests_log())
+        if name == "exchanges":
+            return _json(200, self.exchanges())
         return _json(200, {"status": "ok"})
 
     def _control_reset(self, data: Any) -> _Response:
@@ -770,6 +862,15 @@ class SemrushSimulator:
         with self._lock:
             entry["status"] = 0 if response.drop else response.status
             entry["durationMs"] = round((time.monotonic() - arrived) * 1000, 1)
+            if self._config["recordExchanges"]:
+                self._exchanges.append(
+                    {
+                        "entry": entry,
+                        "request": body,
+                        "answer": response.body,
+                        "scripted": response.scripted,
+                    }
+                )
         return response
 
     def _answer(
@@ -858,6 +959,9 @@ class SemrushSimulator:
             operation = operations.get(method)
             if operation is None:
                 return _json(405, {"message": "method not allowed"})
+            refused = _contract_refusal(method, path, body)
+            if refused is not None:
+                return refused
             request = _Request(
                 method=method,
                 path=path,
@@ -920,22 +1024,22 @@ class SemrushSimulator:
         # made a listing cost workspaces x projects.
         counts = live_counts if live_counts is not None else self._live_project_counts(now)
         published = counts.get(workspace.id, 0)
-        return {
+        payload = {
             "id": workspace.id,
             "title": workspace.title,
             "status": workspace.status(now),
             "parent_id": workspace.parent_id,
             "created_at": workspace.created_at,
             "last_updated_at": workspace.created_at,
-            "icon": None,
             "is_master": workspace.parent_id is None,
             "is_admin": True,
-            "users": [],
+            "users": 1,
             "keywords_count": 0,
             "published_projects_count": published,
             "pagespeed_urls_count": 0,
             "partnership_enabled": False,
         }
+        return _without_nulls(payload)
 
     @staticmethod
     def _project_payload(project: _Project, now: float) -> dict[str, Any]:
@@ -944,7 +1048,7 @@ class SemrushSimulator:
         if publish_status.startswith("live") and project.publish_started_wall is not None:
             stamp = project.publish_started_wall + timedelta(seconds=project.publish_seconds)
             published_at = stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        return {
+        payload = {
             "id": project.id,
             "name": project.name,
             "domain": project.domain,
@@ -955,7 +1059,7 @@ class SemrushSimulator:
             "live_id": project.live_id,
             "is_draft": publish_status == "draft",
             "role": "owner",
-            "shared_with": [],
+            "shared_with": 0,
             "updated_at": project.updated_at,
             "publish_status": publish_status,
             "published_at": published_at,
@@ -976,6 +1080,7 @@ class SemrushSimulator:
                 }
             },
         }
+        return _without_nulls(payload)
 
     # ---- User Manager operations ---------------------------------------------------------
 
@@ -1150,29 +1255,34 @@ class SemrushSimulator:
         self._prompts = [p for p in self._prompts if p["projectId"] != project.id]
         return _empty(204)
 
-    def _op_create_prompts(self, request: _Request) -> _Response:
+    def _op_gateway_404(self, request: _Request) -> _Response:
+        return _json(404, _NOT_FOUND)
+
+    def _op_create_tagged_prompts(self, request: _Request) -> _Response:
+        """Add each prompt (its text is `name`) with its tag names; Semrush dedupes by name
+        within the project: a name it holds already (or met earlier in the same request)
+        answers that prompt's id with `is_new: false` and adds nothing."""
         self._ready_workspace(request.params["ws"])
         project = self._project(request.params["ws"], request.params["pid"])
-        data = self._body(request, text_errors=True)
-        prompts = data.get("prompts")
-        if not isinstance(prompts, list) or not prompts:
-            return _text(400, "prompts must be a non-empty list")
-        created: list[dict[str, Any]] = []
-        for index, item in enumerate(prompts):
-            fields = {"text": item} if isinstance(item, str) else item
-            if not isinstance(fields, dict):
-                return _text(400, f"prompts[{index}] must be a string or an object")
-            text = fields.get("text")
-            if not isinstance(text, str) or not text.strip():
-                return _text(400, f"prompts[{index}].text is required")
-            created.append({**fields, "id": str(uuid.uuid4())})
-        self._prompts.extend(
-            {"id": prompt["id"], "projectId": project.id, "text": prompt["text"]}
-            for prompt in created
-        )
-        project.prompts_count += len(created)
-        project.touch()
-        return _json(201, {"items": created})
+        data = self._body(request, text_errors=False)
+        held = {p["text"]: p["id"] for p in self._prompts if p["projectId"] == project.id}
+        items: list[dict[str, Any]] = []
+        for prompt in data["prompts"]:
+            name = prompt["name"]
+            if name in held:
+                items.append({"id": held[name], "name": name, "is_new": False})
+                continue
+            held[name] = str(uuid.uuid4())
+            tags = list(prompt.get("tags") or [])
+            self._prompts.append(
+                {"id": held[name], "projectId": project.id, "text": name, "tags": tags}
+            )
+            items.append({"id": held[name], "name": name, "is_new": True})
+        existing = sum(1 for item in items if not item["is_new"])
+        if existing < len(items):
+            project.prompts_count += len(items) - existing
+            project.touch()
+        return _json(201, {"items": items, "existing_count": existing})
 
     def _op_languages(self, request: _Request) -> _Response:
         return _json(200, {"items": [{"id": lang.id, "name": lang.name} for lang in LANGUAGES]})

@@ -57,7 +57,7 @@ def market(geo: int, language: str) -> Market:
 
 
 def prompts_path(m: Market) -> str:
-    return f"{PE}/v1/workspaces/{m.workspace_id}/projects/{m.semrush_project_id}/prompts"
+    return f"{PE}/v3/workspaces/{m.workspace_id}/projects/{m.semrush_project_id}/aio/prompts/tagged"
 
 
 def publish_path(m: Market) -> str:
@@ -139,6 +139,55 @@ def test_sync_pushes_once_per_market_publishes_each_project_once_and_stores_rows
         "acme login": (us_market.pk, "navigational", [], "acme login", held["acme login"]),
     }
     assert {market(2840, "en").status, market(2276, "de").status} == {"live"}
+
+
+def test_prompts_semrush_holds_already_count_skipped_and_are_not_stored(sw_writer, sim):
+    # given a market whose project already holds "Best shoes" upstream (added outside the
+    # service: the service's own duplicate check cannot know it)
+    b = make_brand(sw_writer, ("US", "en"))
+    us_market = market(2840, "en")
+    client = client_for_org(us_market.brand.organization)
+    client.add_prompts(
+        workspace_id=str(us_market.workspace_id),
+        project_id=str(us_market.semrush_project_id),
+        prompts=[{"name": "Best shoes", "tags": []}],
+    )
+    calls = Calls(sim)
+
+    # when it and a new prompt are added
+    response = sw_writer.post(f"{b}/serenity/prompts", {"prompts": [us("Best shoes"), us("New")]})
+
+    # then Semrush's duplicate (`is_new: false`) counts as skipped and only the new one is
+    # stored; the project is published once
+    assert response.status_code == 200
+    assert response.json() == {"created": 1, "skipped": 1, "failed": 0}
+    assert calls() == [("POST", prompts_path(us_market)), ("POST", publish_path(us_market))]
+    assert upstream_prompts(sim) == [
+        (us_market.semrush_project_id, "Best shoes"),
+        (us_market.semrush_project_id, "New"),
+    ]
+    assert list(Prompt.objects.values_list("text", flat=True)) == ["New"]
+
+
+def test_a_push_semrush_holds_entirely_is_not_published(sw_writer, sim):
+    # given a market whose project holds "Best shoes" upstream already
+    b = make_brand(sw_writer, ("US", "en"))
+    us_market = market(2840, "en")
+    client_for_org(us_market.brand.organization).add_prompts(
+        workspace_id=str(us_market.workspace_id),
+        project_id=str(us_market.semrush_project_id),
+        prompts=[{"name": "Best shoes"}],
+    )
+    calls = Calls(sim)
+
+    # when only that prompt is added
+    response = sw_writer.post(f"{b}/serenity/prompts", {"prompts": [us("Best shoes")]})
+
+    # then it is skipped, nothing is stored, and nothing changed upstream to publish
+    assert response.json() == {"created": 0, "skipped": 1, "failed": 0}
+    assert calls() == [("POST", prompts_path(us_market))]
+    assert Prompt.objects.count() == 0
+    assert market(2840, "en").status == "live"
 
 
 def test_sync_skips_duplicates_in_the_database_and_earlier_in_the_request(sw_writer, sim):
@@ -261,7 +310,7 @@ def test_a_failing_push_counts_its_prompts_failed_and_is_not_replayed(sw_writer,
     # given: the first push (US) answers 500
     b = make_brand(sw_writer, ("US", "en"), ("DE", "de"))
     us_market, de_market = market(2840, "en"), market(2276, "de")
-    sim.add_fault({"method": "POST", "pathRegex": "/prompts$", "status": 500})
+    sim.add_fault({"method": "POST", "pathRegex": "/prompts/tagged$", "status": 500})
     calls = Calls(sim)
     # when
     response = sw_writer.post(f"{b}/serenity/prompts", {"prompts": [us("a"), us("b"), de("c")]})
@@ -283,12 +332,18 @@ def test_a_push_that_times_out_counts_failed(sw_writer, sim, settings):
     b = make_brand(sw_writer, ("US", "en"))
     settings.SEMRUSH_TIMEOUT_SECONDS = 0.5
     sim.add_fault(
-        {"method": "POST", "pathRegex": "/prompts$", "delayMs": 1500, "commit": True, "status": 201}
+        {
+            "method": "POST",
+            "pathRegex": "/prompts/tagged$",
+            "delayMs": 1500,
+            "commit": True,
+            "status": 201,
+        }
     )
     calls = Calls(sim)
     response = sw_writer.post(f"{b}/serenity/prompts", {"prompts": [us("a")]})
     assert response.json() == {"created": 0, "skipped": 0, "failed": 1}
-    assert [c for c in calls() if c[1].endswith("/prompts")] == [
+    assert [c for c in calls() if c[1].endswith("/prompts/tagged")] == [
         ("POST", prompts_path(market(2840, "en")))
     ]
     assert Prompt.objects.count() == 0
@@ -307,7 +362,7 @@ def test_an_upstream_credential_refusal_is_a_failed_count_and_stops_further_push
     sim.add_fault(
         {
             "method": "POST",
-            "pathRegex": "/prompts$",
+            "pathRegex": "/prompts/tagged$",
             "status": 401,
             "body": {"detail": "Not authenticated"},
         }
@@ -344,7 +399,7 @@ def test_upstream_errors_never_leak_into_the_answer(sw_writer, sim):
     sim.add_fault(
         {
             "method": "POST",
-            "pathRegex": "/prompts$",
+            "pathRegex": "/prompts/tagged$",
             "status": 500,
             "body": {"message": "internal server error at http://upstream/x"},
         }
@@ -407,7 +462,7 @@ def test_a_rate_limited_job_defers_and_the_rerun_resumes_with_the_same_counts(sw
     sim.add_fault(
         {
             "method": "POST",
-            "pathRegex": f"/projects/{de_market.semrush_project_id}/prompts$",
+            "pathRegex": f"/projects/{de_market.semrush_project_id}/aio/prompts/tagged$",
             "status": 429,
             "headers": {"Retry-After": "600"},
         }
@@ -645,7 +700,7 @@ def test_async_answers_202_and_the_worker_completes_with_the_sync_counts(sw_writ
 def test_an_async_job_in_progress_is_not_cancellable(sw_writer, sim, worker):
     # given: a push that takes a while
     b = make_brand(sw_writer, ("US", "en"))
-    sim.add_fault({"method": "POST", "pathRegex": "/prompts$", "delayMs": 1000})
+    sim.add_fault({"method": "POST", "pathRegex": "/prompts/tagged$", "delayMs": 1000})
     response = sw_writer.post(f"{b}/serenity/prompts", {"prompts": [us("a")], "async": True})
     assert response.status_code == 202
     # when

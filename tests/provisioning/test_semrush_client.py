@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from types import SimpleNamespace
+from urllib.parse import parse_qsl, urlsplit
 
 import django.conf
 import pytest
+import requests
 import responses
 from requests.exceptions import ConnectionError, ConnectTimeout, ReadTimeout
 from responses import matchers
@@ -37,6 +40,7 @@ from provisioning.semrush import (
     SemrushValidationError,
     semrush_client_for,
 )
+from provisioning.semrush.contract import request_problems
 
 BASE = "https://semrush.test"
 UM = f"{BASE}/enterprise/users/api"
@@ -48,6 +52,34 @@ PARENT = "parent-ws-1"
 WS = "child-ws-1"
 PID = "project-1"
 PROJECT_URL = f"{PE}/v1/workspaces/{WS}/projects/{PID}"
+PROMPTS_URL = f"{PE}/v3/workspaces/{WS}/projects/{PID}/aio/prompts/tagged"
+
+
+def sent_request_problems(request: requests.PreparedRequest) -> list[str]:
+    """How a request the client prepared breaks the contract description (SPEC §12.1)."""
+    parts = urlsplit(request.url or "")
+    body = json.loads(request.body) if request.body else None
+    return request_problems(str(request.method), parts.path, dict(parse_qsl(parts.query)), body)
+
+
+@pytest.fixture(autouse=True)
+def requests_keep_the_contract(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every request the client sends in this module is recorded as prepared (below
+    ``Session.send``, where `responses` answers it) and, after the test, checked against the
+    contract description."""
+    sent: list[requests.PreparedRequest] = []
+    send = requests.Session.send
+
+    def recording_send(
+        self: requests.Session, request: requests.PreparedRequest, **kwargs: object
+    ) -> requests.Response:
+        sent.append(request)
+        return send(self, request, **kwargs)
+
+    monkeypatch.setattr(requests.Session, "send", recording_send)
+    yield
+    problems = [f"{r.method} {r.url}: {p}" for r in sent for p in sent_request_problems(r)]
+    assert problems == []
 
 
 class FakeTime:
@@ -383,17 +415,55 @@ def test_list_languages_returns_items(semrush: SemrushClient) -> None:
 
 
 @responses.activate
-def test_add_prompts_posts_the_prompt_list(semrush: SemrushClient) -> None:
+def test_add_prompts_posts_names_and_tags_to_the_v3_tagged_route(semrush: SemrushClient) -> None:
     # given
-    prompts = [{"text": "best running shoes"}, {"text": "running shoes for kids"}]
-    responses.add(responses.POST, f"{PROJECT_URL}/prompts", json={"items": prompts}, status=201)
+    prompts = [
+        {"name": "best running shoes", "tags": ["shoes"]},
+        {"name": "running shoes for kids", "tags": []},
+    ]
+    items = [
+        {"id": "p-1", "name": "best running shoes", "is_new": True},
+        {"id": "p-0", "name": "running shoes for kids", "is_new": False},
+    ]
+    responses.add(
+        responses.POST, PROMPTS_URL, json={"items": items, "existing_count": 1}, status=201
+    )
 
     # when
     result = semrush.add_prompts(workspace_id=WS, project_id=PID, prompts=prompts)
 
-    # then
-    assert result == {"items": prompts}
+    # then the answer's items come back
+    assert result == items
+    assert responses.calls[0].request.url == PROMPTS_URL
     assert json.loads(responses.calls[0].request.body) == {"prompts": prompts}
+
+
+@responses.activate
+def test_add_prompts_accepted_without_a_body_returns_no_items(semrush: SemrushClient) -> None:
+    # given
+    responses.add(responses.POST, PROMPTS_URL, body="", status=201)
+
+    # when
+    result = semrush.add_prompts(workspace_id=WS, project_id=PID, prompts=[{"name": "x"}])
+
+    # then
+    assert result == []
+
+
+def test_a_request_breaking_the_contract_is_reported() -> None:
+    # given requests as revision 5 sent them: prompts to the v1 route, then with `text`
+    old_route = requests.Request(
+        "POST", f"{PROJECT_URL}/prompts", json={"prompts": [{"text": "x"}]}
+    ).prepare()
+    old_body = requests.Request("POST", PROMPTS_URL, json={"prompts": [{"text": "x"}]}).prepare()
+    no_draft = requests.Request("GET", PROJECT_URL, params={"type": "ai"}).prepare()
+
+    # when they are checked, then each difference is named
+    assert sent_request_problems(old_route) == [
+        f"POST {urlsplit(PROJECT_URL).path}/prompts is not an operation of the contract"
+    ]
+    assert sent_request_problems(old_body) == ["body.prompts[0]: 'name' is a required property"]
+    assert sent_request_problems(no_draft) == ["query: 'draft' is required"]
 
 
 # ------------------------------------------------------------------------------ error classes
@@ -527,7 +597,7 @@ def test_409_raises_conflict(semrush: SemrushClient) -> None:
     # given
     responses.add(
         responses.POST,
-        f"{PROJECT_URL}/prompts",
+        PROMPTS_URL,
         body="prompt already exists",
         status=409,
         content_type="text/plain",
@@ -535,7 +605,7 @@ def test_409_raises_conflict(semrush: SemrushClient) -> None:
 
     # when
     with pytest.raises(SemrushConflictError) as caught:
-        semrush.add_prompts(workspace_id=WS, project_id=PID, prompts=[{"text": "x"}])
+        semrush.add_prompts(workspace_id=WS, project_id=PID, prompts=[{"name": "x"}])
 
     # then
     assert caught.value.status == 409
@@ -643,13 +713,11 @@ def test_read_timeout_raises_timeout_error(semrush: SemrushClient) -> None:
 @responses.activate
 def test_connection_reset_raises_network_error(semrush: SemrushClient) -> None:
     # given
-    responses.add(
-        responses.POST, f"{PROJECT_URL}/prompts", body=ConnectionError("connection reset by peer")
-    )
+    responses.add(responses.POST, PROMPTS_URL, body=ConnectionError("connection reset by peer"))
 
     # when
     with pytest.raises(SemrushNetworkError) as caught:
-        semrush.add_prompts(workspace_id=WS, project_id=PID, prompts=[{"text": "x"}])
+        semrush.add_prompts(workspace_id=WS, project_id=PID, prompts=[{"name": "x"}])
 
     # then
     assert type(caught.value) is SemrushNetworkError

@@ -18,6 +18,7 @@ import pycountry
 import pytest
 import requests
 
+from provisioning.semrush.contract import answer_problems, operation_for
 from provisioning.simulator import LANGUAGES, SemrushSimulator, language_id
 
 TOKEN = "test-token"
@@ -29,17 +30,32 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def simulator():
-    sim = SemrushSimulator(port=0, token=TOKEN, parents=[PARENT]).start()
+    sim = SemrushSimulator(
+        port=0, token=TOKEN, parents=[PARENT], config={"recordExchanges": True}
+    ).start()
     yield sim
     sim.stop()
 
 
 @pytest.fixture
-def sim(simulator: SemrushSimulator) -> SemrushSimulator:
-    """The module's simulator, reset to its startup seeds before each test."""
+def sim(simulator: SemrushSimulator):
+    """The module's simulator, reset to its startup seeds before each test; after it, every
+    answer the simulator gave of its own (not a scripted fault's) keeps the contract
+    description (SPEC §12.1)."""
     response = requests.post(f"{simulator.base_url}/__sim/reset", timeout=5)
     assert response.status_code == 200
-    return simulator
+    yield simulator
+    assert off_contract_answers(simulator) == []
+
+
+def off_contract_answers(sim: SemrushSimulator) -> list[str]:
+    """`METHOD path: problem` for each recorded answer that breaks the description."""
+    return [
+        f"{e['method']} {e['path']}: {problem}"
+        for e in sim.exchanges()
+        if not e["scripted"] and operation_for(e["method"], e["path"]) is not None
+        for problem in answer_problems(e["method"], e["path"], e["status"], e["answer"])
+    ]
 
 
 @pytest.fixture
@@ -172,10 +188,19 @@ def test_child_create_requires_title_and_resources(api, sim):
     no_resources = api.post(url, json={"title": "Acme"}, timeout=5)
 
     # then both are refused and nothing is created
-    assert (no_title.status_code, no_title.json()) == (400, {"message": "title is required"})
+    assert (no_title.status_code, no_title.json()) == (
+        400,
+        {
+            "message": "invalid request body",
+            "errors": {"body": ["body: 'title' is a required property"]},
+        },
+    )
     assert (no_resources.status_code, no_resources.json()) == (
         400,
-        {"message": "resources is required"},
+        {
+            "message": "invalid request body",
+            "errors": {"body": ["body: 'resources' is a required property"]},
+        },
     )
     assert control(sim, "GET", "state")["workspaces"] == []
 
@@ -194,9 +219,10 @@ def test_family_is_a_bare_array_of_the_parent_and_its_descendants(api, sim):
     # when the parent's family is listed
     response = api.get(f"{sim.base_url}{UM}/v1/workspaces/{PARENT}/family", timeout=5)
 
-    # then it is a bare array: the parent first, then every descendant
+    # then it is a bare array: the parent first (no parent_id: never null), then every
+    # descendant
     assert response.status_code == 200
-    assert [(w["id"], w["title"], w["status"], w["parent_id"]) for w in response.json()] == [
+    assert [(w["id"], w["title"], w["status"], w.get("parent_id")) for w in response.json()] == [
         (PARENT, f"Parent {PARENT}", "created", None),
         (first, "Acme", "created", PARENT),
         (second, "Acme", "created", PARENT),
@@ -333,12 +359,12 @@ def test_project_create_publish_read_list_and_delete(api, sim):
     assert uuid.UUID(project_id)
     assert "created_at" not in project
     assert (project["name"], project["domain"], project["type"]) == ("US-en", "acme.com", "ai")
-    assert (project["publish_status"], project["published_at"]) == ("draft", None)
+    assert (project["publish_status"], project["shared_with"]) == ("draft", 0)
+    assert "published_at" not in project  # a string the contract never makes null: omitted
     assert project["settings"]["ai"] == {
         "location": {"id": 2840, "name": "United States"},
         "language": {"id": language_id("English"), "name": "en"},
         "country": {"code": "us", "name": "United States"},
-        "primary_url": None,
         "brand_name_display": "Acme",
         "brand_names": ["Acme", "Acme Inc"],
         "prompts_count": 0,
@@ -453,7 +479,7 @@ def test_projects_can_live_in_the_parent_workspace(api, sim):
         ({"name": ""}, 400, "name is required"),
         ({"type": "seo"}, 400, "type must be ai"),
         ({"domain": "acme.com/us"}, 400, "domain must be a bare host name"),
-        ({"location_id": "2840"}, 400, "location_id must be an integer"),
+        ({"location_id": "2840"}, 400, "body.location_id: '2840' is not of type 'integer'"),
         ({"language_id": str(uuid.uuid4())}, 500, '{"message": "internal server error"}'),
     ],
 )
@@ -487,7 +513,7 @@ def test_project_reads_and_patches_need_their_query_and_type(api, sim):
     # then upstream's 500 / 400 / 400 come back and the URL is not set
     assert (listed.status_code, listed.json()) == (500, {"message": "internal server error"})
     assert (read.status_code, read.text) == (400, "draft query parameter is required")
-    assert (patched.status_code, patched.text) == (400, "type is required and must be ai")
+    assert (patched.status_code, patched.text) == (400, "body: 'type' is a required property")
     assert control(sim, "GET", "state")["projects"][0]["primaryUrl"] is None
 
 
@@ -501,40 +527,138 @@ def test_unknown_project_answers_404(api, sim):
         api.get(f"{base}?draft=true&type=ai", timeout=5),
         api.patch(base, json={"type": "ai", "primary_url": "https://x"}, timeout=5),
         api.post(f"{base}/publish", timeout=5),
-        api.post(f"{base}/prompts", json={"prompts": ["x"]}, timeout=5),
+        api.post(
+            tagged_prompts_url(sim, workspace_id, base.rsplit("/", 1)[1]),
+            json={"prompts": [{"name": "x"}]},
+            timeout=5,
+        ),
     ]
 
     # then each answers 404 not found
     assert [(r.status_code, r.json()) for r in responses] == [(404, {"message": "not found"})] * 4
 
 
-def test_prompts_are_created_with_ids(api, sim):
+def tagged_prompts_url(sim: SemrushSimulator, workspace_id: str, project_id: str) -> str:
+    return (
+        f"{sim.base_url}{PE}/v3/workspaces/{workspace_id}/projects/{project_id}/aio/prompts/tagged"
+    )
+
+
+def test_tagged_prompts_are_created_with_ids_and_deduped_by_name(api, sim):
+    # given a project holding the prompt "acme login"
+    workspace_id = settled_workspace(api, sim)
+    projects = f"{sim.base_url}{PE}/v1/workspaces/{workspace_id}/projects"
+    project_id = api.post(projects, json=project_body(), timeout=5).json()["id"]
+    url = tagged_prompts_url(sim, workspace_id, project_id)
+    held = api.post(url, json={"prompts": [{"name": "acme login"}]}, timeout=5).json()
+    held_id = held["items"][0]["id"]
+
+    # when three prompts are pushed, one of them held already and one sent twice
+    response = api.post(
+        url,
+        json={
+            "prompts": [
+                {"name": "best running shoes", "tags": ["shoes"]},
+                {"name": "acme login", "tags": []},
+                {"name": "best running shoes"},
+            ]
+        },
+        timeout=5,
+    )
+
+    # then 201: each comes back by name with an id, the held and repeated ones `is_new: false`
+    assert response.status_code == 201
+    items = response.json()["items"]
+    new_id = items[0]["id"]
+    assert uuid.UUID(new_id)
+    assert response.json() == {
+        "items": [
+            {"id": new_id, "name": "best running shoes", "is_new": True},
+            {"id": held_id, "name": "acme login", "is_new": False},
+            {"id": new_id, "name": "best running shoes", "is_new": False},
+        ],
+        "existing_count": 2,
+    }
+    read = api.get(f"{projects}/{project_id}?draft=true&type=ai", timeout=5).json()
+    assert read["settings"]["ai"]["prompts_count"] == 2
+    assert control(sim, "GET", "state")["prompts"] == [
+        {"id": held_id, "projectId": project_id, "text": "acme login", "tags": []},
+        {"id": new_id, "projectId": project_id, "text": "best running shoes", "tags": ["shoes"]},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "problems"),
+    [
+        ({"prompts": []}, ["body.prompts: [] should be non-empty"]),
+        ({"prompts": ["x"]}, ["body.prompts[0]: 'x' is not of type 'object'"]),
+        ({"prompts": [{"text": "x"}]}, ["body.prompts[0]: 'name' is a required property"]),
+        (
+            {"prompts": [{"name": "x", "tags": "a"}]},
+            ["body.prompts[0].tags: 'a' is not of type 'array'"],
+        ),
+    ],
+)
+def test_tagged_prompts_breaking_the_contract_answer_400(api, sim, body, problems):
     # given a project
     workspace_id = settled_workspace(api, sim)
     projects = f"{sim.base_url}{PE}/v1/workspaces/{workspace_id}/projects"
     project_id = api.post(projects, json=project_body(), timeout=5).json()["id"]
 
-    # when two prompts are pushed
+    # when prompts that break the contract are pushed
+    response = api.post(tagged_prompts_url(sim, workspace_id, project_id), json=body, timeout=5)
+
+    # then the contract's 400 `{message, errors}` comes back and nothing is added
+    assert (response.status_code, response.json()) == (
+        400,
+        {"message": "invalid request body", "errors": {"body": problems}},
+    )
+    assert control(sim, "GET", "state")["prompts"] == []
+
+
+def test_the_v1_prompts_route_does_not_exist(api, sim):
+    # given a project
+    workspace_id = settled_workspace(api, sim)
+    projects = f"{sim.base_url}{PE}/v1/workspaces/{workspace_id}/projects"
+    project_id = api.post(projects, json=project_body(), timeout=5).json()["id"]
+
+    # when prompts are pushed to the v1 route of revisions 1-5
     response = api.post(
-        f"{projects}/{project_id}/prompts",
-        json={"prompts": [{"text": "best running shoes", "tags": ["shoes"]}, "acme login"]},
-        timeout=5,
+        f"{projects}/{project_id}/prompts", json={"prompts": [{"text": "x"}]}, timeout=5
     )
 
-    # then each comes back with an id, and the project counts them
-    assert response.status_code == 201
-    items = response.json()["items"]
-    assert [(item["text"], item.get("tags")) for item in items] == [
-        ("best running shoes", ["shoes"]),
-        ("acme login", None),
+    # then the gateway's 404 comes back and nothing is added
+    assert (response.status_code, response.json()) == (404, {"message": "not found"})
+    assert control(sim, "GET", "state")["prompts"] == []
+
+
+def test_exchanges_record_bodies_and_an_off_contract_answer_is_reported(api, sim):
+    # given a workspace, then a scripted 200 status answer missing `status`, and one that
+    # the simulator answered itself
+    workspace_id = settled_workspace(api, sim)
+    status_url = f"{sim.base_url}{UM}/v1/workspaces/{workspace_id}/status"
+    control(
+        sim, "POST", "faults", {"method": "GET", "pathRegex": "/status$", "status": 200, "body": {}}
+    )
+    api.get(status_url, timeout=5)
+    api.get(status_url, timeout=5)
+
+    # when the exchanges are read
+    exchanges = control(sim, "GET", "exchanges")
+
+    # then each has its bodies; only the scripted answer breaks the description
+    status_path = f"{UM}/v1/workspaces/{workspace_id}/status"
+    assert [(e["method"], e["path"], e["status"], e["scripted"], e["answer"]) for e in exchanges][
+        1:
+    ] == [
+        ("GET", status_path, 200, True, {}),
+        ("GET", status_path, 200, False, {"status": "created"}),
     ]
-    assert all(uuid.UUID(item["id"]) for item in items)
-    read = api.get(f"{projects}/{project_id}?draft=true&type=ai", timeout=5).json()
-    assert read["settings"]["ai"]["prompts_count"] == 2
-    assert control(sim, "GET", "state")["prompts"] == [
-        {"id": items[0]["id"], "projectId": project_id, "text": "best running shoes"},
-        {"id": items[1]["id"], "projectId": project_id, "text": "acme login"},
+    assert exchanges[0]["request"] == {"title": "Acme", "resources": {}}
+    assert answer_problems("GET", status_path, 200, exchanges[1]["answer"]) == [
+        "answer: 'status' is a required property"
     ]
+    assert answer_problems("GET", status_path, 200, exchanges[2]["answer"]) == []
 
 
 def test_languages_are_a_fixed_catalogue_of_iso_639_names_with_uuid5_ids(api, sim):
@@ -764,6 +888,7 @@ def test_config_merges_and_fractional_settle_is_accepted(sim):
         "retryAfterSeconds": 1,
         "publishSeconds": 0.0,
         "publishOutcome": "live",
+        "recordExchanges": True,
     }
 
 
