@@ -22,8 +22,6 @@ slot is never held through a wait).
 
 from __future__ import annotations
 
-import statistics
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +31,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from provisioning import quota
+from provisioning.selectors import learned_median
 from provisioning.semrush import (
     SemrushClient,
     SemrushNetworkError,
@@ -169,45 +168,22 @@ def _seconds_since(started_at: datetime) -> float:
 
 # --- the learned publish time -----------------------------------------------------------------
 
-# Learned publish times, per parent, for this long in this process (a burst asks once).
-_LEARNED_TTL_SECONDS = 30.0
-_UNLEARNED_TTL_SECONDS = 2.0
-_learned: dict[str, tuple[float, float | None]] = {}
-_learned_lock = threading.Lock()
-
 
 def publish_seconds_learned(*, parent_id: str) -> float | None:
     """How long publishes of projects under `parent_id` take: the median of the last
     `SERENITY_SETTLE_HISTORY` confirmed ones (`Market.publish_seconds`, the publish's age at
-    the read that found it live), or None with no history. Cached per process. An upper bound
-    (the project may have gone live before the read), so a first read at this time rarely
-    finds it still publishing."""
-    history = int(settings.SERENITY_SETTLE_HISTORY)
-    if history <= 0 or not parent_id:
-        return None
-    now = time.monotonic()
-    with _learned_lock:
-        cached = _learned.get(parent_id)
-        if cached is not None and cached[0] > now:
-            return cached[1]
-    samples = [
-        sample
-        for sample in Market.objects.filter(
-            brand__organization__semrush_parent_workspace_id=parent_id,
-            publish_seconds__isnull=False,
-        )
-        .order_by("-publish_started_at")
-        .values_list("publish_seconds", flat=True)[:history]
-        if sample is not None
-    ]
-    learned = max(statistics.median(samples), 0.0) if samples else None
-    ttl = _LEARNED_TTL_SECONDS if learned is not None else _UNLEARNED_TTL_SECONDS
-    with _learned_lock:
-        _learned[parent_id] = (now + ttl, learned)
-    return learned
-
-
-def publish_learning_forget() -> None:
-    """Drop this process's cached estimates (tests)."""
-    with _learned_lock:
-        _learned.clear()
+    the read that found it live), or None with no history; learned as settle times are
+    (`selectors.learned_median`). An upper bound (the project may have gone live before the
+    read), so a first read at this time rarely finds it still publishing."""
+    return learned_median(
+        kind="publish",
+        parent_id=parent_id,
+        samples=lambda n: (
+            Market.objects.filter(
+                brand__organization__semrush_parent_workspace_id=parent_id,
+                publish_seconds__isnull=False,
+            )
+            .order_by("-publish_started_at")
+            .values_list("publish_seconds", flat=True)[:n]
+        ),
+    )

@@ -6,6 +6,7 @@ import statistics
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -124,11 +125,34 @@ def brand_get(*, brand_id: uuid.UUID) -> Brand:
     return brands_with_provisioning_state(Brand.objects.filter(pk=brand_id)).get()
 
 
-# Learned settle times, per parent, for this long in this process (a burst of chains asks once).
+# Learned times (settle, publish), per kind and parent, for this long in this process (a burst
+# of chains asks once); no history yet is asked again soon: the first samples are moments away.
 _LEARNED_TTL_SECONDS = 30.0
 _UNLEARNED_TTL_SECONDS = 2.0
-_learned: dict[str, tuple[float, float | None]] = {}
+_learned: dict[tuple[str, str], tuple[float, float | None]] = {}
 _learned_lock = threading.Lock()
+
+
+def learned_median(
+    *, kind: str, parent_id: str, samples: Callable[[int], Iterable[float | None]]
+) -> float | None:
+    """The median of the last `SERENITY_SETTLE_HISTORY` samples (`samples(n)`: the newest n)
+    of `kind` under `parent_id`, or None with no history (or history off). Cached per process
+    for `_LEARNED_TTL_SECONDS`."""
+    history = int(settings.SERENITY_SETTLE_HISTORY)
+    if history <= 0 or not parent_id:
+        return None
+    now = time.monotonic()
+    with _learned_lock:
+        cached = _learned.get((kind, parent_id))
+        if cached is not None and cached[0] > now:
+            return cached[1]
+    values = [value for value in samples(history) if value is not None]
+    learned = max(statistics.median(values), 0.0) if values else None
+    ttl = _LEARNED_TTL_SECONDS if learned is not None else _UNLEARNED_TTL_SECONDS
+    with _learned_lock:
+        _learned[(kind, parent_id)] = (now + ttl, learned)
+    return learned
 
 
 def settle_seconds_learned(*, parent_id: str) -> float | None:
@@ -140,37 +164,24 @@ def settle_seconds_learned(*, parent_id: str) -> float | None:
     A sample is the candidate's age when the read that found it ready was *scheduled*, not
     when a busy quota let it run: queueing behind the quota says nothing of Semrush. It is an upper
     bound (the workspace may have settled before): the estimate converges to the earliest first
-    read time that has worked, so it rarely undershoots into a wasted read. Cached per process for
-    `_LEARNED_TTL_SECONDS`."""
-    history = int(settings.SERENITY_SETTLE_HISTORY)
-    if history <= 0 or not parent_id:
-        return None
-    now = time.monotonic()
-    with _learned_lock:
-        cached = _learned.get(parent_id)
-        if cached is not None and cached[0] > now:
-            return cached[1]
-    samples = [
-        sample
-        for sample in ProvisioningAttempt.objects.filter(
-            brand__organization__semrush_parent_workspace_id=parent_id,
-            freshly_created=True,
-            workspace_promoted=True,
-            settle_seconds__isnull=False,
-        )
-        .order_by("-promoted_at")
-        .values_list("settle_seconds", flat=True)[:history]
-        if sample is not None
-    ]
-    learned = max(statistics.median(samples), 0.0) if samples else None
-    # No history yet is asked again soon: the first settles are moments away.
-    ttl = _LEARNED_TTL_SECONDS if learned is not None else _UNLEARNED_TTL_SECONDS
-    with _learned_lock:
-        _learned[parent_id] = (now + ttl, learned)
-    return learned
+    read time that has worked, so it rarely undershoots into a wasted read."""
+    return learned_median(
+        kind="settle",
+        parent_id=parent_id,
+        samples=lambda n: (
+            ProvisioningAttempt.objects.filter(
+                brand__organization__semrush_parent_workspace_id=parent_id,
+                freshly_created=True,
+                workspace_promoted=True,
+                settle_seconds__isnull=False,
+            )
+            .order_by("-promoted_at")
+            .values_list("settle_seconds", flat=True)[:n]
+        ),
+    )
 
 
-def settle_learning_forget() -> None:
+def learning_forget() -> None:
     """Drop this process's cached estimates (tests)."""
     with _learned_lock:
         _learned.clear()

@@ -17,7 +17,7 @@ from provisioning import tasks
 from provisioning.chain import FIRST_READ_DEFERRED
 from provisioning.exceptions import JOB_FAILED_MESSAGE
 from provisioning.models import AttemptReason, AttemptStatus, ProvisioningAttempt
-from provisioning.selectors import settle_learning_forget
+from provisioning.selectors import learning_forget
 from provisioning.sweep import attempts_sweep
 from serenity.models import Market, Organization, Role
 from tests.chains.helpers import brands_path, serenity_path, start_async_brand_with_market
@@ -134,7 +134,7 @@ def test_the_first_status_read_waits_the_parent_s_learned_settle_time(
     sw_writer, sim, published, chained_job_delivered_separately
 ):
     # given workspaces under this parent that settled in 4, 5 and 6 s
-    settle_learning_forget()
+    learning_forget()
     for seconds in (4.0, 5.0, 6.0):
         ProvisioningAttemptFactory(
             brand=BrandFactory(organization=sw_writer.org),
@@ -178,7 +178,7 @@ def test_the_first_status_read_waits_the_parent_s_learned_settle_time(
 
 
 def test_without_history_the_first_status_read_is_immediate(sw_writer, sim, published):
-    settle_learning_forget()
+    learning_forget()
     sim.configure({"settleSeconds": 30})
     accepted = start_async_brand_with_market(sw_writer)
     start = mark(sim)

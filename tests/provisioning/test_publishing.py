@@ -20,6 +20,7 @@ from provisioning.publishing import (
     publish_confirm,
     publish_seconds_learned,
 )
+from provisioning.selectors import learning_forget
 from provisioning.upstream import client_for_org
 from serenity.models import Market
 from tests.chains.helpers import create_brand, serenity_path
@@ -224,9 +225,7 @@ def test_the_first_read_waits_the_learned_publish_time(sw_writer, sim, settings)
             publish_started_at=timezone.now(),
         )
     assert publish_seconds_learned(parent_id=sim.parent_id) is None  # cached: no history
-    from provisioning.publishing import publish_learning_forget
-
-    publish_learning_forget()
+    learning_forget()
     assert publish_seconds_learned(parent_id=sim.parent_id) == 4.0
     before = len(calls(sim))
     # when a step confirms a publish that began just now
@@ -253,9 +252,8 @@ def test_a_sync_confirmation_sleeps_until_the_learned_time_then_reads(sw_writer,
     ]
     market = _market(brand)
     slept: list[float] = []
-    from provisioning import publishing
-
-    publishing._learned[sim.parent_id] = (float("inf"), 1.0)
+    Market.objects.filter(pk=market.pk).update(publish_seconds=1.0)
+    learning_forget()
     # when a sync caller confirms a publish that began just now
     confirmation = publish_confirm(
         client=client_for_org(sw_writer.org),
@@ -270,7 +268,6 @@ def test_a_sync_confirmation_sleeps_until_the_learned_time_then_reads(sw_writer,
     assert isinstance(confirmation, Live)
     assert confirmation.status == "live"
     assert len(slept) == 1 and 0.9 < slept[0] <= 1.0
-    publishing._learned.pop(sim.parent_id)
 
 
 def test_failed_reads_count_as_still_publishing(sw_writer, sim, settings):
