@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import uuid
 
+from django.db.models import QuerySet
+
 from jobs.endings import Defer, Finish, step_commit
 from jobs.models import JobStatus
 from jobs.runner import StepRun
@@ -45,9 +47,15 @@ def confirm_publish_step(run: StepRun) -> None:
     if outcome.confirm_in is not None:
         step_commit(run, Defer(delay_seconds=outcome.confirm_in))
         return
+
+    def still_owned_then_written() -> bool:
+        # Locked, so a deactivate's tombstone either comes first (and wins) or waits.
+        owned = _owned_rows(run).select_for_update().exists()
+        return owned and market_writes_commit(outcome.market_writes)
+
     completed = Finish(JobStatus.COMPLETED, result=outcome.as_job_result())
-    if not step_commit(run, completed, effects=lambda: market_writes_commit(outcome.market_writes)):
-        # The row went live under someone else meanwhile (a deactivate tombstoned it).
+    if not step_commit(run, completed, effects=still_owned_then_written):
+        # The row is no longer the job's (a deactivate or a delete tombstoned it meanwhile).
         step_commit(run, Finish(JobStatus.CANCELLED, error=cancelled_error()))
 
 
@@ -72,15 +80,16 @@ def on_unexpected(run: StepRun, exc: BaseException) -> None:
     )
 
 
-def _owned_market(run: StepRun) -> Market | None:
-    """The job's `publishing` market, with its brand and org, while the job owns it."""
-    return (
-        Market.objects.select_related("brand__organization")
-        .filter(
-            pk=run.job.metadata.get(CONFIRM_MARKET_KEY),
-            reserved_by=run.job.id,
-            status=MarketStatus.PUBLISHING,
-            deleted_at__isnull=True,
-        )
-        .first()
+def _owned_rows(run: StepRun) -> QuerySet[Market]:
+    """The job's `publishing` market while the job owns it (not tombstoned)."""
+    return Market.objects.filter(
+        pk=run.job.metadata.get(CONFIRM_MARKET_KEY),
+        reserved_by=run.job.id,
+        status=MarketStatus.PUBLISHING,
+        deleted_at__isnull=True,
     )
+
+
+def _owned_market(run: StepRun) -> Market | None:
+    """`_owned_rows`' market, with its brand and org."""
+    return _owned_rows(run).select_related("brand__organization").first()
