@@ -31,6 +31,9 @@ IDEMPOTENT_OPERATIONS = frozenset(
         "webhookRedeliver",
         "onboardingCreate",
         "onboardingCancel",
+        "webhookUpdate",
+        "webhookRotateSecret",
+        "webhookTest",
     }
 )
 
@@ -53,6 +56,8 @@ STATE_DEPENDENT_REFUSALS = (
                 "brandList",
                 "marketList",
                 "jobList",
+                "orgJobList",
+                "webhookAttemptList",
                 "webhookList",
                 "webhookDeliveryList",
                 "onboardingList",

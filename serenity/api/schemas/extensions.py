@@ -54,7 +54,10 @@ class OpenCodeFieldExtension(OpenApiSerializerFieldExtension):
     target_class = "provisioning.serializers.OpenCodeField"
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
-        # The description (the known values in prose) is the field's help text.
+        # The description (the known values in prose) is the field's help text. A request
+        # field accepts the known values only: there the set is closed.
+        if self.target.known_only:
+            return {"type": "string", "enum": list(self.target.known)}
         return {"type": "string", "x-extensible-enum": list(self.target.known)}
 
 

@@ -354,6 +354,11 @@ def postprocess_schema(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     constraints validation applies beyond the serializers' fields, and nulls stated as
     OpenAPI 3.0 reads them."""
     _apply_constraints(result.get("components", {}).get("schemas", {}))
+    # SPEC §12.2: the onboarding create body refuses any member it does not list (`async`
+    # included); the other bodies ignore unknown members (SPEC §7).
+    closed = result.get("components", {}).get("schemas", {}).get("OnboardingCreateRequest")
+    if closed is not None:
+        closed["additionalProperties"] = False
     _nullable_by_construction(result.get("components", {}).get("schemas", {}))
     _nullable_by_construction(result.get("paths", {}))
     paths: dict[str, Any] = {}
