@@ -108,28 +108,16 @@ def market_provision(
             owned=owned_workspace,
             look=owned_workspace and not workspace_new,
         )
-        if market.status == MarketStatus.PUBLISHING and market.publish_started_at is not None:
-            started_at = market.publish_started_at
-        else:
-            # Record the project the moment it exists: a crash from here on resumes it.
-            _market_record(market, owner, semrush_project_id=project_id, workspace_id=workspace_id)
-            if renew is not None:
-                renew()
-            _project_publish(
-                client=client,
-                brand=brand,
-                workspace_id=workspace_id,
-                project_id=project_id,
-                owned=owned_workspace,
-            )
-            started_at = timezone.now()
-            _market_record(
-                market,
-                owner,
-                status=MarketStatus.PUBLISHING,
-                publish_started_at=started_at,
-                publish_error=None,
-            )
+        started_at = _publish_started(
+            client=client,
+            brand=brand,
+            market=market,
+            owner=owner,
+            workspace_id=workspace_id,
+            project_id=project_id,
+            owned=owned_workspace,
+            renew=renew,
+        )
         confirmation = publish_confirm(
             client=client,
             workspace_id=workspace_id,
@@ -154,6 +142,39 @@ def market_provision(
         project_id=project_id,
         hand_over=Patience.current().hands_over,
     )
+
+
+def _publish_started(
+    *,
+    client: SemrushClient,
+    brand: Brand,
+    market: Market,
+    owner: uuid.UUID,
+    workspace_id: str,
+    project_id: str,
+    owned: bool,
+    renew: Callable[[], object] | None,
+) -> datetime:
+    """When the reservation's publish began: an earlier run's (the row is `publishing`), else
+    now, after recording the project (a crash from then on resumes it), setting its tracked URL
+    and publishing it, then recording `publishing`. Raises the publish's SemrushError."""
+    if market.status == MarketStatus.PUBLISHING and market.publish_started_at is not None:
+        return market.publish_started_at
+    _market_record(market, owner, semrush_project_id=project_id, workspace_id=workspace_id)
+    if renew is not None:
+        renew()
+    _project_publish(
+        client=client, brand=brand, workspace_id=workspace_id, project_id=project_id, owned=owned
+    )
+    started_at = timezone.now()
+    _market_record(
+        market,
+        owner,
+        status=MarketStatus.PUBLISHING,
+        publish_started_at=started_at,
+        publish_error=None,
+    )
+    return started_at
 
 
 def market_publish_confirm(

@@ -252,6 +252,16 @@ def activate_markets_in_workspace(
                 "body": outcome.body,
             }
         )
+    return _activation_answer(brand, entries, writes, min(confirm_in, default=None))
+
+
+def _activation_answer(
+    brand: Brand,
+    entries: list[dict[str, Any]],
+    writes: list[MarketWrite],
+    confirm_in: float | None,
+) -> Outcome:
+    """Branch C's answer: 200 when every entry is created or already live, else 207."""
     all_live = all(
         e["status"] == 201 or (e["status"] == 409 and e["body"].get("error") == "sliceExists")
         for e in entries
@@ -266,7 +276,7 @@ def activate_markets_in_workspace(
             "markets": entries,
         },
         market_writes=tuple(writes),
-        confirm_in=min(confirm_in, default=None),
+        confirm_in=confirm_in,
     )
 
 
