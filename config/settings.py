@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "provisioning",
     "jobs",
     "webhooks",
+    "api",
     # Swagger UI and Redoc from static files of their own (no CDN): SPECTACULAR_SETTINGS.
     "drf_spectacular_sidecar",
     # Admin login lockout (AXES_* below).
@@ -107,11 +108,11 @@ AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_HOURS", 1.0)
 AXES_ADDRESS_FAILURE_LIMIT = env_int("AXES_ADDRESS_FAILURE_LIMIT", 20)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
-AXES_HANDLER = "serenity.lockout.AdminLoginLockoutHandler"
+AXES_HANDLER = "api.lockout.AdminLoginLockoutHandler"
 AXES_RESET_ON_SUCCESS = True
 # The client address as the API's throttles see it: the peer, unless proxies are declared
 # (SERENITY_NUM_PROXIES, REST_FRAMEWORK below).
-AXES_CLIENT_IP_CALLABLE = "serenity.throttling.client_address"
+AXES_CLIENT_IP_CALLABLE = "api.throttling.client_address"
 AXES_VERBOSE = False
 
 ROOT_URLCONF = "config.urls"
@@ -185,16 +186,16 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 
 # --- API --------------------------------------------------------------------------------------
 REST_FRAMEWORK: dict[str, Any] = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["serenity.authentication.BearerTokenAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["api.authentication.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # JSON nested deeper than 64 levels → 400 `invalidRequest`, for every route (SPEC §10.2).
-    "DEFAULT_PARSER_CLASSES": ["serenity.api.parsers.BoundedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["api.parsers.BoundedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "EXCEPTION_HANDLER": "serenity.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
     # Rates and the cache they count in: "Caches and throttles" below.
-    "DEFAULT_THROTTLE_CLASSES": ["serenity.throttling.WriteRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["api.throttling.WriteRateThrottle"],
     # How many proxies in front of gunicorn append to X-Forwarded-For: 0 means the client
     # address is the socket's peer (REMOTE_ADDR), so a forged X-Forwarded-For cannot dodge the
     # throttle (or the admin lockout).
@@ -208,9 +209,9 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "serenity.api.schemas.postprocess_schema",
+        "api.schemas.postprocess_schema",
     ],
-    "GET_LIB_DOC_EXCLUDES": "serenity.api.schemas.doc_excludes",
+    "GET_LIB_DOC_EXCLUDES": "api.schemas.doc_excludes",
     # Several bodies have a `status` field with different choice sets: name each set once.
     "ENUM_NAME_OVERRIDES": {
         "BrandStatusEnum": "serenity.models.BrandStatus",
@@ -466,7 +467,7 @@ PROMETHEUS_MULTIPROC_DIR = Path(
 PROMETHEUS_MULTIPROC_DIR.mkdir(parents=True, exist_ok=True)
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(PROMETHEUS_MULTIPROC_DIR)
 # /metrics answers only `Authorization: Bearer <SERENITY_METRICS_TOKEN>`; with none set, only
-# loopback clients (serenity/api/health.py). Org ids label the quota metrics only when asked:
+# loopback clients (api/health.py). Org ids label the quota metrics only when asked:
 # one series per org is a cardinality (and a list of ids) the operator chooses.
 SERENITY_METRICS_TOKEN = env_secret("SERENITY_METRICS_TOKEN")
 SERENITY_METRICS_PER_ORG = env_bool("SERENITY_METRICS_PER_ORG", False)

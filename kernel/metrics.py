@@ -4,7 +4,7 @@ Counters and histograms use prometheus_client's multiprocess mode (gunicorn work
 children write to files in PROMETHEUS_MULTIPROC_DIR, which the settings always set: by default
 `var/prometheus`);
 gauges the caller passes (jobs and attempts, read from the database at scrape time:
-`serenity.metrics`) are correct whichever process serves `/metrics`.
+`api.metrics`) are correct whichever process serves `/metrics`.
 """
 
 from __future__ import annotations

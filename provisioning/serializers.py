@@ -3,7 +3,7 @@ polling reports it (SPEC §4.6) and an onboarding without its items (§11.2).
 
 The API renders its answers with these classes, drf-spectacular documents those answers from
 them, and the webhook events (§11.3) carry what they render: one shape for all three. They live
-here rather than in `serenity.api` because the webhooks app renders them too and nothing may
+here rather than in `api` because the webhooks app renders them too and nothing may
 import an API package; and rather than in `jobs` because their vocabulary (the error codes, the
 answers a result stands for) is that of provisioning's steps, which `jobs` runs without knowing.
 
@@ -47,7 +47,7 @@ OUTCOMES = ["succeeded", "partial", "failed"]
 class OpenCodeField(serializers.CharField):
     """A code whose set grows (SPEC §12.2: error codes, job error codes, webhook event types):
     a string, documented with its known values (`x-extensible-enum`, and in its description:
-    `serenity.api.schemas.extensions`), never as a closed enum, so that a client generated
+    `api.schemas.extensions`), never as a closed enum, so that a client generated
     today still parses an answer carrying a code added later. As a request field
     (`known_only`) it accepts the known values only."""
 
@@ -85,7 +85,7 @@ class OutcomeBodyField(serializers.JSONField):
     """The body of the answer an outcome stands for (`provisioning.outcome.Outcome.body`,
     stored with the job): exactly what the sync path answered, which the API's own output
     serializers rendered there. The API documents it as any of those answers
-    (`serenity.api.schemas.extensions`)."""
+    (`api.schemas.extensions`)."""
 
 
 class JobErrorSerializer(serializers.Serializer):

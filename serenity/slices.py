@@ -16,7 +16,7 @@ from serenity.exceptions import UnknownLanguageError, UnknownMarketError
 GEO_TARGET_OFFSET = 2000
 _MARKET = re.compile(r"^[A-Za-z]{2}$")
 # Any case: a language code is lower-cased (and trimmed) before it is matched. The OpenAPI
-# document states this pattern (serenity/api/schemas/hooks.py), so the two cannot drift.
+# document states this pattern (api/schemas/hooks.py), so the two cannot drift.
 LANGUAGE_CODE_PATTERN = "^[A-Za-z]{2,3}(-[A-Za-z]{2,4})?$"
 _LANGUAGE = re.compile(LANGUAGE_CODE_PATTERN)
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 from django.urls import clear_url_caches, get_resolver, resolve
 
+from api.health import healthz
 from config import runtime
-from serenity.api.health import healthz
 
 
 @pytest.fixture

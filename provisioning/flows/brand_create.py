@@ -52,7 +52,7 @@ class BrandCreated:
 
 def brand_input_check(*, organization: Organization, data: BrandInput) -> None:
     """SPEC §4.1's cross-field rules, before anything is written or called (the OpenAPI document
-    states the first three: serenity.api.schemas.hooks.BRAND_CREATE_RULES)."""
+    states the first three: api.schemas.hooks.BRAND_CREATE_RULES)."""
     if data.status == BrandStatus.ACTIVE and not data.base_url:
         raise BaseUrlRequiredError(field="baseUrl")
     if data.market is not None:

@@ -144,7 +144,7 @@ def test_an_abandoned_claim_is_taken_over(writer, settings):
 
 def test_a_5xx_answer_is_not_stored_and_releases_the_key(writer):
     # given a create that fails unexpectedly
-    with mock.patch("serenity.api.brands.brand_create", side_effect=RuntimeError("boom")):
+    with mock.patch("api.brands.brand_create", side_effect=RuntimeError("boom")):
         failed = writer.post(brands_path(writer), {"name": "Alpha"}, **keyed("k-6"))
     assert failed.status_code == 500
     assert IdempotencyKey.objects.count() == 0

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from api.jobs import accepted_headers
 from jobs.models import AsyncJob, JobStatus, JobStep
-from serenity.api.jobs import accepted_headers
 from tests.factories import AsyncJobFactory, BrandFactory
 
 
@@ -21,7 +21,7 @@ def jobs_url(caller, brand) -> str:  # type: ignore[no-untyped-def]
 
 
 def market_created(brand) -> dict[str, object]:  # type: ignore[no-untyped-def]
-    """What a createMarket step stores: the sync path's 201 (serenity.api.responses)."""
+    """What a createMarket step stores: the sync path's 201 (api.responses)."""
     body = {
         "brandId": str(brand.id),
         "geoTargetId": 2840,

@@ -195,7 +195,7 @@ def test_attempt_age_filter_and_cancel_action(admin_client, monkeypatch):
     )
     cancelled: list[uuid.UUID] = []
     monkeypatch.setattr(
-        "provisioning.admin.attempt_cancel",
+        "api.admin.provisioning.attempt_cancel",
         lambda *, attempt_id: cancelled.append(attempt_id) or True,
     )
     # when
@@ -225,7 +225,9 @@ def test_job_page_shows_the_chain_and_republish_calls_the_service(admin_client, 
         then=StepSpec(step=JobStep.CREATE_MARKET),
     )
     calls: list[uuid.UUID] = []
-    monkeypatch.setattr("jobs.admin.job_republish", lambda *, job_id: calls.append(job_id) or True)
+    monkeypatch.setattr(
+        "api.admin.jobs.job_republish", lambda *, job_id: calls.append(job_id) or True
+    )
     # when
     page = admin_client.get(f"/admin/jobs/asyncjob/{root.id}/change/").content.decode()
     response = admin_client.post(

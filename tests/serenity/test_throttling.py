@@ -13,8 +13,8 @@ import uuid
 import pytest
 from rest_framework.test import APIClient
 
+from api.throttling import CACHE_OUTAGE
 from serenity.models import Brand
-from serenity.throttling import CACHE_OUTAGE
 from tests.conftest import make_caller
 from tests.factories import OrganizationFactory
 from tests.harness import free_port

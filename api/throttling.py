@@ -7,7 +7,7 @@
   never refused by it (one bad script behind a NAT must not lock out everyone behind it).
   `BearerTokenAuthentication` drives it.
 
-Both answer 429 `rateLimited` with `Retry-After` (serenity/api/errors.py). Rates are read from
+Both answer 429 `rateLimited` with `Retry-After` (api/errors.py). Rates are read from
 settings at each request (DRF's own throttles read them once, at import). The counts live in
 Redis when the broker is Redis; when Redis cannot be reached a throttle lets the request
 through: the throttle protects the service, it must not take it down with the cache. After
@@ -32,7 +32,7 @@ from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 
 from serenity.models import ApiToken
 
-logger = logging.getLogger("serenity.throttling")
+logger = logging.getLogger("api.throttling")
 
 # What a cache that cannot be reached raises (redis-py's family; sockets below it).
 CACHE_UNAVAILABLE_ERRORS = (redis.RedisError, OSError)

@@ -7,10 +7,10 @@ from typing import Any, ClassVar
 from rest_framework import serializers
 from rest_framework.request import Request
 
+from api.idempotency import IdempotencyMixin
+from api.pagination import query_parse
 from kernel import context
 from kernel.errors import InvalidRequestError
-from serenity.api.idempotency import IdempotencyMixin
-from serenity.api.pagination import query_parse
 from serenity.selectors import CallerScope, caller_scope_resolve
 
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})

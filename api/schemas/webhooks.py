@@ -1,5 +1,5 @@
 """The OpenAPI description of the webhook routes (SPEC §11.3): one `extend_schema` per
-operation. The response classes are the ones the views render with (serenity.api.webhooks)."""
+operation. The response classes are the ones the views render with (api.webhooks)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from drf_spectacular.utils import (
     extend_schema,
 )
 
-from serenity.api.schemas import examples as ex
-from serenity.api.schemas.parts import (
+from api.schemas import examples as ex
+from api.schemas.parts import (
     ORG_CHECKS,
     PAGE_PARAMETERS,
     PAGED,
@@ -24,7 +24,7 @@ from serenity.api.schemas.parts import (
     error_responses,
     ok,
 )
-from serenity.api.webhook_serializers import (
+from api.webhook_serializers import (
     EVENT_SERIALIZERS,
     AttemptListSerializer,
     DeliveryListSerializer,

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
-from jobs.models import JobType
-from provisioning.serializers import JobSerializer
-from serenity.api.responses import (
+from api.responses import (
     ActivateAnswerSerializer,
     ActivationIncompleteSerializer,
     BrandAcceptedSerializer,
@@ -24,8 +22,8 @@ from serenity.api.responses import (
     OrgJobListSerializer,
     PromptsAnswerSerializer,
 )
-from serenity.api.schemas import examples as ex
-from serenity.api.schemas.parts import (
+from api.schemas import examples as ex
+from api.schemas.parts import (
     ACCEPTED_HEADERS,
     BRAND_CHECKS,
     BRAND_STATUS_QUERY,
@@ -48,13 +46,15 @@ from serenity.api.schemas.parts import (
     error_responses,
     ok,
 )
-from serenity.api.serializers import (
+from api.serializers import (
     ActivateSerializer,
     BrandCreateSerializer,
     BrandUpdateSerializer,
     MarketCreateSerializer,
     PromptsSerializer,
 )
+from jobs.models import JobType
+from provisioning.serializers import JobSerializer
 
 # --- Operations --------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """Webhook endpoints, their deliveries and attempts (SPEC §11.3, §12.2). Each answer is
 rendered by the output serializer that the OpenAPI document describes
-(`serenity.api.schemas.webhooks`)."""
+(`api.schemas.webhooks`)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import uuid
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from serenity.api.base import OrgScopedView
-from serenity.api.pagination import PageQuerySerializer
-from serenity.api.schemas import webhooks as schemas
-from serenity.api.webhook_serializers import (
+from api.base import OrgScopedView
+from api.pagination import PageQuerySerializer
+from api.schemas import webhooks as schemas
+from api.webhook_serializers import (
     AttemptListSerializer,
     DeliveryListQuerySerializer,
     DeliveryListSerializer,

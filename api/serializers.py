@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from rest_framework import serializers
 
-from serenity.api.fields import (
+from api.fields import (
     BodyObjectSerializer,
     BrandNameField,
     HostField,

@@ -1,5 +1,5 @@
 """The OpenAPI description of the onboarding routes (SPEC §11.2): one `extend_schema` per
-operation. The response classes are the ones the views render with (serenity.api.onboardings)."""
+operation. The response classes are the ones the views render with (api.onboardings)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,14 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
-from jobs.models import JobStatus
-from provisioning.models import OnboardingStatus
-from serenity.api.onboarding_serializers import (
+from api.onboarding_serializers import (
     OnboardingAcceptedSerializer,
     OnboardingCreateSerializer,
     OnboardingListSerializer,
     OnboardingSerializer,
 )
-from serenity.api.schemas import examples as ex
-from serenity.api.schemas.parts import (
+from api.schemas import examples as ex
+from api.schemas.parts import (
     ORG_CHECKS,
     PAGE_PARAMETERS,
     PAGED,
@@ -29,6 +27,8 @@ from serenity.api.schemas.parts import (
     ok,
     polling_header,
 )
+from jobs.models import JobStatus
+from provisioning.models import OnboardingStatus
 
 ONBOARDING_ID = "2d6f9b13-7c48-4e05-a1b7-5e3c9d0f8a26"
 ONBOARDING_NOT_FOUND: ErrorCodes = {404: ["onboardingNotFound"]}

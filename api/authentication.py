@@ -15,9 +15,9 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from api.throttling import AuthFailureThrottle
 from kernel import context
 from serenity.models import ApiToken
-from serenity.throttling import AuthFailureThrottle
 from serenity.tokens import token_digest
 
 

@@ -9,18 +9,11 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from kernel.errors import InvalidRequestError
-from provisioning.catalogue import languages_list
-from provisioning.flows.activate import activate
-from provisioning.flows.common import MarketPlan
-from provisioning.flows.deactivate import deactivate, market_delete
-from provisioning.flows.market_create import market_create
-from provisioning.outcome import Accepted, Outcome
-from serenity.api import schemas
-from serenity.api.base import OrgScopedView, SerenityView
-from serenity.api.jobs import accepted_headers
-from serenity.api.pagination import PageQuerySerializer
-from serenity.api.responses import (
+from api import schemas
+from api.base import OrgScopedView, SerenityView
+from api.jobs import accepted_headers
+from api.pagination import PageQuerySerializer
+from api.responses import (
     ActivateAnswerSerializer,
     ActivationIncompleteSerializer,
     DeactivateAnswerSerializer,
@@ -31,7 +24,14 @@ from serenity.api.responses import (
     MarketListSerializer,
     MarketSerializer,
 )
-from serenity.api.serializers import ActivateSerializer, MarketCreateSerializer
+from api.serializers import ActivateSerializer, MarketCreateSerializer
+from kernel.errors import InvalidRequestError
+from provisioning.catalogue import languages_list
+from provisioning.flows.activate import activate
+from provisioning.flows.common import MarketPlan
+from provisioning.flows.deactivate import deactivate, market_delete
+from provisioning.flows.market_create import market_create
+from provisioning.outcome import Accepted, Outcome
 from serenity.exceptions import MarketNotFoundError
 from serenity.models import Market
 from serenity.selectors import market_list

@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from serenity.api import brands, health, jobs, onboardings, prompts, serenity_routes, webhooks
+from api import brands, health, jobs, onboardings, prompts, serenity_routes, webhooks
 
 B = "v2/orgs/<str:org_id>/brands/<str:brand_id>"
 ONB = "v2/orgs/<str:org_id>/serenity/onboardings"

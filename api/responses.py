@@ -1,6 +1,6 @@
 """Output serializers of the brand, market, activation, prompt, job and language routes (SPEC
 §4): every answer of those routes is rendered by one of these classes, and the OpenAPI document
-describes the same classes (`serenity.api.schemas.operations`), so what is documented is what
+describes the same classes (`api.schemas.operations`), so what is documented is what
 is rendered. The job and onboarding documents, which webhook events carry too, are in
 `provisioning.serializers`.
 
@@ -33,7 +33,7 @@ from webhooks import exceptions as webhook_errors
 NEXT_CURSOR_HELP = "Pass as `?cursor=` for the next page; null on the last page."
 
 # Codes of the errors that are not a class of ours: DRF's refusals as the exception handler
-# names them (serenity.api.errors) and the request limits of the WSGI and middleware layers
+# names them (api.errors) and the request limits of the WSGI and middleware layers
 # (kernel.request_limits).
 FRAMEWORK_ERROR_CODES = [
     "authenticationRequired",
@@ -288,7 +288,7 @@ class MarketCreatedSerializer(serializers.Serializer):
 
 class MarketAnswerField(serializers.JSONField):
     """What a market create would have answered for this market: a `MarketCreated` body or an
-    error envelope (documented as either: `serenity.api.schemas.extensions`)."""
+    error envelope (documented as either: `api.schemas.extensions`)."""
 
 
 class ActivatedMarketSerializer(serializers.Serializer):

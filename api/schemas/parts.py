@@ -1,4 +1,4 @@
-"""The building blocks of the operations' schemas (serenity.api.schemas.operations): the error
+"""The building blocks of the operations' schemas (api.schemas.operations): the error
 responses each group of checks can answer with, the request and response headers, and the
 paging and filter parameters."""
 
@@ -11,9 +11,9 @@ from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
+from api.responses import ErrorEnvelopeSerializer
+from api.schemas import examples as ex
 from jobs.models import JobStatus
-from serenity.api.responses import ErrorEnvelopeSerializer
-from serenity.api.schemas import examples as ex
 from serenity.models import BrandStatus
 
 # --- Error responses ---------------------------------------------------------------------------
@@ -24,7 +24,7 @@ ErrorCodes = Mapping[int, Sequence[str]]
 # `Accept` header that JSON does not satisfy (DRF's content negotiation, before anything else);
 # 413 for a body (chunked or not) larger than SERENITY_MAX_BODY_BYTES, on any method
 # (kernel.request_limits); and 429 for an address over its failed-authentication limit (a wrong
-# token: serenity.throttling), which every route authenticates, and for a token over its write
+# token: api.throttling), which every route authenticates, and for a token over its write
 # rate on the mutating ones.
 ORG_CHECKS: ErrorCodes = {
     400: ["invalidRequest"],

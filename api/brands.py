@@ -8,21 +8,21 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from provisioning import selectors
-from provisioning.flows.brand_create import BrandInput, brand_create
-from provisioning.flows.common import MarketPlan
-from serenity import services
-from serenity.api import schemas
-from serenity.api.base import OrgScopedView
-from serenity.api.jobs import accepted_headers
-from serenity.api.pagination import PageQuerySerializer
-from serenity.api.responses import (
+from api import schemas
+from api.base import OrgScopedView
+from api.jobs import accepted_headers
+from api.pagination import PageQuerySerializer
+from api.responses import (
     BrandAcceptedSerializer,
     BrandCreatedSerializer,
     BrandListSerializer,
     BrandSerializer,
 )
-from serenity.api.serializers import BrandCreateSerializer, BrandUpdateSerializer
+from api.serializers import BrandCreateSerializer, BrandUpdateSerializer
+from provisioning import selectors
+from provisioning.flows.brand_create import BrandInput, brand_create
+from provisioning.flows.common import MarketPlan
+from serenity import services
 from serenity.models import BrandStatus
 from serenity.slices import slice_parse
 

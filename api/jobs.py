@@ -8,6 +8,10 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api import schemas
+from api.base import OrgScopedView
+from api.pagination import PageQuerySerializer
+from api.responses import JobListSerializer, OrgJobListSerializer
 from jobs.models import AsyncJob, JobStatus, JobType
 from jobs.selectors import (
     JobFilters,
@@ -20,10 +24,6 @@ from jobs.selectors import (
 )
 from provisioning import services as provisioning_services
 from provisioning.serializers import JobSerializer
-from serenity.api import schemas
-from serenity.api.base import OrgScopedView
-from serenity.api.pagination import PageQuerySerializer
-from serenity.api.responses import JobListSerializer, OrgJobListSerializer
 
 
 def job_location(job: AsyncJob) -> str:

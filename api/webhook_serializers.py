@@ -1,6 +1,6 @@
 """Request and response bodies of the webhook routes (SPEC §11.3, §12.2), and the events
 an endpoint receives. The views render with the response classes and the OpenAPI document
-(serenity.api.schemas.webhooks) describes the same classes: what is documented is what is
+(api.schemas.webhooks) describes the same classes: what is documented is what is
 rendered. The events' `data` are rendered by the classes of `provisioning.serializers` (the
 API's own job and onboarding documents); the event classes here document the envelope
 `{type, timestamp, data}` that `webhooks.services` wraps around them, one per event type, and
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from api.fields import HttpUrlField, StrictBooleanField
+from api.pagination import PageQuerySerializer
+from api.responses import NEXT_CURSOR_HELP
 from provisioning.serializers import (
     JobSummarySerializer,
     OnboardingSummarySerializer,
     OpenCodeField,
 )
-from serenity.api.fields import HttpUrlField, StrictBooleanField
-from serenity.api.pagination import PageQuerySerializer
-from serenity.api.responses import NEXT_CURSOR_HELP
 from webhooks.addresses import URL_MAX_LENGTH
 from webhooks.models import SUBSCRIBABLE_EVENT_TYPES, DeliveryStatus, WebhookEventType
 

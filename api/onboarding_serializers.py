@@ -1,6 +1,6 @@
 """Request and response bodies of the onboarding routes (SPEC §11.2). The views render with the
 response classes (and those of `provisioning.serializers`, which the `onboarding.completed`
-event shares) and the OpenAPI document (serenity.api.schemas.onboardings) describes the same
+event shares) and the OpenAPI document (api.schemas.onboardings) describes the same
 classes: what is documented is what is rendered."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from api.fields import BrandNameField, HttpUrlField
+from api.pagination import PageQuerySerializer
+from api.responses import NEXT_CURSOR_HELP
+from api.serializers import ActivateMarketSerializer, BrandCreateSerializer
 from jobs.models import JobStatus
 from provisioning.models import Onboarding, OnboardingStatus
 from provisioning.serializers import OnboardingItemSerializer, OnboardingSummarySerializer
-from serenity.api.fields import BrandNameField, HttpUrlField
-from serenity.api.pagination import PageQuerySerializer
-from serenity.api.responses import NEXT_CURSOR_HELP
-from serenity.api.serializers import ActivateMarketSerializer, BrandCreateSerializer
 
 MAX_BRANDS = 1000
 

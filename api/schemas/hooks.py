@@ -10,13 +10,13 @@ from typing import Any
 from django.conf import settings
 from drf_spectacular.plumbing import get_lib_doc_excludes
 
-from kernel.pagination import CURSOR_PATTERN
-from serenity.api.base import OrgScopedView
-from serenity.api.fields import (
+from api.base import OrgScopedView
+from api.fields import (
     HOST_PATTERN,
     HTTP_URL_PATTERN,
     BodyObjectSerializer,
 )
+from kernel.pagination import CURSOR_PATTERN
 from serenity.names import REFUSED_NAME_CHARACTERS
 from serenity.selectors import GEO_TARGET_ID_PATTERN
 from serenity.slices import LANGUAGE_CODE_PATTERN, market_pattern
@@ -207,7 +207,7 @@ def _rename_parameters(operation: dict[str, Any], path: str) -> None:
 
 
 # Constraints the views check outside the serializers' declared fields (serenity.slices, the
-# validate_* methods, the fields of serenity/api/fields.py): declared here so that the schema
+# validate_* methods, the fields of api/fields.py): declared here so that the schema
 # states what validation refuses (SPEC §10.3). The patterns are the validators' own constants.
 LANGUAGE_PATTERN = LANGUAGE_CODE_PATTERN
 # Every string field of a request body is trimmed, must not be blank and must not contain NUL
@@ -343,7 +343,7 @@ def _nullable_by_construction(node: Any) -> None:
 
 
 def _retry_after_headers(responses: dict[str, Any]) -> None:
-    """Every 429 and 503 of the API says when to come back (serenity.api.errors)."""
+    """Every 429 and 503 of the API says when to come back (api.errors)."""
     for status, header in (("429", RETRY_AFTER_429), ("503", RETRY_AFTER_503)):
         if status in responses:
             responses[status].setdefault("headers", {}).update(header)

@@ -12,10 +12,10 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
+from api.responses import ErrorEnvelopeSerializer
 from kernel.errors import DomainError, clean_message
-from serenity.api.responses import ErrorEnvelopeSerializer
 
-logger = logging.getLogger("serenity.api")
+logger = logging.getLogger("api")
 
 
 def _first_field_error(detail: Any, path: str = "") -> tuple[str, str]:

@@ -2,7 +2,7 @@
 cancelled each one, filters by status/reason/age, and an action that cancels an attempt through
 `provisioning.services.attempt_cancel`, recorded in the admin log (SPEC §8, §10.4).
 
-The jobs admin is registered here too: `jobs.admin.AsyncJobAdmin` plus the brand's name, which
+The jobs admin is registered here too: `api.admin.jobs.AsyncJobAdmin` plus the brand's name, which
 `jobs` (it imports nothing of ours) cannot look up."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from jobs.admin import AsyncJobAdmin
+from api.admin.jobs import AsyncJobAdmin
 from jobs.models import AsyncJob
 from kernel import context
 from provisioning.models import AttemptStatus, ProvisioningAttempt
@@ -189,7 +189,3 @@ class ProvisioningAttemptAdmin(admin.ModelAdmin):
                 "they are.",
                 messages.WARNING,
             )
-
-
-# Onboardings have their own module (registered on import).
-from provisioning import admin_onboardings  # noqa: E402, F401

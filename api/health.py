@@ -13,8 +13,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from api.throttling import client_address
 from serenity.models import Organization
-from serenity.throttling import client_address
 
 logger = logging.getLogger("serenity.health")
 
@@ -98,8 +98,8 @@ def metrics(request: HttpRequest) -> HttpResponse:
     refusal = _metrics_refusal(request)
     if refusal is not None:
         return refusal
+    from api.metrics import DatabaseCollector
     from kernel.metrics import render_metrics
-    from serenity.metrics import DatabaseCollector
 
     body, content_type = render_metrics(collectors=[DatabaseCollector()])
     return HttpResponse(body, content_type=content_type)

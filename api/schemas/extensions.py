@@ -1,6 +1,6 @@
 """drf-spectacular extensions: how our authentication class, our strict boolean field and the
 fields that hold another answer's body are documented. The output serializers themselves are
-documented as they are (`serenity.api.responses`, `provisioning.serializers`)."""
+documented as they are (`api.responses`, `provisioning.serializers`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from drf_spectacular.plumbing import build_basic_type
 from drf_spectacular.types import OpenApiTypes
 from rest_framework import serializers
 
-from serenity.api.responses import (
+from api.responses import (
     ActivateAnswerSerializer,
     ActivationIncompleteSerializer,
     ErrorEnvelopeSerializer,
@@ -25,7 +25,7 @@ from serenity.api.responses import (
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "serenity.authentication.BearerTokenAuthentication"
+    target_class = "api.authentication.BearerTokenAuthentication"
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
@@ -37,7 +37,7 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
 
 
 class StrictBooleanFieldExtension(OpenApiSerializerFieldExtension):
-    target_class = "serenity.api.fields.StrictBooleanField"
+    target_class = "api.fields.StrictBooleanField"
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         return {
@@ -92,7 +92,7 @@ class OutcomeBodyExtension(AnswerBodyExtension):
 class MarketAnswerExtension(AnswerBodyExtension):
     """A market entry's `body` in an activation: what a market create would have answered."""
 
-    target_class = "serenity.api.responses.MarketAnswerField"
+    target_class = "api.responses.MarketAnswerField"
     answers: ClassVar[list[type[serializers.Serializer]]] = [
         MarketCreatedSerializer,
         ErrorEnvelopeSerializer,

@@ -9,15 +9,9 @@ from django.conf import settings
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from jobs.models import JobStatus
-from kernel.errors import InvalidRequestError
-from provisioning import selectors
-from provisioning.flows.common import MarketPlan
-from provisioning.flows.onboarding import OnboardingBrand, onboarding_begin, onboarding_cancel
-from provisioning.models import Onboarding
-from serenity.api import schemas
-from serenity.api.base import OrgScopedView
-from serenity.api.onboarding_serializers import (
+from api import schemas
+from api.base import OrgScopedView
+from api.onboarding_serializers import (
     OnboardingAcceptedSerializer,
     OnboardingCreateSerializer,
     OnboardingItemsQuerySerializer,
@@ -25,6 +19,12 @@ from serenity.api.onboarding_serializers import (
     OnboardingListSerializer,
     OnboardingSerializer,
 )
+from jobs.models import JobStatus
+from kernel.errors import InvalidRequestError
+from provisioning import selectors
+from provisioning.flows.common import MarketPlan
+from provisioning.flows.onboarding import OnboardingBrand, onboarding_begin, onboarding_cancel
+from provisioning.models import Onboarding
 from serenity.slices import slice_parse
 
 # Polling an onboarding: a brand takes seconds to minutes, so every few seconds is enough.

@@ -5,12 +5,12 @@ from __future__ import annotations
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api import schemas
+from api.base import SerenityView
+from api.responses import PromptsAnswerSerializer
+from api.serenity_routes import render
+from api.serializers import PromptsSerializer
 from provisioning.flows.prompts import prompts_add
-from serenity.api import schemas
-from serenity.api.base import SerenityView
-from serenity.api.responses import PromptsAnswerSerializer
-from serenity.api.serenity_routes import render
-from serenity.api.serializers import PromptsSerializer
 
 
 class PromptCollectionView(SerenityView):

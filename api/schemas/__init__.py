@@ -3,20 +3,20 @@
 `operations`, `onboardings` and `webhooks` hold one `*_schema` decorator per operation, which
 the views apply, naming the output serializers the views render with; `parts` their shared
 pieces; `extensions` how drf-spectacular documents our own field and authentication classes;
-`hooks` the functions the settings name (`serenity.api.schemas.postprocess_schema`,
-`serenity.api.schemas.doc_excludes`). This package exposes the names the views and the settings
+`hooks` the functions the settings name (`api.schemas.postprocess_schema`,
+`api.schemas.doc_excludes`). This package exposes the names the views and the settings
 use.
 """
 
-from serenity.api.schemas import extensions  # noqa: F401  (registers the extensions)
-from serenity.api.schemas.hooks import doc_excludes, postprocess_schema
-from serenity.api.schemas.onboardings import (
+from api.schemas import extensions  # noqa: F401  (registers the extensions)
+from api.schemas.hooks import doc_excludes, postprocess_schema
+from api.schemas.onboardings import (
     onboarding_cancel_schema,
     onboarding_create_schema,
     onboarding_get_schema,
     onboarding_list_schema,
 )
-from serenity.api.schemas.operations import (
+from api.schemas.operations import (
     activate_schema,
     brand_create_schema,
     brand_get_schema,
