@@ -1,5 +1,12 @@
 """Liveness and readiness (no token needed), and metrics (SERENITY_METRICS_TOKEN, or loopback
-clients only when it is not set: SPEC §11.4)."""
+clients only when it is not set: SPEC §11.4).
+
+The probes answer whatever the `Host` (a load balancer or an operator probes by IP: SPEC §12.4):
+`ProbeMiddleware` serves them before anything validates the host or redirects to HTTPS, and
+refuses every other request for a host ALLOWED_HOSTS does not list with the JSON envelope (400
+`invalidRequest`) and one WARNING line (Django's `Bad Request` line of every 4xx; the refused host
+is on an INFO line beside it), where Django would answer an HTML page and log an ERROR with a
+traceback."""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ from collections.abc import Callable
 from functools import wraps
 
 from django.conf import settings
+from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -103,3 +111,33 @@ def metrics(request: HttpRequest) -> HttpResponse:
 
     body, content_type = render_metrics(collectors=[DatabaseCollector()])
     return HttpResponse(body, content_type=content_type)
+
+
+_PROBES: dict[str, Callable[[HttpRequest], HttpResponse]] = {"/healthz": healthz, "/readyz": readyz}
+# The refused host, as logged: enough to recognise it, never a whole attacker-sized header.
+_LOGGED_HOST_CHARACTERS = 200
+
+
+class ProbeMiddleware:
+    """Answers `/healthz` and `/readyz` whatever the `Host`; answers a request for any other
+    path with a host not allowed 400 `invalidRequest`. In MIDDLEWARE before
+    SecurityMiddleware (its HTTPS redirect reads the host, and a probe speaks plain HTTP to the
+    loopback) and before everything else that reads the host."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        probe = _PROBES.get(request.path_info)
+        if probe is not None:
+            return probe(request)
+        try:
+            request.get_host()
+        except DisallowedHost:
+            host = request.META.get("HTTP_HOST", "")[:_LOGGED_HOST_CHARACTERS]
+            logger.info("request refused: host not allowed", extra={"host": host})
+            return JsonResponse(
+                {"error": "invalidRequest", "message": "This host is not served here."},
+                status=400,
+            )
+        return self.get_response(request)

@@ -77,6 +77,8 @@ MIDDLEWARE = [
     # bodies over SERENITY_MAX_BODY_BYTES (chunked or not) answer 413 `requestTooLarge`.
     "kernel.request_limits.RequestLimitsMiddleware",
     "kernel.middleware.RequestMetricsMiddleware",
+    # /healthz and /readyz whatever the Host; a host not allowed elsewhere: the JSON envelope.
+    "api.health.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (the admin's CSS and JS) served by the app itself, with DEBUG off under
     # gunicorn as well; right after SecurityMiddleware, as whitenoise documents.

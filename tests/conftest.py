@@ -26,6 +26,16 @@ ROOT = Path(__file__).resolve().parent.parent
 settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = f"test_serenity_{os.getpid()}"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    # ./scripts/test passes it unless told --no-browser-install (tests/test_operators_stack.py).
+    parser.addoption(
+        "--install-browser",
+        action="store_true",
+        help="install chromium and chromium-driver (scripts/install-browser) when a browser "
+        "test runs and they are missing",
+    )
+
+
 @pytest.fixture(scope="session")
 def served_document(django_db_setup: Any, django_db_blocker: Any) -> ServedDocument:
     """The OpenAPI document at /api/schema/, as a client reads it (from the test database's

@@ -125,19 +125,29 @@ def test_gunicorn_celery_and_beat_write_json_lines_and_beat_ticks_are_debug(stac
     assert not [line for line in beat if "Sending due task" in str(line["message"])]
 
 
-def _chromium() -> tuple[str, str]:
-    browser = shutil.which("chromium")
-    driver = shutil.which("chromedriver")
-    assert browser and driver, "Debian's chromium and chromium-driver are needed (.ci/run)"
+BROWSER_MISSING = (
+    "Debian's chromium and chromium-driver are missing: install them with "
+    "scripts/install-browser (./scripts/test does so itself unless given --no-browser-install)"
+)
+
+
+def chromium(*, install: bool) -> tuple[str, str]:
+    """The browser and its driver; installed first (scripts/install-browser) when missing and
+    `install`, else the test fails naming the installer."""
+    if install and not (shutil.which("chromium") and shutil.which("chromedriver")):
+        subprocess.run([ROOT / "scripts" / "install-browser"], check=True)
+    browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (browser and driver):
+        pytest.fail(BROWSER_MISSING, pytrace=False)
     return browser, driver
 
 
 @pytest.fixture(scope="module")
-def browser():  # type: ignore[no-untyped-def]
+def browser(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
-    binary, driver = _chromium()
+    binary, driver = chromium(install=request.config.getoption("--install-browser"))
     options = webdriver.ChromeOptions()
     options.binary_location = binary
     for argument in (
@@ -190,6 +200,7 @@ def _visit(session, url: str, shot: Path) -> None:  # type: ignore[no-untyped-de
     session.save_screenshot(str(shot))
 
 
+@pytest.mark.browser
 def test_the_admin_in_a_real_browser(stack, chain, browser, screenshots):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
