@@ -10,6 +10,9 @@ Ctrl-C (or SIGTERM) stops every child within a few seconds: the worker gets one 
 shutdown: it stops its own pool processes), the others a SIGTERM to their process group. If a
 child dies, the others are stopped and the exit status is non-zero.
 
+The simulator keeps its workspaces and projects in `var/simulator-state.json` across runs, and
+`var/run.json` records this run's URLs (API, simulator) for `./scripts/manage`.
+
 Prometheus' multiprocess folder (`var/prometheus`) is emptied at start: every process of this
 run writes its counters there, and `/metrics` reads them all.
 
@@ -323,10 +326,11 @@ def _worker_child(args: argparse.Namespace, log_dir: Path) -> Child:
 
 
 def _children(
-    args: argparse.Namespace, env: dict[str, str], setup: dict[str, str], log_dir: Path
+    args: argparse.Namespace, env: dict[str, str], setup: dict[str, str], var_dir: Path
 ) -> tuple[Child, list[Child]]:
     """The simulator, then what needs it: the worker, beat and the API, in start order."""
     python = sys.executable
+    log_dir = var_dir / "log"
     simulator = Child(
         "simulator",
         [
@@ -337,6 +341,8 @@ def _children(
             f"--port={args.simulator_port}",
             f"--token={env['SEMRUSH_API_TOKEN']}",
             f"--parent={setup['parent']}",
+            # Workspaces and projects outlive a restart, as the brands pointing at them do.
+            f"--state-file={var_dir / 'simulator-state.json'}",
         ],
         log_dir / "simulator.log",
     )
@@ -349,6 +355,20 @@ def _children(
         log_dir / "api.log",
     )
     return simulator, [_worker_child(args, log_dir), beat, api]
+
+
+def _write_run_file(args: argparse.Namespace, var_dir: Path) -> None:
+    """`var/run.json`: where this run's API and simulator listen, for ./scripts/manage (which
+    then talks to this run's simulator, whatever port it was given). No secret goes in it."""
+    (var_dir / "run.json").write_text(
+        json.dumps(
+            {
+                "apiUrl": f"http://{args.host}:{args.port}",
+                "semrushBaseUrl": f"http://127.0.0.1:{args.simulator_port}",
+            },
+            indent=2,
+        )
+    )
 
 
 def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
@@ -411,7 +431,8 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     setup = _prepare(var_dir)
 
-    simulator, others = _children(args, env, setup, log_dir)
+    _write_run_file(args, var_dir)
+    simulator, others = _children(args, env, setup, var_dir)
     return _supervise(args, simulator, others, env, _banner(args, setup, log_dir))
 
 

@@ -1,6 +1,8 @@
 """`./scripts/run` and `./scripts/manage` as a developer uses them (SPEC §10.4): Ctrl-C stops
 everything within 5 s with a warm worker shutdown, logs are appended, a busy port names the
-option that changes it, and management commands run from a plain shell.
+option that changes it, and management commands run from a plain shell. SPEC §12.4: a restarted
+run keeps its simulator's state (var/simulator-state.json), and `./scripts/manage` talks to the
+simulator on the port the run was started with (var/run.json).
 
 The runs use the embedded default (SQLite and the filesystem broker in a temporary var dir),
 on free ports, with the environment of a plain shell (none of the test run's settings)."""
@@ -159,3 +161,98 @@ def test_management_commands_run_from_a_plain_shell(tmp_path):
     # then
     assert completed.returncode == 0, completed.stderr
     assert set(json.loads(completed.stdout)) == {"id"}
+
+
+class _Run:
+    """`./scripts/run` on the given ports, in the background, until `stop()`."""
+
+    def __init__(self, tmp_path: Path, port: int, sim_port: int, name: str) -> None:
+        self.out_path = tmp_path / f"{name}.out"
+        self._out = self.out_path.open("wb")
+        self.process = subprocess.Popen(
+            ["scripts/run", "--port", str(port), "--simulator-port", str(sim_port)],
+            cwd=ROOT,
+            env=_plain_shell_env(tmp_path / "var"),
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 180
+        while b"Serenity is running" not in self.out_path.read_bytes():
+            assert self.process.poll() is None, self.out_path.read_text()
+            assert time.monotonic() < deadline, self.out_path.read_text()
+            time.sleep(0.5)
+        banner = self.out_path.read_text()
+        self.token = re.search(r"Token +(\S+)", banner).group(1)  # type: ignore[union-attr]
+        self.org_id = re.search(r"Org +(\S+)", banner).group(1)  # type: ignore[union-attr]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self._out.close()
+
+
+def _manage(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["scripts/manage", *argv],
+        cwd=ROOT,
+        env=_plain_shell_env(tmp_path / "var"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_a_restarted_run_keeps_its_simulator_state_and_manage_follows_its_ports(tmp_path):
+    # given a run on a simulator port that is not the default, and a brand provisioned by it
+    port, sim_port = free_port(), free_port()
+    first = _Run(tmp_path, port, sim_port, "first")
+    try:
+        _run_a_chain(f"http://127.0.0.1:{port}", first.token, first.org_id)
+        # when: ./scripts/manage from another plain shell, while the run is up
+        audit = _manage(tmp_path, "provisioning_audit", "--json")
+    finally:
+        first.stop()
+    # then it reached this run's simulator (not the default port) and found nothing wrong
+    assert first.process.returncode == 0, first.out_path.read_text()
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert json.loads((tmp_path / "var" / "run.json").read_text()) == {
+        "apiUrl": f"http://127.0.0.1:{port}",
+        "semrushBaseUrl": f"http://127.0.0.1:{sim_port}",
+    }
+    # when: the run is started again (same var/, same simulator port)
+    second = _Run(tmp_path, port, sim_port, "second")
+    try:
+        session = requests.Session()
+        session.headers["Authorization"] = f"Bearer {second.token}"
+        brands = session.get(f"http://127.0.0.1:{port}/v2/orgs/{second.org_id}/brands", timeout=30)
+        state = requests.get(f"http://127.0.0.1:{sim_port}/__sim/state", timeout=30).json()
+        audit_again = _manage(tmp_path, "provisioning_audit", "--json")
+    finally:
+        second.stop()
+    # then the brand's workspace and project are still upstream, and the audit is still clean
+    assert brands.status_code == 200, brands.text
+    [brand] = brands.json()["brands"]
+    assert second.org_id == first.org_id
+    assert [ws["id"] for ws in state["workspaces"]] == [brand["semrushSubWorkspaceId"]]
+    assert [ws["status"] for ws in state["workspaces"]] == ["created"]
+    assert [(p["workspaceId"], p["publishStatus"]) for p in state["projects"]] == [
+        (brand["semrushSubWorkspaceId"], "live")
+    ]
+    assert audit_again.returncode == 0, audit_again.stdout + audit_again.stderr
+
+
+def test_manage_without_a_run_file_keeps_the_default_simulator(tmp_path):
+    # given no run ever started in this var/
+    code = "from django.conf import settings; print(settings.SEMRUSH_BASE_URL)"
+    # when
+    completed = _manage(tmp_path, "shell", "-c", code)
+    # then
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines()[-1] == "http://127.0.0.1:8765"

@@ -721,6 +721,52 @@ class SemrushSimulator:
                 "prompts": [dict(prompt) for prompt in self._prompts],
             }
 
+    def snapshot(self) -> dict[str, Any]:
+        """What `restore` needs to bring the API state (workspaces, projects, prompts) back in
+        another process: JSON-ready, with each clock reading as a wall-clock time (a restart
+        does not rewind a settle or a publish). Faults, the logs, the config and extra tokens
+        are not kept."""
+        offset = time.time() - time.monotonic()
+        with self._lock:
+            workspaces = [
+                {**vars(ws), "created_mono": ws.created_mono + offset}
+                for ws in self._workspaces.values()
+            ]
+            projects = []
+            for project in self._projects.values():
+                started, wall = project.publish_started_mono, project.publish_started_wall
+                projects.append(
+                    {
+                        **vars(project),
+                        "language": project.language.id,
+                        "publish_started_mono": None if started is None else started + offset,
+                        "publish_started_wall": wall and wall.isoformat(),
+                    }
+                )
+            prompts = [dict(prompt) for prompt in self._prompts]
+        return {"workspaces": workspaces, "projects": projects, "prompts": prompts}
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        """Replace the API state with a `snapshot`'s (the seeded parents are kept)."""
+        offset = time.time() - time.monotonic()
+        with self._lock:
+            for item in snapshot["workspaces"]:
+                ws = _Workspace(**{**item, "created_mono": item["created_mono"] - offset})
+                self._workspaces[ws.id] = ws
+            for item in snapshot["projects"]:
+                started, wall = item["publish_started_mono"], item["publish_started_wall"]
+                project = _Project(
+                    **{
+                        **item,
+                        "language": _LANGUAGES_BY_ID[item["language"]],
+                        "publish_started_mono": None if started is None else started - offset,
+                        "publish_started_wall": wall and datetime.fromisoformat(wall),
+                    }
+                )
+                self._projects[project.id] = project
+            self._prompts = [dict(prompt) for prompt in snapshot["prompts"]]
+            self._family_entries.clear()
+
     def requests_log(self) -> list[dict[str, Any]]:
         with self._lock:
             return [dict(entry) for entry in self._requests]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import signal
@@ -1199,3 +1200,90 @@ def test_rate_limit_is_per_bearer_token_and_tokens_can_be_added():
         assert status("second")[0] == 401
     finally:
         sim.stop()
+
+
+def test_a_snapshot_restored_in_another_simulator_keeps_workspaces_projects_and_prompts(api, sim):
+    # given a settled workspace, a project publishing for an hour, one still a draft, a prompt
+    workspace_id = settled_workspace(api, sim)
+    projects = f"{sim.base_url}{PE}/v1/workspaces/{workspace_id}/projects"
+    published = api.post(projects, json=project_body(), timeout=5).json()["id"]
+    draft = api.post(projects, json=project_body(name="US-es"), timeout=5).json()["id"]
+    configure(sim, publishSeconds=3600)
+    assert api.post(f"{projects}/{published}/publish", timeout=5).status_code == 202
+    tagged = f"{sim.base_url}{PE}/v3/workspaces/{workspace_id}/projects/{draft}/aio/prompts/tagged"
+    prompt = {"prompts": [{"name": "best shoes", "tags": ["t"]}]}
+    assert api.post(tagged, json=prompt, timeout=5).status_code == 201
+    before = sim.state()
+    # when its snapshot, through JSON, is restored in a fresh simulator (a restart)
+    restarted = SemrushSimulator(port=0, token=TOKEN, parents=[PARENT]).start()
+    try:
+        restarted.restore(json.loads(json.dumps(sim.snapshot())))
+        after = restarted.state()
+        url = f"{restarted.base_url}{PE}/v1/workspaces/{workspace_id}/projects/{published}"
+        read = api.get(url, params={"draft": "true", "type": "ai"}, timeout=5)
+        again = api.post(tagged.replace(sim.base_url, restarted.base_url), json=prompt, timeout=5)
+    finally:
+        restarted.stop()
+    # then it reads the same, a publish in flight still publishing, prompts still deduped
+    assert after == before
+    assert [p["publishStatus"] for p in after["projects"]] == ["publishing", "draft"]
+    assert (read.status_code, read.json()["publish_status"]) == (200, "publishing")
+    assert again.json()["items"][0]["is_new"] is False
+
+
+def test_the_command_keeps_its_state_file_across_restarts(tmp_path):
+    # given the command with a state file, and a workspace created through it
+    state_file = tmp_path / "simulator-state.json"
+
+    def serve() -> tuple[subprocess.Popen[str], str]:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "manage.py",
+                "semrush_simulator",
+                "--port",
+                "0",
+                "--token",
+                "t",
+                "--parent",
+                "p-1",
+                "--state-file",
+                str(state_file),
+            ],
+            cwd=REPO_ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        line = process.stdout.readline()  # type: ignore[union-attr]
+        assert line.startswith("Semrush simulator listening on "), line
+        return process, line.split(" on ")[1].split()[0]
+
+    def stop(process: subprocess.Popen[str]) -> None:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=10)
+        assert process.returncode == 0
+
+    first, base_url = serve()
+    try:
+        created = requests.post(
+            f"{base_url}{UM}/v2/workspaces/p-1/child",
+            json={"title": "Kept", "resources": {}},
+            headers={"Authorization": "Bearer t"},
+            timeout=5,
+        )
+        assert created.status_code == 200
+    finally:
+        stop(first)
+    # when it is started again
+    second, base_url = serve()
+    try:
+        state = requests.get(f"{base_url}/__sim/state", timeout=5).json()
+    finally:
+        stop(second)
+    # then
+    assert [(ws["id"], ws["title"]) for ws in state["workspaces"]] == [
+        (created.json()["id"], "Kept")
+    ]
+    assert state["parentWorkspaces"] == ["p-1"]
