@@ -2,17 +2,70 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun, worker_process_init, worker_ready
+from celery.signals import (
+    beat_init,
+    celeryd_after_setup,
+    celeryd_init,
+    task_postrun,
+    task_prerun,
+    worker_process_init,
+    worker_ready,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("serenity")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+logger = logging.getLogger("serenity.celery")
+
+
+@celeryd_init.connect
+def quiet_worker_banner(instance: Any = None, **_: object) -> None:
+    """No start-up banner: the worker prints it (ASCII art, not a log line) unless quiet, and
+    every line of every process is one JSON object (SPEC §12.4). `announce_worker` logs what
+    it showed. (Beat has no such hook: its command lines pass `-q`.)"""
+    if instance is not None:
+        instance.quiet = True
+
+
+@celeryd_after_setup.connect
+def announce_worker(sender: str = "", instance: Any = None, conf: Any = None, **_: object) -> None:
+    """The banner's facts, as one JSON line (the broker's URL without its password)."""
+    from kombu.utils.url import maybe_sanitize_url
+
+    logger.info(
+        "worker starting",
+        extra={
+            "hostname": sender,
+            "broker": maybe_sanitize_url(conf.broker_url) if conf is not None else None,
+            "pool": getattr(getattr(instance, "pool_cls", None), "__name__", None),
+            "concurrency": getattr(instance, "concurrency", None),
+            "queues": sorted(app.amqp.queues.consume_from or {}),
+        },
+    )
+
+
+@beat_init.connect
+def announce_beat(sender: Any = None, **_: object) -> None:
+    """Beat's banner facts, as one JSON line (its printed banner is off: `celery beat -q`)."""
+    from kombu.utils.url import maybe_sanitize_url
+
+    scheduler = getattr(sender, "scheduler", None)
+    logger.info(
+        "beat starting",
+        extra={
+            "broker": maybe_sanitize_url(app.conf.broker_url),
+            "scheduler": type(scheduler).__name__ if scheduler is not None else None,
+            "maxInterval": getattr(sender, "max_interval", None),
+        },
+    )
 
 
 @worker_ready.connect

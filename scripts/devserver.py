@@ -346,12 +346,21 @@ def _children(
         ],
         log_dir / "simulator.log",
     )
+    # -q: no printed banner (config/celery.py logs its facts as a JSON line instead).
     beat = Child(
-        "beat", [python, "-m", "celery", "-A", "config", "beat", "-l", "info"], log_dir / "beat.log"
+        "beat",
+        [python, "-m", "celery", "-A", "config", "-q", "beat", "-l", "info"],
+        log_dir / "beat.log",
     )
+    # gunicorn, as in production (deploy/Procfile): every line it writes is JSON, access lines
+    # included (config/gunicorn.py), where runserver prints its own.
     api = Child(
         "api",
-        [python, "manage.py", "runserver", f"{args.host}:{args.port}", "--noreload"],
+        [
+            *(python, "-m", "gunicorn", "-c", "config/gunicorn.py", "config.wsgi"),
+            *("--bind", f"{args.host}:{args.port}", "--workers", "1", "--threads", "4"),
+            *("--graceful-timeout", "3"),
+        ],
         log_dir / "api.log",
     )
     return simulator, [_worker_child(args, log_dir), beat, api]

@@ -528,6 +528,7 @@ class Stack:
                 "celery",
                 "-A",
                 "config",
+                "-q",  # no printed banner: every line is JSON (README, "Logs and metrics")
                 "beat",
                 "-l",
                 "INFO",

@@ -111,10 +111,14 @@ def test_debug_off_without_allowed_hosts_refuses_to_start(tmp_path, hosts):
 
 
 def test_a_host_not_allowed_is_refused(client, db):
-    # when
-    response = client.get("/healthz", HTTP_HOST="evil.example")
+    # when (the probes answer any host: tests/api/test_probes_by_ip.py)
+    response = client.get("/api/schema/", HTTP_HOST="evil.example")
     # then
     assert response.status_code == 400
+    assert response.json() == {
+        "error": "invalidRequest",
+        "message": "This host is not served here.",
+    }
 
 
 # The README's "Security settings" table, as a deployment would set it (values are examples).
@@ -195,7 +199,7 @@ def test_an_older_short_key_may_still_decrypt_during_a_rotation(tmp_path):
 
 def _placeholder_variables() -> dict[str, str]:
     placeholders = {}
-    for line in (REPO_ROOT / "deploy" / "production.env").read_text().splitlines():
+    for line in (REPO_ROOT / "deploy" / "production.env.example").read_text().splitlines():
         name, _, value = line.partition("=")
         if not line.startswith("#") and "<" in value:
             placeholders[name] = value
