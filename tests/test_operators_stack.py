@@ -74,8 +74,9 @@ def _lines(path: Path) -> list[str]:
 
 
 def _json_lines(lines: list[str]) -> list[dict[str, object]]:
-    """Every line, decoded; fails on a line that is not JSON (a banner included: SPEC §12.4)."""
-    return [json.loads(line) for line in lines if line.strip()]
+    """Every line the process wrote, decoded; fails on a line that is not JSON (a banner
+    included: SPEC §12.4). The harness's own `=== start …` line, one per start, is skipped."""
+    return [json.loads(line) for line in lines if line.strip() and not line.startswith("=== ")]
 
 
 def test_the_admins_static_files_are_served_by_gunicorn_with_debug_off(stack):

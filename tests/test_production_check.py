@@ -8,7 +8,8 @@ Every line of the README's `sh` block runs, in order, in one bash script, unchan
 - `<your Semrush parent workspace id>` → the simulator's parent.
 What an operator does by hand is done by stand-ins: `$EDITOR` fills deploy/production.env (the
 placeholders, the loopback PostgreSQL, Redis and simulator; plus `CELERY_TASK_QUEUE` of this
-run and `SERENITY_WEBHOOK_ALLOW_PRIVATE=true`, the receiver being on the loopback); `sudo -u
+run, `SERENITY_WEBHOOK_ALLOW_PRIVATE=true` (the receiver is on the loopback) and smaller
+`WEB_CONCURRENCY` / `WORKER_THREADS`, the Procfile's sizes); `sudo -u
 postgres` is `runuser` (CI has no sudo); the passwords typed are on stdin. No systemd: the last
 line, `honcho … start`, runs the Procfile's commands, as the units do.
 """
@@ -43,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HOST = "serenity.example.com"
 ROLE_PASSWORD = "role-password-17"
 ADMIN_PASSWORD = "admin-password-17"
+ADMIN_DATABASE = "postgresql://root@127.0.0.1:5432/postgres"
 
 
 class _Receiver:
@@ -170,7 +172,13 @@ def test_the_readme_production_section_as_written(tmp_path, upstream):
             "SEMRUSH_API_TOKEN": "check-token",
             "SERENITY_VAR_DIR": str(tmp_path / "var"),
         },
-        {"CELERY_TASK_QUEUE": queue, "SERENITY_WEBHOOK_ALLOW_PRIVATE": "true"},
+        {
+            "CELERY_TASK_QUEUE": queue,
+            "SERENITY_WEBHOOK_ALLOW_PRIVATE": "true",
+            # The Procfile's sizes, smaller: the machine's PostgreSQL is shared.
+            "WEB_CONCURRENCY": "1",
+            "WORKER_THREADS": "4",
+        },
     )
     env = {
         "PATH": f"{stand_ins}:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -215,7 +223,7 @@ def test_the_readme_production_section_as_written(tmp_path, upstream):
         base = f"{api.base_url}/v2/orgs/{org}"  # type: ignore[attr-defined]
         # and a webhook is registered, an async create completes, its event arrives signed
         hook = api.post(f"{base}/serenity/webhooks", json={"url": receiver.url}, timeout=30)
-        assert hook.status_code == 201, hook.text
+        assert hook.status_code == 201, hook.text + _tail(tmp_path / "honcho.log")
         accepted = api.post(
             f"{base}/brands",
             json={
@@ -226,12 +234,12 @@ def test_the_readme_production_section_as_written(tmp_path, upstream):
             },
             timeout=30,
         )
-        assert accepted.status_code == 202, accepted.text
+        assert accepted.status_code == 202, accepted.text + _tail(tmp_path / "honcho.log")
         job_url = f"{api.base_url}{accepted.headers['Location']}"  # type: ignore[attr-defined]
         job = _wait_for(
             lambda: _finished(api.get(job_url, timeout=30).json()), 120, "the job to finish"
         )
-        assert job["status"] == "COMPLETED", job
+        assert job["status"] == "COMPLETED", str(job) + _tail(tmp_path / "honcho.log")
         headers, body = _wait_for(lambda: _event_of(receiver, accepted.json()["id"]), 60, "event")
         from standardwebhooks.webhooks import Webhook
 
@@ -255,6 +263,10 @@ def test_the_readme_production_section_as_written(tmp_path, upstream):
         assert checked.stdout.splitlines()[-1:] == ["True"], checked.stdout + checked.stderr
     finally:
         _cleanup(started, receiver, name, broker, queue)
+
+
+def _tail(path: Path, characters: int = 6000) -> str:
+    return "\n--- " + str(path) + " ---\n" + path.read_text(errors="replace")[-characters:]
 
 
 def _get_ok(url: str) -> bool:
@@ -290,9 +302,17 @@ def _cleanup(
             os.killpg(started.pid, signal.SIGKILL)
             started.wait()
     receiver.stop()
-    with psycopg.connect("postgresql://root@127.0.0.1:5432/postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.execute(f'DROP ROLE IF EXISTS "{name}"')
+    # The shared server may be full for a moment ("too many clients"): retry.
+    for attempt in range(10):
+        try:
+            with psycopg.connect(ADMIN_DATABASE, autocommit=True) as db:
+                db.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                db.execute(f'DROP ROLE IF EXISTS "{name}"')
+            break
+        except psycopg.OperationalError:
+            if attempt == 9:
+                raise
+            time.sleep(3)
     keys = redis.Redis.from_url(broker)
     for key in keys.scan_iter(match=f"*{queue}*"):
         keys.delete(key)
