@@ -244,14 +244,15 @@ def test_the_readme_production_section_as_written(tmp_path, upstream):
         from standardwebhooks.webhooks import Webhook
 
         Webhook(hook.json()["secret"]).verify(body, headers)  # raises when the signature is wrong
-        # and the admin user logs in with the password typed
+        # and the admin user is a superuser with the password typed
         checked = subprocess.run(
             [
                 "bash",
                 "-c",
                 ". .venv/bin/activate && honcho -e deploy/production.env run python manage.py "
-                'shell -c "from django.contrib.auth import authenticate; '
-                f"print(authenticate(username='admin', password='{ADMIN_PASSWORD}') is not None)\"",
+                'shell -c "from django.contrib.auth import get_user_model; '
+                "admin = get_user_model().objects.get(username='admin'); "
+                f"print(admin.is_superuser and admin.check_password('{ADMIN_PASSWORD}'))\"",
             ],
             cwd=clone,
             env=env,
