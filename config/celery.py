@@ -33,6 +33,9 @@ def quiet_worker_banner(instance: Any = None, **_: object) -> None:
     it showed. (Beat has no such hook: its command lines pass `-q`.)"""
     if instance is not None:
         instance.quiet = True
+    # Warnings as log lines (JSON) from here on: Celery turns this on only once its logging
+    # is set up, after its own start-up checks warned (e.g. a worker run as root).
+    logging.captureWarnings(True)
 
 
 @celeryd_after_setup.connect
