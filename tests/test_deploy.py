@@ -4,6 +4,7 @@ with it."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -139,7 +140,11 @@ def _filled_env_file(tmp_path: Path, *, database: str, broker: str, queue: str) 
         name = line.partition("=")[0]
         lines.append(f"{name}={values[name]}" if name in values else line)
     path = tmp_path / "production.env"
-    lines.append(f"CELERY_TASK_QUEUE={queue}")
+    # The queue is a setting: this run's own, through the test settings (nothing else changes
+    # for the processes but the throttles, which the run does not reach).
+    lines.append("DJANGO_SETTINGS_MODULE=config.settings_test")
+    overrides = json.dumps({"CELERY_TASK_DEFAULT_QUEUE": queue})
+    lines.append(f"SERENITY_TEST_SETTINGS={shlex.quote(overrides)}")
     path.write_text("\n".join(lines) + "\n")
     return path
 
