@@ -108,7 +108,7 @@ AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
 
 # Admin login lockout (django-axes, serenity/lockout.py): AXES_FAILURE_LIMIT failed logins for
 # one user name from one address lock that pair out, and AXES_ADDRESS_FAILURE_LIMIT failed
-# logins from one address across user names lock the address out, for AXES_COOLOFF_HOURS;
+# logins from one address across user names lock the address out, for AXES_COOLOFF_TIME hours;
 # `manage.py axes_reset` lifts it.
 AXES_FAILURE_LIMIT = 5
 AXES_COOLOFF_TIME = 1.0
