@@ -1,14 +1,14 @@
 """Celery's own CPU per delivered task: one worker drains messages whose step finds no job.
 
     .venv/bin/python -m bench.celerycost                       # 3000 tasks, -P threads -c 16
-    .venv/bin/python -m bench.celerycost --env CELERY_WORKER_SEND_TASK_EVENTS=true
+    .venv/bin/python -m bench.celerycost --setting CELERY_WORKER_SEND_TASK_EVENTS=true
 
 The messages are published while the worker is paused (SIGSTOP), then the worker's CPU time is
 read from its resumption until the queue and Redis' unacknowledged set are empty. Each task is
 the real `provisionWorkspace` step with an unknown job id: its claim is one `UPDATE` that matches
 nothing, so what is left is what Celery, kombu and the broker cost per task (receive, prefetch
-bookkeeping, the thread pool, the trace, the acknowledgement, task events when on). `--env`
-passes settings to the worker, as a deployment's environment would (repeatable).
+bookkeeping, the thread pool, the trace, the acknowledgement, task events when on).
+`--setting NAME=JSON` overrides a setting of the worker (repeatable).
 """
 
 from __future__ import annotations
@@ -32,14 +32,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=3000)
     parser.add_argument("--pool", default="threads", choices=("threads", "prefork", "solo"))
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--env", action="append", default=[], help="NAME=value for the worker")
+    parser.add_argument(
+        "--setting", action="append", default=[], help="NAME=JSON, a setting of the worker"
+    )
     args = parser.parse_args(argv)
-    env = dict(item.split("=", 1) for item in args.env)
+    settings = {
+        name: json.loads(value) for name, value in (item.split("=", 1) for item in args.setting)
+    }
     stack = BenchStack(
         workers=WorkerSetup(processes=1, pool=args.pool, concurrency=args.concurrency),
         settle_seconds=5.0,
         beat=False,
-        env=env,
+        settings=settings,
     )
     stack.config.api = False
     with stack:
@@ -71,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "tasks": args.tasks,
                 "workers": WorkerSetup(1, args.pool, args.concurrency).describe(),
-                "env": env,
+                "settings": settings,
                 "probe_ms": probe,
                 "wall_s": round(wall, 2),
                 "worker_cpu_s": round(cpu, 2),

@@ -33,7 +33,7 @@ from typing import Any
 
 from bench.profile import PY_SPY
 from bench.stack import (
-    PRODUCTION_TUNABLES,
+    PRODUCTION_SETTINGS,
     _cpu_seconds,
     _postgres_pids,
     cpu_delta,
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             api=False,
             beat=False,
             settle_seconds=SETTLE_SECONDS,
-            env=dict(PRODUCTION_TUNABLES),
+            settings=dict(PRODUCTION_SETTINGS),
         ),
         name="chaincpu",
     )

@@ -155,8 +155,10 @@ def published_limits(
         env={
             "SEMRUSH_RATE_LIMIT_PER_SECOND": str(rate),
             "SEMRUSH_CONCURRENCY_LIMIT": str(concurrency),
-            "SERENITY_PROVISIONING_STALE_AFTER_SECONDS": str(stale_seconds),
-            "SERENITY_STALE_SWEEP_INTERVAL_SECONDS": "10",
+        },
+        settings={
+            "SERENITY_PROVISIONING_STALE_AFTER_SECONDS": stale_seconds,
+            "SERENITY_STALE_SWEEP_INTERVAL_SECONDS": 10,
         },
     )
     with started(stack):

@@ -18,18 +18,18 @@ from typing import Any
 
 from tests.harness import ManagedProcess, Stack, StackConfig
 
-# SPEC §9 defaults, spelled out so that the harness' shrunk values never leak into a figure.
-PRODUCTION_TUNABLES: dict[str, str] = {
-    "SERENITY_PROVISION_BACKOFF_SECONDS": "5,10,20,40,80",
-    "SERENITY_SETTLE_POLL_INTERVAL_MS": "1000",
-    "SERENITY_SETTLE_POLL_ATTEMPTS": "30",
-    "SERENITY_PROVISIONING_STALE_AFTER_SECONDS": "900",
-    "SERENITY_STALE_SWEEP_INTERVAL_SECONDS": "60",
-    "SEMRUSH_TIMEOUT_SECONDS": "15",
-    "JOBS_LEASE_SECONDS": "120",
-    "JOBS_DISPATCH_INTERVAL_SECONDS": "2",
-    "DB_CONN_MAX_AGE": "60",
-    "LOG_LEVEL": "INFO",
+# SPEC §9 defaults (config/settings.py's), spelled out so that the harness' shrunk values
+# never leak into a figure.
+PRODUCTION_SETTINGS: dict[str, Any] = {
+    "SERENITY_PROVISION_BACKOFF_SECONDS": [5, 10, 20, 40, 80],
+    "SERENITY_SETTLE_POLL_INTERVAL_MS": 1000,
+    "SERENITY_SETTLE_POLL_ATTEMPTS": 30,
+    "SERENITY_PROVISIONING_STALE_AFTER_SECONDS": 900,
+    "SERENITY_STALE_SWEEP_INTERVAL_SECONDS": 60,
+    "SEMRUSH_TIMEOUT_SECONDS": 15,
+    "JOBS_LEASE_SECONDS": 120,
+    "JOBS_DISPATCH_INTERVAL_SECONDS": 2,
+    "DB_CONN_MAX_AGE": 60,
 }
 
 
@@ -55,6 +55,7 @@ class BenchStack(Stack):
         *,
         workers: WorkerSetup,
         settle_seconds: float,
+        settings: dict[str, Any] | None = None,
         env: dict[str, str] | None = None,
         beat: bool = True,
         api_workers: int = 2,
@@ -69,7 +70,8 @@ class BenchStack(Stack):
                 api_threads=api_threads,
                 beat=beat,
                 settle_seconds=settle_seconds,
-                env={**PRODUCTION_TUNABLES, **(env or {})},
+                settings={**PRODUCTION_SETTINGS, **(settings or {})},
+                env={"LOG_LEVEL": "INFO", **(env or {})},
                 startup_timeout=120.0,
             ),
             name="bench",

@@ -65,7 +65,7 @@ def webhooks(
 ) -> dict[str, Any]:
     receiver = receiver_start()
     stack = BenchStack(
-        workers=workers, settle_seconds=0.2, env={"SERENITY_WEBHOOK_ALLOW_PRIVATE": "true"}
+        workers=workers, settle_seconds=0.2, settings={"SERENITY_WEBHOOK_ALLOW_PRIVATE": True}
     )
     stack.start()
     try:

@@ -1,7 +1,8 @@
 """The one module that reads the process environment.
 
-Every setting the service takes from the environment is parsed here, with a safe local default,
-so that a typo in a variable name fails in one place and settings.py stays declarative.
+Every setting the service takes from the environment (the README's configuration table: an
+operator's few variables, no internal knob) is parsed here, with a safe local default, so that
+a typo in a variable name fails in one place and settings.py stays declarative.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def env_int(name: str, default: int) -> int:
 
 
 def env_float(name: str, default: float) -> float:
-    """Time tunables accept fractional seconds so that tests can shrink them."""
+    """A non-negative number."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
@@ -50,19 +51,6 @@ def env_float(name: str, default: float) -> float:
     if value < 0:
         raise ImproperlyConfigured(f"{name} must not be negative, got {raw!r}")
     return value
-
-
-def env_float_list(name: str, default: tuple[float, ...]) -> tuple[float, ...]:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        values = tuple(float(part) for part in raw.split(",") if part.strip())
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be comma-separated numbers, got {raw!r}") from exc
-    if not values or any(v < 0 for v in values):
-        raise ImproperlyConfigured(f"{name} must list non-negative numbers, got {raw!r}")
-    return values
 
 
 def env_list(name: str) -> list[str]:
@@ -82,20 +70,6 @@ def env_secret_list(name: str) -> tuple[str, ...]:
     return tuple(item for item in os.environ.get(name, "").split(",") if item.strip())
 
 
-_RATE = re.compile(r"^[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)$")
-
-
-def env_rate(name: str, default: str) -> str:
-    """A DRF throttle rate, `N/s`, `N/min`, `N/hour` or `N/day`, checked at start (DRF itself
-    would only fail on the first request it throttles)."""
-    raw = os.environ.get(name, "").strip() or default
-    if not _RATE.match(raw):
-        raise ImproperlyConfigured(
-            f"{name} must be a rate such as 30/s, 30/min, 100/hour or 1000/day, got {raw!r}"
-        )
-    return raw
-
-
 # --- Placeholders of deploy/production.env (SPEC §11.4) ---------------------------------------
 # deploy/production.env's placeholders: `<what to put here>`.
 _PLACEHOLDER = re.compile(r"<[^<>]*>")
@@ -111,7 +85,6 @@ DEPLOY_VARIABLES = (
     "SEMRUSH_BASE_URL",
     "SEMRUSH_API_TOKEN",
     "ALLOWED_HOSTS",
-    "CSRF_TRUSTED_ORIGINS",
     "SERENITY_METRICS_TOKEN",
     "SERENITY_VAR_DIR",
 )

@@ -15,7 +15,7 @@ Two changes, as large Django deployments make them:
   allocations, so short-lived request and step objects are mostly freed by reference counting
   before any collection looks at them. Cycles are still collected, later.
 
-`SERVER_GC_FREEZE=false` leaves the collector as Python configures it.
+The setting `SERVER_GC_FREEZE = False` leaves the collector as Python configures it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 import gc
 import logging
 
-from config.env import env_bool, env_int
+from django.conf import settings
 
 logger = logging.getLogger(__name__)
 
@@ -50,11 +50,11 @@ def ready_to_serve(*, web: bool = False) -> None:
         resolver = get_resolver()
         resolver.url_patterns  # noqa: B018 - imports the URLconf and every view it names
         resolver.reverse_dict  # noqa: B018 - fills the reverse lookups
-    if not env_bool("SERVER_GC_FREEZE", True):
+    if not settings.SERVER_GC_FREEZE:
         return
     gc.collect()
     gc.freeze()
-    threshold = max(env_int("SERVER_GC_THRESHOLD", 10_000), 1)
+    threshold = max(int(settings.SERVER_GC_THRESHOLD), 1)
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(threshold, older, oldest)
     logger.debug(

@@ -1,8 +1,13 @@
 """Django settings for serenity.
 
-Every value that varies between machines comes from the environment through `config.env`;
-the defaults run the whole service on one laptop (SQLite, a filesystem broker, the simulator).
-With DEBUG off the process refuses to start without SECRET_KEY and FIELD_ENCRYPTION_KEY.
+An operator configures the service with the few environment variables of the README's
+configuration table, read through `config.env` (the one module that reads the environment);
+what follows from them is derived here (cookies and HSTS from SERENITY_TLS, the caches and the
+limiter's store from the broker's Redis). Every other value is an internal knob: a plain
+setting with a comment, which the tests change through `config.settings_test`, never through
+the environment. The defaults run the whole service on one laptop (SQLite, a filesystem broker,
+the simulator). With DEBUG off the process refuses to start without SECRET_KEY and
+FIELD_ENCRYPTION_KEY(S).
 
 One section per concern, read top to bottom; each setting is defined once, whole (nothing is
 appended to or inserted into a list further down).
@@ -10,6 +15,7 @@ appended to or inserted into a list further down).
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 from pathlib import Path
 from typing import Any
@@ -22,10 +28,7 @@ from config.env import (
     env_bool,
     env_field_encryption_keys,
     env_float,
-    env_float_list,
     env_int,
-    env_list,
-    env_rate,
     env_secret,
     env_secret_key,
     env_str,
@@ -37,6 +40,9 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SERENITY_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 
 DEBUG = env_bool("DEBUG", False)
+# Served over https (through a TLS-terminating proxy or not): the SSL redirect, HSTS, secure
+# cookies and the trusted origins follow from it ("Deploy security" below).
+SERENITY_TLS = env_bool("SERENITY_TLS", False)
 
 # --- Secrets and hosts (SPEC §10.5) -----------------------------------------------------------
 # With DEBUG off each reader stops the process when its value is missing or whitespace only (or,
@@ -104,11 +110,11 @@ AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
 
 # Admin login lockout (django-axes, serenity/lockout.py): AXES_FAILURE_LIMIT failed logins for
 # one user name from one address lock that pair out, and AXES_ADDRESS_FAILURE_LIMIT failed
-# logins from one address across user names lock the address out, for AXES_COOLOFF_HOURS;
+# logins from one address across user names lock the address out, for AXES_COOLOFF_TIME hours;
 # `manage.py axes_reset` lifts it.
-AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
-AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_HOURS", 1.0)
-AXES_ADDRESS_FAILURE_LIMIT = env_int("AXES_ADDRESS_FAILURE_LIMIT", 20)
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = 1.0
+AXES_ADDRESS_FAILURE_LIMIT = 20
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_HANDLER = "api.lockout.AdminLoginLockoutHandler"
 AXES_RESET_ON_SUCCESS = True
@@ -143,9 +149,9 @@ USE_TZ = True
 
 # --- Database ---------------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'serenity.sqlite3'}"
-DATABASES = {
-    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))
-}
+# A connection is kept this long (seconds) by a web or worker thread, with health checks.
+DB_CONN_MAX_AGE = 60
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=DB_CONN_MAX_AGE)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets readers run beside the writer; IMMEDIATE makes a transaction take the write lock
     # at BEGIN, so conditional updates serialize instead of failing with "database is locked".
@@ -183,7 +189,8 @@ STORAGES = {
     # collectstatic has not run still renders every page.
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
-WHITENOISE_USE_FINDERS = env_bool("WHITENOISE_USE_FINDERS", True)
+# From the apps' folders too, so a process whose collectstatic has not run still has them.
+WHITENOISE_USE_FINDERS = True
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 
 # --- API --------------------------------------------------------------------------------------
@@ -203,10 +210,12 @@ REST_FRAMEWORK: dict[str, Any] = {
     # throttle (or the admin lockout).
     "NUM_PROXIES": env_int("SERENITY_NUM_PROXIES", 0),
 }
+# One version: the package's (pyproject.toml) is the OpenAPI document's.
+SERENITY_VERSION = importlib.metadata.version("serenity")
 SPECTACULAR_SETTINGS = {
     "TITLE": "Serenity provisioning API",
     "DESCRIPTION": "Brands and markets provisioned in Semrush, synchronously or as polled jobs.",
-    "VERSION": "2.0.0",
+    "VERSION": SERENITY_VERSION,
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": [
@@ -229,7 +238,7 @@ SPECTACULAR_SETTINGS = {
 }
 # Bodies over this size answer 413 `requestTooLarge` before any view reads them
 # (kernel.request_limits); Django's own limit on reading a body agrees with it.
-SERENITY_MAX_BODY_BYTES = env_int("SERENITY_MAX_BODY_BYTES", 1024 * 1024)
+SERENITY_MAX_BODY_BYTES = 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = SERENITY_MAX_BODY_BYTES
 # Pagination of the brand, market and job lists: `?limit=` bounds and default.
 SERENITY_PAGE_SIZE_DEFAULT = 100
@@ -238,91 +247,108 @@ SERENITY_PAGE_SIZE_MAX = 500
 SERENITY_RETRY_AFTER_MAX_SECONDS = 60
 # Idempotency-Key answers (SPEC §10.3) are kept this long after the answer; beat deletes expired
 # ones every IDEMPOTENCY_PURGE_INTERVAL_SECONDS.
-IDEMPOTENCY_TTL_SECONDS = env_int("IDEMPOTENCY_TTL_SECONDS", 86400)
+IDEMPOTENCY_TTL_SECONDS = 86400
 # A claimed key never answered (its process died) is taken over after this long: above any
 # request's own bound (a sync settle: poll attempts x interval, plus upstream timeouts).
-IDEMPOTENCY_IN_FLIGHT_SECONDS = env_int("IDEMPOTENCY_IN_FLIGHT_SECONDS", 600)
-IDEMPOTENCY_PURGE_INTERVAL_SECONDS = env_float("IDEMPOTENCY_PURGE_INTERVAL_SECONDS", 3600.0)
+IDEMPOTENCY_IN_FLIGHT_SECONDS = 600
+IDEMPOTENCY_PURGE_INTERVAL_SECONDS = 3600.0
 
 # --- Semrush upstream -------------------------------------------------------------------------
 SEMRUSH_BASE_URL = env_str("SEMRUSH_BASE_URL", "http://127.0.0.1:8765").rstrip("/")
 SEMRUSH_API_TOKEN = env_str("SEMRUSH_API_TOKEN", "dev-token")
-SEMRUSH_TIMEOUT_SECONDS = env_float("SEMRUSH_TIMEOUT_SECONDS", 15.0)
+# Every upstream call's own bound (connect and each read).
+SEMRUSH_TIMEOUT_SECONDS = 15.0
 # The upstream quota (SPEC §10.6, provisioning.quota): one shared bucket per credential; an org
 # may override rate and burst. A rate of 0 turns the limiter off.
 SEMRUSH_RATE_LIMIT_PER_SECOND = env_float("SEMRUSH_RATE_LIMIT_PER_SECOND", 10.0)
-SEMRUSH_RATE_LIMIT_BURST = env_int("SEMRUSH_RATE_LIMIT_BURST", 20)
+SEMRUSH_RATE_LIMIT_BURST = 20
 # A chained step's first permit within this, else it is re-scheduled; a sync request waits at
 # most this in all, else 503 upstreamBusy.
-SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS = env_float("SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS", 1.0)
-SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS = env_float("SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS", 5.0)
+SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS = 1.0
+SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS = 5.0
 # A step's first permit waits behind at most this many permits already reserved.
-SEMRUSH_RATE_LIMIT_STEP_QUEUE = env_float("SEMRUSH_RATE_LIMIT_STEP_QUEUE", 3.0)
+SEMRUSH_RATE_LIMIT_STEP_QUEUE = 3.0
 # The bucket paces this fraction below the configured rate (jitter against a sliding window).
-SEMRUSH_RATE_LIMIT_MARGIN = env_float("SEMRUSH_RATE_LIMIT_MARGIN", 0.05)
-# "" chooses: Redis when the broker is Redis, PostgreSQL otherwise, else in-process.
-SEMRUSH_RATE_LIMIT_BACKEND = env_str("SEMRUSH_RATE_LIMIT_BACKEND", "")
-SEMRUSH_RATE_LIMIT_REDIS_URL = env_str("SEMRUSH_RATE_LIMIT_REDIS_URL", "")
+SEMRUSH_RATE_LIMIT_MARGIN = 0.05
+# The limiter's store, derived from the broker: "" chooses Redis (the broker's own) when the
+# broker is Redis, PostgreSQL otherwise, else in-process; the tests name one.
+SEMRUSH_RATE_LIMIT_BACKEND = ""
+SEMRUSH_RATE_LIMIT_REDIS_URL = ""
 # Upstream calls in flight at once per credential (SPEC §11.1, provisioning.slots); 0: no limit.
 SEMRUSH_CONCURRENCY_LIMIT = env_int("SEMRUSH_CONCURRENCY_LIMIT", 10)
 # The language catalogue is read at most once per this, per process (SPEC §11.1).
-SEMRUSH_LANGUAGES_CACHE_SECONDS = env_float("SEMRUSH_LANGUAGES_CACHE_SECONDS", 86400.0)
+SEMRUSH_LANGUAGES_CACHE_SECONDS = 86400.0
 
 # --- Provisioning (SPEC §9) -------------------------------------------------------------------
-SERENITY_SETTLE_POLL_ATTEMPTS = env_int("SERENITY_SETTLE_POLL_ATTEMPTS", 30)
-SERENITY_SETTLE_POLL_INTERVAL_MS = env_float("SERENITY_SETTLE_POLL_INTERVAL_MS", 1000.0)
-SERENITY_PROVISION_BACKOFF_SECONDS = env_float_list(
-    "SERENITY_PROVISION_BACKOFF_SECONDS", (5.0, 10.0, 20.0, 40.0, 80.0)
-)
-SERENITY_PROVISIONING_STALE_AFTER_SECONDS = env_float(
-    "SERENITY_PROVISIONING_STALE_AFTER_SECONDS", 900.0
-)
-SERENITY_STALE_SWEEP_INTERVAL_SECONDS = env_float("SERENITY_STALE_SWEEP_INTERVAL_SECONDS", 60.0)
+# A sync request polls a new workspace's status this many times, this far apart (§4's settle).
+SERENITY_SETTLE_POLL_ATTEMPTS = 30
+SERENITY_SETTLE_POLL_INTERVAL_MS = 1000.0
+# The chain's settle reads are these far apart (the last repeats).
+SERENITY_PROVISION_BACKOFF_SECONDS: tuple[float, ...] = (5.0, 10.0, 20.0, 40.0, 80.0)
+# An attempt pending this long ends stale; beat's sweep looks every interval.
+SERENITY_PROVISIONING_STALE_AFTER_SECONDS = 900.0
+SERENITY_STALE_SWEEP_INTERVAL_SECONDS = 60.0
 # A chain's first status read waits the median settle time of the parent's last this many
 # workspaces (SPEC §11.1); 0: read at once, as §6.3.
-SERENITY_SETTLE_HISTORY = env_int("SERENITY_SETTLE_HISTORY", 20)
-# Publishing confirmed (SPEC §12.1, provisioning.publishing): settings, not environment
-# variables. A publish still running after the timeout ends the market `publish_failed`
-# (`publishTimeout`); reads after the first are at least the back-off apart (then doubling);
-# a sync request waits at most this long in all (3 reads) before a background job takes over.
+SERENITY_SETTLE_HISTORY = 20
+# Publishing confirmed (SPEC §12.1, provisioning.publishing). A publish still running after
+# the timeout ends the market `publish_failed` (`publishTimeout`); reads after the first are at
+# least the back-off apart (then doubling); a sync request waits at most this long in all
+# (3 reads) before a background job takes over.
 SERENITY_PUBLISH_TIMEOUT_SECONDS = 900.0
 SERENITY_PUBLISH_BACKOFF_SECONDS = 2.0
 SERENITY_PUBLISH_SYNC_WAIT_SECONDS = 10.0
-SERENITY_MAX_ACTIVATE_MARKETS = env_int("SERENITY_MAX_ACTIVATE_MARKETS", 50)
-SERENITY_MAX_PROMPTS = env_int("SERENITY_MAX_PROMPTS", 500)
-SERENITY_MAX_MARKETS_PER_BRAND = env_int("SERENITY_MAX_MARKETS_PER_BRAND", 50)
+# Bounds of one request: markets of one activate, prompts of one push, markets of a brand.
+SERENITY_MAX_ACTIVATE_MARKETS = 50
+SERENITY_MAX_PROMPTS = 500
+SERENITY_MAX_MARKETS_PER_BRAND = 50
 
 # --- Jobs (SPEC §9; JOBS_COUNTDOWN_MAX_SECONDS follows the broker: Celery below) --------------
-JOBS_RETENTION_DAYS = env_float("JOBS_RETENTION_DAYS", 7.0)
-JOBS_DISPATCH_INTERVAL_SECONDS = env_float("JOBS_DISPATCH_INTERVAL_SECONDS", 2.0)
-JOBS_LEASE_SECONDS = env_float("JOBS_LEASE_SECONDS", 120.0)
+# Finished jobs are purged after this many days.
+JOBS_RETENTION_DAYS = 7.0
+# Beat's dispatcher publishes due and lost jobs every interval.
+JOBS_DISPATCH_INTERVAL_SECONDS = 2.0
+# A claimed job not finished or renewed by then is re-published.
+JOBS_LEASE_SECONDS = 120.0
 # A step whose claim expired this many times (its worker died each time) ends FAILED jobFailed.
-JOBS_MAX_DELIVERIES = env_int("JOBS_MAX_DELIVERIES", 10)
-JOBS_PUBLISH_TIMEOUT_SECONDS = env_float("JOBS_PUBLISH_TIMEOUT_SECONDS", 1.0)
+JOBS_MAX_DELIVERIES = 10
+# Publishing a job to the broker from the request path gives up after this (the dispatcher
+# publishes it later).
+JOBS_PUBLISH_TIMEOUT_SECONDS = 1.0
 # A worker that promotes a workspace runs the chain's next step itself, right after, instead of
 # sending it through the broker to any worker (one task, message and claim round trip fewer
 # per chain). Off: every step is its own message.
-JOBS_HAND_OVER_INLINE = env_bool("JOBS_HAND_OVER_INLINE", True)
+JOBS_HAND_OVER_INLINE = True
 
 # --- Webhooks (SPEC §11.3) --------------------------------------------------------------------
 # Deliveries to loopback, private, link-local, multicast and reserved addresses (and http://
-# URLs) are refused unless this is on: for development and tests only.
-SERENITY_WEBHOOK_ALLOW_PRIVATE = env_bool("SERENITY_WEBHOOK_ALLOW_PRIVATE", False)
+# URLs) are refused unless this is on: with DEBUG (./scripts/run's receivers listen on the
+# loopback) and in tests only.
+SERENITY_WEBHOOK_ALLOW_PRIVATE = DEBUG
 
 # --- Celery -----------------------------------------------------------------------------------
 _BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
-CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_QUEUE", "serenity")
-# Beat's periodic tasks (dispatcher, sweeps, purges) have their own queue, so that they never
-# wait behind a backlog of steps, and each expires after its interval: with no worker consuming,
-# they do not pile up into a burst of identical runs when one comes back. A worker started
-# without -Q consumes every queue listed here.
-CELERY_PERIODIC_QUEUE = env_str("CELERY_PERIODIC_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}.periodic")
-# Each queue bound by its own name: a queue declared without a routing key would be bound by the
-# default one and receive a copy of every step too.
-CELERY_TASK_QUEUES = tuple(
-    Queue(name, routing_key=name) for name in (CELERY_TASK_DEFAULT_QUEUE, CELERY_PERIODIC_QUEUE)
-)
+# The steps' queue (each test run and each test stack has its own: config.settings_test).
+CELERY_TASK_DEFAULT_QUEUE = "serenity"
+
+
+def periodic_queue(default_queue: str) -> str:
+    """Beat's periodic tasks (dispatcher, sweeps, purges) have their own queue, so that they
+    never wait behind a backlog of steps, and each expires after its interval: with no worker
+    consuming, they do not pile up into a burst of identical runs when one comes back."""
+    return f"{default_queue}.periodic"
+
+
+def task_queues(*names: str) -> tuple[Queue, ...]:
+    """Each queue bound by its own name: a queue declared without a routing key would be bound
+    by the default one and receive a copy of every step too. A worker started without -Q
+    consumes every queue listed."""
+    return tuple(Queue(name, routing_key=name) for name in names)
+
+
+CELERY_PERIODIC_QUEUE = periodic_queue(CELERY_TASK_DEFAULT_QUEUE)
+CELERY_TASK_QUEUES = task_queues(CELERY_TASK_DEFAULT_QUEUE, CELERY_PERIODIC_QUEUE)
 # The longest delay we schedule is the last settle backoff; the visibility timeout must exceed
 # it (and any lease), or Redis would redeliver a countdown message while it is still waiting.
 _LONGEST_DELAY = max((*SERENITY_PROVISION_BACKOFF_SECONDS, JOBS_LEASE_SECONDS))
@@ -367,11 +393,11 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_WORKER_SEND_TASK_EVENTS = env_bool("CELERY_WORKER_SEND_TASK_EVENTS", False)
+CELERY_WORKER_SEND_TASK_EVENTS = False
 # Task events (received, started, succeeded: three Redis publishes per task) are off, Celery's
 # own default: they cost a worker ~0.6 ms of CPU per task (a sixth of Celery's cost per task
 # here), and the job rows already record every step's claim, finish and error. Turn them on
-# for Celery monitoring tools with `-E` or CELERY_WORKER_SEND_TASK_EVENTS=true. The extra
+# for Celery monitoring tools with the worker's `-E`. The extra
 # `task-sent` event per publish would cost the request path a Redis round trip.
 CELERY_TASK_SEND_SENT_EVENT = False
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
@@ -383,28 +409,32 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # benchmark machine, three per chain). With it a worker thread keeps its connection, and
 # config/celery.py applies Django's own rules (DB_CONN_MAX_AGE, health checks after an error)
 # around each task, as for a web request.
-CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000)
+CELERY_DB_REUSE_MAX = 1000
 
 
-def _periodic(task: str, every: float) -> dict[str, Any]:
-    """A beat entry on the periodic queue that expires after its interval (see above)."""
+def beat_schedule(
+    queue: str, *, dispatch: float, stale_sweep: float, idempotency_purge: float
+) -> dict[str, dict[str, Any]]:
+    """Beat's entries, each on the periodic queue and expiring after its interval (see
+    periodic_queue); the intervals are the settings that say so."""
+    every = {
+        "jobs-dispatch": ("jobs.dispatch_due_jobs", dispatch),
+        "provisioning-stale-sweep": ("provisioning.sweep_stale_attempts", stale_sweep),
+        "jobs-purge": ("jobs.purge_finished_jobs", 3600.0),
+        "serenity-idempotency-purge": ("serenity.purge_idempotency_keys", idempotency_purge),
+    }
     return {
-        "task": task,
-        "schedule": every,
-        "options": {"queue": CELERY_PERIODIC_QUEUE, "expires": every},
+        name: {"task": task, "schedule": seconds, "options": {"queue": queue, "expires": seconds}}
+        for name, (task, seconds) in every.items()
     }
 
 
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
-    "jobs-dispatch": _periodic("jobs.dispatch_due_jobs", JOBS_DISPATCH_INTERVAL_SECONDS),
-    "provisioning-stale-sweep": _periodic(
-        "provisioning.sweep_stale_attempts", SERENITY_STALE_SWEEP_INTERVAL_SECONDS
-    ),
-    "jobs-purge": _periodic("jobs.purge_finished_jobs", 3600.0),
-    "serenity-idempotency-purge": _periodic(
-        "serenity.purge_idempotency_keys", IDEMPOTENCY_PURGE_INTERVAL_SECONDS
-    ),
-}
+CELERY_BEAT_SCHEDULE = beat_schedule(
+    CELERY_PERIODIC_QUEUE,
+    dispatch=JOBS_DISPATCH_INTERVAL_SECONDS,
+    stale_sweep=SERENITY_STALE_SWEEP_INTERVAL_SECONDS,
+    idempotency_purge=IDEMPOTENCY_PURGE_INTERVAL_SECONDS,
+)
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # --- Caches and throttles (SPEC §10.5) --------------------------------------------------------
@@ -413,9 +443,8 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # The throttle cache is its own alias so that nothing ever clears it along with other caches;
 # its socket timeouts are short because a throttle that cannot reach Redis lets the request
 # through rather than failing it (the broker outage is handled by the dispatcher, SPEC §6.4).
-SERENITY_THROTTLE_CACHE_URL = env_str(
-    "SERENITY_THROTTLE_CACHE_URL",
-    CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "",
+SERENITY_THROTTLE_CACHE_URL = (
+    CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else ""
 )
 CACHES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
@@ -433,27 +462,32 @@ CACHES: dict[str, dict[str, Any]] = {
         }
     ),
 }
-SERENITY_THROTTLE_WRITES = env_rate("SERENITY_THROTTLE_WRITES", "30/s")
-SERENITY_THROTTLE_AUTH_FAILURES = env_rate("SERENITY_THROTTLE_AUTH_FAILURES", "30/min")
+# Writes per API token, and failed authentications per client address (DRF rates).
+SERENITY_THROTTLE_WRITES = "30/s"
+SERENITY_THROTTLE_AUTH_FAILURES = "30/min"
 
 # --- Deploy security (SPEC §10.5; `manage.py check --deploy` is clean with production.env) ----
-# Behind a TLS-terminating proxy, SECURE_PROXY_SSL_HEADER=X-Forwarded-Proto tells Django that
-# a request came in over https; set it only when that proxy always sets (or strips) the header.
-SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
-SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
-SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+# All of it follows from SERENITY_TLS: served over https, plain http is redirected (the probes
+# excepted), HSTS for a year (subdomains and preload included), cookies only over https.
+SECURE_SSL_REDIRECT = SERENITY_TLS
+SECURE_HSTS_SECONDS = 31536000 if SERENITY_TLS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SERENITY_TLS
+SECURE_HSTS_PRELOAD = SERENITY_TLS
 # /healthz, /readyz and /metrics are probed and scraped over plain http from inside the network.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
-SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
-CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
-CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
-_PROXY_SSL_HEADER = env_str("SECURE_PROXY_SSL_HEADER").strip()
-if _PROXY_SSL_HEADER:
-    SECURE_PROXY_SSL_HEADER = (
-        "HTTP_" + _PROXY_SSL_HEADER.upper().replace("-", "_"),
-        "https",
-    )
+SESSION_COOKIE_SECURE = SERENITY_TLS
+CSRF_COOKIE_SECURE = SERENITY_TLS
+# The admin's forms are posted from the hosts this service answers for (`.example.com` allows
+# its subdomains), over the scheme it is served with.
+CSRF_TRUSTED_ORIGINS = [
+    f"{'https' if SERENITY_TLS else 'http'}://{'*' + host if host.startswith('.') else host}"
+    for host in ALLOWED_HOSTS
+    if host != "*"
+]
+if SERENITY_TLS and REST_FRAMEWORK["NUM_PROXIES"]:
+    # TLS ends at the declared proxy, which must set (never pass on) X-Forwarded-Proto on
+    # every request it forwards (README, "Production deploy"): that header says https.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
@@ -463,20 +497,25 @@ X_FRAME_OPTIONS = "DENY"
 # every process of one deployment must share (and which should be emptied when the whole
 # deployment restarts: scripts/run does). prometheus_client reads the variable when it is
 # first imported, which is after the settings in every process of ours.
-PROMETHEUS_MULTIPROC_DIR = Path(
-    env_str("PROMETHEUS_MULTIPROC_DIR") or str(VAR_DIR / "prometheus")
-).resolve()
+PROMETHEUS_MULTIPROC_DIR = VAR_DIR / "prometheus"
 PROMETHEUS_MULTIPROC_DIR.mkdir(parents=True, exist_ok=True)
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(PROMETHEUS_MULTIPROC_DIR)
 # /metrics answers only `Authorization: Bearer <SERENITY_METRICS_TOKEN>`; with none set, only
 # loopback clients (api/health.py). Org ids label the quota metrics only when asked:
 # one series per org is a cardinality (and a list of ids) the operator chooses.
 SERENITY_METRICS_TOKEN = env_secret("SERENITY_METRICS_TOKEN")
-SERENITY_METRICS_PER_ORG = env_bool("SERENITY_METRICS_PER_ORG", False)
+SERENITY_METRICS_PER_ORG = False
+
+# --- Process tuning (config/runtime.py) -------------------------------------------------------
+# A server process freezes its startup heap and raises the young generation's threshold to
+# this many allocations; SERVER_GC_FREEZE = False leaves the collector as Python sets it.
+SERVER_GC_FREEZE = True
+SERVER_GC_THRESHOLD = 10_000
 
 # --- Logging: one JSON object per line --------------------------------------------------------
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
-CELERY_TASK_LOG_LEVEL = env_str("CELERY_TASK_LOG_LEVEL", "WARNING")
+# Celery's per-task "received" / "succeeded" lines (see below); INFO brings them back.
+CELERY_TASK_LOG_LEVEL = "WARNING"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -500,7 +539,7 @@ LOGGING = {
         # Celery's "Task … received" and "Task … succeeded in …" lines: two per task, each with
         # the task's arguments and result repr'd, beside the "step ended" line the runner
         # already writes with the outcome, duration and tenant ids. Failures are still logged
-        # (at ERROR). CELERY_TASK_LOG_LEVEL=INFO brings them back.
+        # (at ERROR).
         "celery.app.trace": {"level": CELERY_TASK_LOG_LEVEL},
         "celery.worker.strategy": {"level": CELERY_TASK_LOG_LEVEL},
         "celery.beat": {"filters": ["beat_ticks"]},

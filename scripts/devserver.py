@@ -109,9 +109,6 @@ def _environment(args: argparse.Namespace, var_dir: Path) -> dict[str, str]:
         SEMRUSH_BASE_URL=f"http://127.0.0.1:{args.simulator_port}",
         SEMRUSH_API_TOKEN=env.get("SEMRUSH_API_TOKEN") or "dev-token",
         PYTHONUNBUFFERED="1",
-        PROMETHEUS_MULTIPROC_DIR=str(var_dir / "prometheus"),
-        # Local receivers listen on the loopback (development only; the default is false).
-        SERENITY_WEBHOOK_ALLOW_PRIVATE=env.get("SERENITY_WEBHOOK_ALLOW_PRIVATE") or "true",
     )
     return env
 

@@ -6,7 +6,7 @@ signature with the `standardwebhooks` package and prints whether it holds.
     .venv/bin/python scripts/webhook_receiver.py --port 9000 [--secret whsec_...]
 
 Register it with `POST /v2/orgs/{orgId}/serenity/webhooks {"url": "http://127.0.0.1:9000/"}`
-(`./scripts/run` allows private addresses, `SERENITY_WEBHOOK_ALLOW_PRIVATE=true`, and prints the
+(`./scripts/run` runs with DEBUG on, which allows private addresses, and prints the
 command).
 """
 

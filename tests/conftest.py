@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -213,7 +214,7 @@ TEST_QUEUE = f"serenity-test-{RUN_ID}"
 TEST_BROKER_URL = os.environ.get(
     "SERENITY_TEST_BROKER_URL", f"redis://127.0.0.1:6379/{1 + RUN_ID % 15}"
 )
-WORKER_BACKOFF = "0.3,0.3,0.3,0.3,0.3"
+WORKER_BACKOFF = (0.3, 0.3, 0.3, 0.3, 0.3)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -239,24 +240,30 @@ def isolated_broker():  # type: ignore[no-untyped-def]
     redis.Redis.from_url(TEST_BROKER_URL).delete(TEST_QUEUE)
 
 
-def worker_env(*, simulator, db_name: str, **overrides: str) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def worker_env(*, simulator, db_name: str) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """A worker's environment: the test run's operator variables pointed at the test database,
+    queue and simulator, and its shrunk knobs as settings of config.settings_test."""
     env = dict(os.environ)
     env.update(
+        DJANGO_SETTINGS_MODULE="config.settings_test",
         DATABASE_URL=f"postgres://root@127.0.0.1:5432/{db_name}",
         CELERY_BROKER_URL=TEST_BROKER_URL,
-        CELERY_TASK_QUEUE=TEST_QUEUE,
         SEMRUSH_BASE_URL=simulator.base_url,
         SEMRUSH_API_TOKEN=SIM_TOKEN,
-        SEMRUSH_TIMEOUT_SECONDS="2",
-        SERENITY_PROVISION_BACKOFF_SECONDS=WORKER_BACKOFF,
-        SERENITY_SETTLE_POLL_INTERVAL_MS="50",
-        JOBS_LEASE_SECONDS="10",
-        # The webhook tests' receivers listen on the loopback.
-        SERENITY_WEBHOOK_ALLOW_PRIVATE="true",
         LOG_LEVEL="INFO",
         DEBUG="false",
+        SERENITY_TEST_SETTINGS=json.dumps(
+            {
+                "CELERY_TASK_DEFAULT_QUEUE": TEST_QUEUE,
+                "SEMRUSH_TIMEOUT_SECONDS": 2,
+                "SERENITY_PROVISION_BACKOFF_SECONDS": WORKER_BACKOFF,
+                "SERENITY_SETTLE_POLL_INTERVAL_MS": 50,
+                "JOBS_LEASE_SECONDS": 10,
+                # The webhook tests' receivers listen on the loopback.
+                "SERENITY_WEBHOOK_ALLOW_PRIVATE": True,
+            }
+        ),
     )
-    env.update(overrides)
     return env
 
 
@@ -341,7 +348,7 @@ def celery_worker(django_db_setup, django_db_blocker, simulator, tmp_path_factor
 def worker(celery_worker, transactional_db, sim, settings):  # type: ignore[no-untyped-def]
     """Use in tests whose jobs a worker must run; waits for it to go idle at teardown so that
     a late step of one test never lands in the next."""
-    settings.SERENITY_PROVISION_BACKOFF_SECONDS = tuple(float(x) for x in WORKER_BACKOFF.split(","))
+    settings.SERENITY_PROVISION_BACKOFF_SECONDS = WORKER_BACKOFF
     yield celery_worker
     wait_for_idle()
 

@@ -8,8 +8,9 @@ A `Stack` starts, on free loopback ports and with one shared environment:
 - the API under gunicorn (`gunicorn config.wsgi -w 2 --threads 4`),
 - N Celery workers (`celery -A config worker -c C -Q <queue>,<queue>.periodic`) and Celery beat,
 
-with the time tunables shrunk to fractions of a second, so that a settle wait, a lost message
-or an expired lease resolves in seconds. It offers the faults a chaos test needs (SIGKILL a
+with the time tunables shrunk to fractions of a second (settings of `config.settings_test`,
+given to every process as SERENITY_TEST_SETTINGS), so that a settle wait, a lost message or an
+expired lease resolves in seconds. It offers the faults a chaos test needs (SIGKILL a
 worker, stop/start Redis with its data lost, terminate the database's backends, simulator
 faults), an HTTP client, direct reads of the job/attempt tables, `wait_until_quiet()` and
 `audit()`. Every process writes its own log under `stack.log_dir`; `dump_logs()` returns their
@@ -58,22 +59,20 @@ BIN = Path(PYTHON).parent
 
 SIM_TOKEN = "dev-token"
 
-# Shrunk tunables (SPEC §9). The lease must exceed the longest single upstream call with its
-# retries: 3 attempts x 2 s timeout + backoffs (~6.6 s) would not fit in 5 s, so 8 s.
-DEFAULT_TUNABLES: dict[str, str] = {
-    "SERENITY_PROVISION_BACKOFF_SECONDS": "0.5,0.5,1,1,2",
-    "SERENITY_SETTLE_POLL_INTERVAL_MS": "100",
-    "SERENITY_SETTLE_POLL_ATTEMPTS": "30",
-    "SERENITY_PROVISIONING_STALE_AFTER_SECONDS": "60",
-    "SERENITY_STALE_SWEEP_INTERVAL_SECONDS": "1",
-    "SEMRUSH_TIMEOUT_SECONDS": "2",
-    "JOBS_LEASE_SECONDS": "8",
-    "JOBS_DISPATCH_INTERVAL_SECONDS": "0.5",
-    "DB_CONN_MAX_AGE": "60",
-    # Benchmarks and chaos runs send bursts with one token from one address: the throttles
-    # (SPEC §10.5, tested on their own) must not shape them.
-    "SERENITY_THROTTLE_WRITES": "100000/s",
-    "SERENITY_THROTTLE_AUTH_FAILURES": "100000/min",
+# Shrunk tunables (SPEC §9), as settings. The lease must exceed the longest single upstream
+# call with its retries: 3 attempts x 2 s timeout + backoffs (~6.6 s) would not fit in 5 s, so
+# 8 s. Benchmarks and chaos runs send bursts with one token from one address: the throttles
+# (SPEC §10.5, tested on their own) stay at config.settings_test's, which never shape them.
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "SERENITY_PROVISION_BACKOFF_SECONDS": [0.5, 0.5, 1, 1, 2],
+    "SERENITY_SETTLE_POLL_INTERVAL_MS": 100,
+    "SERENITY_SETTLE_POLL_ATTEMPTS": 30,
+    "SERENITY_PROVISIONING_STALE_AFTER_SECONDS": 60,
+    "SERENITY_STALE_SWEEP_INTERVAL_SECONDS": 1,
+    "SEMRUSH_TIMEOUT_SECONDS": 2,
+    "JOBS_LEASE_SECONDS": 8,
+    "JOBS_DISPATCH_INTERVAL_SECONDS": 0.5,
+    "DB_CONN_MAX_AGE": 60,
 }
 
 TERMINAL_JOB_STATUSES = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
@@ -204,7 +203,8 @@ class ManagedProcess:
 
 @dataclass
 class StackConfig:
-    """What to start. `env` overrides DEFAULT_TUNABLES (and anything else in the environment)."""
+    """What to start. `settings` overrides DEFAULT_SETTINGS (config.settings_test reads them
+    from SERENITY_TEST_SETTINGS); `env` adds operator variables (README, "Configuration")."""
 
     workers: int = 1
     concurrency: int = 2
@@ -214,6 +214,7 @@ class StackConfig:
     api_threads: int = 4
     beat: bool = True
     settle_seconds: float = 1.0
+    settings: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     startup_timeout: float = 60.0
 
@@ -327,13 +328,12 @@ class Stack:
             if not k.startswith(("SERENITY_", "JOBS_", "SEMRUSH_", "CELERY_", "PYTEST_"))
             and k not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE", "PROMETHEUS_MULTIPROC_DIR"}
         }
-        env.update(DEFAULT_TUNABLES)
         env.update(
-            DJANGO_SETTINGS_MODULE="config.settings",
+            DJANGO_SETTINGS_MODULE="config.settings_test",
+            SERENITY_TEST_SETTINGS=json.dumps(self.settings),
             PYTHONUNBUFFERED="1",
             DATABASE_URL=self.database_url,
             CELERY_BROKER_URL=self.broker_url,
-            CELERY_TASK_QUEUE=self.queue,
             SEMRUSH_BASE_URL=self.sim_url,
             SEMRUSH_API_TOKEN=SIM_TOKEN,
             SECRET_KEY=f"stack-secret-{self.id}",
@@ -346,8 +346,17 @@ class Stack:
         env.update(self.config.env)
         return env
 
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The settings every process of the stack gets over config.settings_test's."""
+        return {
+            **DEFAULT_SETTINGS,
+            "CELERY_TASK_DEFAULT_QUEUE": self.queue,
+            **self.config.settings,
+        }
+
     def tunable(self, name: str) -> float:
-        return float(self.env[name])
+        return float(self.settings[name])
 
     # --- lifecycle ------------------------------------------------------------------------------
 

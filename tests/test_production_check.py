@@ -7,8 +7,8 @@ Every line of the README's `sh` block runs, in order, in one bash script, unchan
   (`8000` → a free one), so that runs on one machine never collide;
 - `<your Semrush parent workspace id>` → the simulator's parent.
 What an operator does by hand is done by stand-ins: `$EDITOR` fills deploy/production.env (the
-placeholders, the loopback PostgreSQL, Redis and simulator; plus `CELERY_TASK_QUEUE` of this
-run, `SERENITY_WEBHOOK_ALLOW_PRIVATE=true` (the receiver is on the loopback) and smaller
+placeholders, the loopback PostgreSQL, Redis and simulator; plus the queue of this
+run and `SERENITY_WEBHOOK_ALLOW_PRIVATE` (the receiver is on the loopback), as test settings, and smaller
 `WEB_CONCURRENCY` / `WORKER_THREADS`, the Procfile's sizes); `sudo -u
 postgres` is `runuser` (CI has no sudo); the passwords typed are on stdin. No systemd: the last
 line, `honcho … start`, runs the Procfile's commands, as the units do.
@@ -17,6 +17,7 @@ line, `honcho … start`, runs the Procfile's commands, as the units do.
 from __future__ import annotations
 
 import json
+import shlex
 import os
 import re
 import secrets
@@ -173,8 +174,14 @@ def test_the_readme_production_section_as_written(tmp_path, upstream):
             "SERENITY_VAR_DIR": str(tmp_path / "var"),
         },
         {
-            "CELERY_TASK_QUEUE": queue,
-            "SERENITY_WEBHOOK_ALLOW_PRIVATE": "true",
+            # This run's own queue and a receiver on the loopback: settings, through the test
+            # settings module (nothing else changes for the processes but the throttles).
+            "DJANGO_SETTINGS_MODULE": "config.settings_test",
+            "SERENITY_TEST_SETTINGS": shlex.quote(
+                json.dumps(
+                    {"CELERY_TASK_DEFAULT_QUEUE": queue, "SERENITY_WEBHOOK_ALLOW_PRIVATE": True}
+                )
+            ),
             # The Procfile's sizes, smaller: the machine's PostgreSQL is shared.
             "WEB_CONCURRENCY": "1",
             "WORKER_THREADS": "4",

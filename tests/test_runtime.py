@@ -25,11 +25,9 @@ def pristine_collector(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def test_ready_to_serve_freezes_the_startup_heap_and_raises_the_young_threshold(
-    pristine_collector, monkeypatch
+    pristine_collector,
 ):
-    # given
-    monkeypatch.delenv("SERVER_GC_FREEZE", raising=False)
-    monkeypatch.delenv("SERVER_GC_THRESHOLD", raising=False)
+    # given the settings' defaults
     _, older, oldest = gc.get_threshold()
     assert gc.get_freeze_count() == 0
     # when
@@ -49,9 +47,9 @@ def test_ready_to_serve_freezes_the_startup_heap_and_raises_the_young_threshold(
     assert len(newcomers) == 5_000
 
 
-def test_the_young_threshold_is_configurable(pristine_collector, monkeypatch):
+def test_the_young_threshold_is_configurable(pristine_collector, settings):
     # given
-    monkeypatch.setenv("SERVER_GC_THRESHOLD", "2500")
+    settings.SERVER_GC_THRESHOLD = 2500
     # when
     runtime.ready_to_serve()
     # then
@@ -60,10 +58,10 @@ def test_the_young_threshold_is_configurable(pristine_collector, monkeypatch):
 
 
 def test_the_collector_is_left_as_python_configures_it_when_turned_off(
-    pristine_collector, monkeypatch
+    pristine_collector, settings
 ):
     # given
-    monkeypatch.setenv("SERVER_GC_FREEZE", "false")
+    settings.SERVER_GC_FREEZE = False
     before = gc.get_threshold()
     # when
     runtime.ready_to_serve()
@@ -72,14 +70,14 @@ def test_the_collector_is_left_as_python_configures_it_when_turned_off(
     assert gc.get_threshold() == before
 
 
-@pytest.mark.parametrize("freeze", ["true", "false"])
+@pytest.mark.parametrize("freeze", [True, False])
 def test_the_iso_tables_are_loaded_before_the_first_request(
-    pristine_collector, monkeypatch, freeze
+    pristine_collector, monkeypatch, settings, freeze
 ):
     # given
     import serenity.slices
 
-    monkeypatch.setenv("SERVER_GC_FREEZE", freeze)
+    settings.SERVER_GC_FREEZE = freeze
     loads: list[bool] = []
     monkeypatch.setattr(serenity.slices, "load_iso_tables", lambda: loads.append(True))
     # when: twice (a prefork child may run it again)

@@ -1,6 +1,6 @@
 """With DEBUG off the process refuses to start without SECRET_KEY, FIELD_ENCRYPTION_KEY or
 ALLOWED_HOSTS, and a whitespace-only secret counts as none (SPEC §8, §10.5); with DEBUG on,
-development defaults apply. `check --deploy` warns without the deploy variables
+development defaults apply. `check --deploy` warns without SERENITY_TLS and is clean with it
 (tests/test_deploy.py: clean with deploy/production.env)."""
 
 from __future__ import annotations
@@ -121,20 +121,15 @@ def test_a_host_not_allowed_is_refused(client, db):
     }
 
 
-# The README's "Security settings" table, as a deployment would set it (values are examples).
+# The README's configuration, as a deployment would set it (values are examples): every
+# deploy security setting follows from SERENITY_TLS.
 PRODUCTION_ENV = {
     "DEBUG": "false",
     "SECRET_KEY": "k6Jq2vYp0sWm9rT3xN8bZc1dF4gH7jL5aQeRtUyIoP-_vB2nM6kX9wS3zD8fG1hJ4",
     "FIELD_ENCRYPTION_KEYS": "Vq3nX8rT1mZ6pL0sK9wB4yF7hD2jG5cA",
     "ALLOWED_HOSTS": "serenity.example.com",
-    "CSRF_TRUSTED_ORIGINS": "https://serenity.example.com",
-    "SECURE_PROXY_SSL_HEADER": "X-Forwarded-Proto",
-    "SECURE_SSL_REDIRECT": "true",
-    "SECURE_HSTS_SECONDS": "31536000",
-    "SECURE_HSTS_INCLUDE_SUBDOMAINS": "true",
-    "SECURE_HSTS_PRELOAD": "true",
-    "SESSION_COOKIE_SECURE": "true",
-    "CSRF_COOKIE_SECURE": "true",
+    "SERENITY_TLS": "true",
+    "SERENITY_NUM_PROXIES": "1",
     "DATABASE_URL": "postgres://serenity@db.internal:5432/serenity",
     "CELERY_BROKER_URL": "redis://redis.internal:6379/0",
 }
@@ -161,6 +156,14 @@ def test_check_deploy_warns_without_them(tmp_path):
     # then the warnings the deploy variables silence
     for warning in ("security.W004", "security.W008", "security.W012", "security.W016"):
         assert warning in completed.stderr
+
+
+def test_the_tls_switch_silences_them(tmp_path):
+    # when
+    completed = _check_deploy(tmp_path, PRODUCTION_ENV)
+    # then
+    assert completed.returncode == 0, completed.stderr
+    assert "System check identified no issues" in completed.stdout
 
 
 @pytest.mark.parametrize(

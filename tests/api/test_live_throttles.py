@@ -24,7 +24,7 @@ def stack() -> Iterator[Stack]:
         beat=False,
         api_workers=2,
         api_threads=1,
-        env={"SERENITY_THROTTLE_WRITES": "3/min", "SERENITY_THROTTLE_AUTH_FAILURES": "3/min"},
+        settings={"SERENITY_THROTTLE_WRITES": "3/min", "SERENITY_THROTTLE_AUTH_FAILURES": "3/min"},
     )
     stack = Stack(config, name="throttles")
     stack.start()

@@ -36,7 +36,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
 
 @pytest.fixture
 def make_stack(request: pytest.FixtureRequest) -> Iterator[Callable[..., Stack]]:
-    """`make_stack(workers=2, settle_seconds=2, env={...})` → a started Stack."""
+    """`make_stack(workers=2, settle_seconds=2, settings={...})` → a started Stack."""
     started: list[Stack] = []
     request.node._chaos_stacks = started
 

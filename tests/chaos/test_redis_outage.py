@@ -95,7 +95,7 @@ def test_redis_restarted_empty_while_chains_are_in_flight(make_stack):
     # given chains mid-flight: some in settle waits (countdown messages in the broker), one
     # inside its chained market create, which will finish (and be acknowledged) only after
     # Redis is back (a 3 s upstream call, under a 5 s client timeout)
-    stack = make_stack(workers=2, settle_seconds=2.0, env={"SEMRUSH_TIMEOUT_SECONDS": "5"})
+    stack = make_stack(workers=2, settle_seconds=2.0, settings={"SEMRUSH_TIMEOUT_SECONDS": 5})
     org_id, token = stack.create_org_and_token()
     api = stack.client(token, org_id)
     brand_id = create_ready_brand(api, "Held")

@@ -20,7 +20,7 @@ def test_a_worker_killed_in_the_middle_of_a_delivery(make_stack):
     # given a receiver on the loopback that holds the first request far longer than a lease ...
     receiver = receiver_start(holds=[30.0])
     try:
-        stack = make_stack(workers=1, env={"SERENITY_WEBHOOK_ALLOW_PRIVATE": "true"})
+        stack = make_stack(workers=1, settings={"SERENITY_WEBHOOK_ALLOW_PRIVATE": True})
         org_id, token = stack.create_org_and_token()
         api = stack.client(token, org_id)
         registered = api.post(f"/v2/orgs/{org_id}/serenity/webhooks", {"url": receiver.url})

@@ -198,10 +198,11 @@ def test_two_processes_share_one_bucket_per_credential(backend, transactional_db
         **__import__("os").environ,
         "DATABASE_URL": f"postgres://root@127.0.0.1:5432/{connection.settings_dict['NAME']}",
         "CELERY_BROKER_URL": TEST_BROKER_URL,
-        "SEMRUSH_RATE_LIMIT_BACKEND": backend,
-        "SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS": "60",
         "SECRET_KEY": settings.SECRET_KEY,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings_test",
+        "SERENITY_TEST_SETTINGS": json.dumps(
+            {"SEMRUSH_RATE_LIMIT_BACKEND": backend, "SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS": 60}
+        ),
     }
     # when each reserves four permits at the same time (the answer says when each is due)
     procs = [

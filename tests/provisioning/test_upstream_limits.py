@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import signal
 import subprocess
@@ -227,7 +228,7 @@ def test_a_killed_process_s_slot_comes_back(redis_keys):
         [sys.executable, "-c", _HOLD_AND_DIE, TEST_BROKER_URL, key, "1.5"],
         cwd=str(ROOT),
         stdout=subprocess.PIPE,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"},
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings_test"},
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == b"held"
@@ -308,9 +309,9 @@ def test_two_processes_never_exceed_the_concurrency_limit_together(transactional
             **os.environ,
             "CELERY_BROKER_URL": TEST_BROKER_URL,
             "SEMRUSH_BASE_URL": sim.base_url,
-            "SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS": "30",
             "SECRET_KEY": settings.SECRET_KEY,
-            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "DJANGO_SETTINGS_MODULE": "config.settings_test",
+            "SERENITY_TEST_SETTINGS": json.dumps({"SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS": 30}),
         }
         # when two processes of six threads each make 18 calls each on the one credential,
         # with a concurrency limit of 3

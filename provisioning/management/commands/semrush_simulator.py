@@ -1,9 +1,7 @@
 """``python manage.py semrush_simulator``: serve the Semrush simulator (SPEC §5.1) until stopped.
 
-Defaults may also come from the environment: ``SEMRUSH_SIMULATOR_HOST``,
-``SEMRUSH_SIMULATOR_PORT``, ``SEMRUSH_SIMULATOR_TOKEN``, ``SEMRUSH_SIMULATOR_PARENTS``
-(comma-separated ids) and ``SEMRUSH_SIMULATOR_SETTLE_SECONDS``; command-line options win.
-``--port 0`` picks a free port; the printed line names the one chosen.
+Everything is an option (none is read from the environment). ``--port 0`` picks a free port;
+the printed line names the one chosen.
 ``--state-file PATH`` keeps the workspaces, projects and prompts across restarts (``./scripts/run``
 passes ``var/simulator-state.json``): read at start when it exists, written (replaced whole) every
 second while they change and when the simulator stops.
@@ -12,7 +10,6 @@ second while they change and when the simulator stops.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
 from pathlib import Path
@@ -44,13 +41,11 @@ class Command(BaseCommand):
     help = "Serve an in-memory fake of the Semrush workspace and project APIs."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--host", default=os.environ.get("SEMRUSH_SIMULATOR_HOST", "127.0.0.1"))
-        parser.add_argument(
-            "--port", type=int, default=int(os.environ.get("SEMRUSH_SIMULATOR_PORT", "8765"))
-        )
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8765)
         parser.add_argument(
             "--token",
-            default=os.environ.get("SEMRUSH_SIMULATOR_TOKEN", "dev-token"),
+            default="dev-token",
             help="the one bearer token accepted (any other answers 401)",
         )
         parser.add_argument(
@@ -74,14 +69,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        parents = options["parents"]
-        if parents is None:
-            raw = os.environ.get("SEMRUSH_SIMULATOR_PARENTS", "")
-            parents = [item.strip() for item in raw.split(",") if item.strip()]
+        parents = options["parents"] or []
         config: dict[str, Any] = {}
         settle = options["settle_seconds"]
-        if settle is None and os.environ.get("SEMRUSH_SIMULATOR_SETTLE_SECONDS"):
-            settle = float(os.environ["SEMRUSH_SIMULATOR_SETTLE_SECONDS"])
         if settle is not None:
             config["settleSeconds"] = settle
         try:
