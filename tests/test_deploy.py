@@ -7,7 +7,6 @@ tests/test_production_check.py (`-m live`)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets

@@ -8,7 +8,8 @@ Every line of the README's `sh` block runs, in order, in one bash script, unchan
 - `<your Semrush parent workspace id>` → the simulator's parent.
 What an operator does by hand is done by stand-ins: `$EDITOR` fills deploy/production.env (the
 placeholders, the loopback PostgreSQL, Redis and simulator; plus the queue of this
-run and `SERENITY_WEBHOOK_ALLOW_PRIVATE` (the receiver is on the loopback), as test settings, and smaller
+run and `SERENITY_WEBHOOK_ALLOW_PRIVATE` (the receiver is on the loopback), as test
+settings, and smaller
 `WEB_CONCURRENCY` / `WORKER_THREADS`, the Procfile's sizes); `sudo -u
 postgres` is `runuser` (CI has no sudo); the passwords typed are on stdin. No systemd: the last
 line, `honcho … start`, runs the Procfile's commands, as the units do.
@@ -17,10 +18,10 @@ line, `honcho … start`, runs the Procfile's commands, as the units do.
 from __future__ import annotations
 
 import json
-import shlex
 import os
 import re
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
