@@ -306,6 +306,16 @@ JOBS_HAND_OVER_INLINE = env_bool("JOBS_HAND_OVER_INLINE", True)
 # Deliveries to loopback, private, link-local, multicast and reserved addresses (and http://
 # URLs) are refused unless this is on: for development and tests only.
 SERENITY_WEBHOOK_ALLOW_PRIVATE = env_bool("SERENITY_WEBHOOK_ALLOW_PRIVATE", False)
+# A webhook URL names its scheme's standard port (443 for https, 80 for http) or none. Lifted
+# with the address rule (development: a local receiver on any port) and in the test settings.
+WEBHOOK_STANDARD_PORTS_ONLY = not SERENITY_WEBHOOK_ALLOW_PRIVATE
+# Every attempt ends within this many seconds of wall clock, connect to status line (SPEC §12.4);
+# the job's lease (JOBS_LEASE_SECONDS) must outlive it (a system check says so).
+WEBHOOK_ATTEMPT_DEADLINE_SECONDS = 10.0
+# An org's pending deliveries; past it, the oldest pending end `failed` with `overflow`.
+WEBHOOK_PENDING_MAX_PER_ORG = 10_000
+# An endpoint whose every attempt failed for this long is disabled, with the reason shown.
+WEBHOOK_FAILING_DISABLE_SECONDS = 86_400.0
 
 # --- Celery -----------------------------------------------------------------------------------
 _BROKER_DIR = VAR_DIR / "broker"
@@ -316,10 +326,14 @@ CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_QUEUE", "serenity")
 # they do not pile up into a burst of identical runs when one comes back. A worker started
 # without -Q consumes every queue listed here.
 CELERY_PERIODIC_QUEUE = env_str("CELERY_PERIODIC_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}.periodic")
+# Webhook deliveries have their own queue (config.celery routes them), so a flood of slow
+# receivers never queues provisioning steps behind it: production runs a worker for it alone.
+CELERY_WEBHOOK_QUEUE = f"{CELERY_TASK_DEFAULT_QUEUE}.webhooks"
 # Each queue bound by its own name: a queue declared without a routing key would be bound by the
 # default one and receive a copy of every step too.
 CELERY_TASK_QUEUES = tuple(
-    Queue(name, routing_key=name) for name in (CELERY_TASK_DEFAULT_QUEUE, CELERY_PERIODIC_QUEUE)
+    Queue(name, routing_key=name)
+    for name in (CELERY_TASK_DEFAULT_QUEUE, CELERY_PERIODIC_QUEUE, CELERY_WEBHOOK_QUEUE)
 )
 # The longest delay we schedule is the last settle backoff; the visibility timeout must exceed
 # it (and any lease), or Redis would redeliver a countdown message while it is still waiting.

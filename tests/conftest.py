@@ -223,10 +223,11 @@ def isolated_broker():  # type: ignore[no-untyped-def]
     os.environ["CELERY_BROKER_URL"] = TEST_BROKER_URL
     dj_settings.CELERY_BROKER_URL = TEST_BROKER_URL
     dj_settings.CELERY_TASK_DEFAULT_QUEUE = TEST_QUEUE
+    dj_settings.CELERY_WEBHOOK_QUEUE = f"{TEST_QUEUE}.webhooks"
     celery_app.conf.broker_url = TEST_BROKER_URL
     celery_app.conf.task_default_queue = TEST_QUEUE
     yield
-    redis.Redis.from_url(TEST_BROKER_URL).delete(TEST_QUEUE)
+    redis.Redis.from_url(TEST_BROKER_URL).delete(TEST_QUEUE, f"{TEST_QUEUE}.webhooks")
 
 
 def worker_env(*, simulator, db_name: str, **overrides: str) -> dict[str, str]:  # type: ignore[no-untyped-def]
@@ -235,6 +236,7 @@ def worker_env(*, simulator, db_name: str, **overrides: str) -> dict[str, str]: 
         DATABASE_URL=f"postgres://root@127.0.0.1:5432/{db_name}",
         CELERY_BROKER_URL=TEST_BROKER_URL,
         CELERY_TASK_QUEUE=TEST_QUEUE,
+        DJANGO_SETTINGS_MODULE="config.settings_test",
         SEMRUSH_BASE_URL=simulator.base_url,
         SEMRUSH_API_TOKEN=SIM_TOKEN,
         SEMRUSH_TIMEOUT_SECONDS="2",
@@ -274,7 +276,7 @@ class WorkerProcess:
                 "config",
                 "worker",
                 "-Q",
-                TEST_QUEUE,
+                f"{TEST_QUEUE},{TEST_QUEUE}.webhooks",
                 "-c",
                 str(self.concurrency),
                 *(["-P", self.pool] if self.pool else []),
