@@ -108,6 +108,10 @@ def _post(*, url: str, secrets: list[str], message_id: str, body: str) -> Attemp
     finally:
         watchdog.cancel()
         sock.close()
+    if expired.is_set():
+        # The shutdown reads as the end of the headers to `http.client`: an answer whose
+        # headers the deadline cut is no answer.
+        code = None
     if code is None:
         # Ended by the deadline (the watchdog's shutdown, or a read timeout at the same time),
         # or before it by the receiver closing or breaking the exchange.

@@ -37,19 +37,6 @@ def verified(received: Any, secret: str) -> Any:
     return StandardWebhook(secret).verify(received.body, headers)
 
 
-@pytest.fixture
-def published_jobs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float]]:
-    """Publishes recorded (job id, countdown) instead of sent: the test runs each attempt."""
-    sent: list[tuple[str, float]] = []
-
-    def record(**kw: Any) -> None:
-        sent.append((str(kw["job_id"]), kw.get("countdown", 0.0)))
-
-    monkeypatch.setattr("jobs.services.publish_on_commit", record)
-    monkeypatch.setattr("jobs.outbox.publish_on_commit", record)
-    return sent
-
-
 def test_an_event_is_delivered_signed(writer, allow_private, receiver, published_jobs):
     hook = register(writer, receiver.url)
     # when an event happens
