@@ -51,7 +51,7 @@ def _manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
-def test_the_procfile_runs_gunicorn_a_worker_and_beat():
+def test_the_procfile_runs_gunicorn_a_worker_a_webhook_worker_and_beat():
     # when
     processes = dict(
         line.split(": ", 1)
@@ -59,9 +59,13 @@ def test_the_procfile_runs_gunicorn_a_worker_and_beat():
         if line and not line.startswith("#")
     )
     # then
-    assert set(processes) == {"release", "web", "worker", "beat"}
+    assert set(processes) == {"release", "web", "worker", "webhooks", "beat"}
     assert processes["web"].startswith("gunicorn -c config/gunicorn.py config.wsgi ")
     assert processes["worker"].startswith("celery -A config worker ")
+    # deliveries have their own worker: the provisioning one excludes their queue
+    assert " -X ${CELERY_TASK_QUEUE:-serenity}.webhooks" in processes["worker"]
+    assert processes["webhooks"].startswith("celery -A config worker ")
+    assert " -Q ${CELERY_TASK_QUEUE:-serenity}.webhooks " in processes["webhooks"]
     assert processes["beat"].startswith("celery -A config beat ")
     assert "collectstatic --no-input" in processes["release"]
     assert "migrate --no-input" in processes["release"]
@@ -117,7 +121,7 @@ def test_the_readme_runs_release_to_its_end_before_the_processes_with_the_env_fi
     release = f"honcho -e deploy/production.env run sh -c {shlex.quote(_procfile()['release'])}"
     assert commands == [
         release,
-        "honcho -e deploy/production.env -f deploy/Procfile start -p 8000 web worker beat",
+        "honcho -e deploy/production.env -f deploy/Procfile start -p 8000 web worker webhooks beat",
     ]
 
 
@@ -192,7 +196,7 @@ def test_the_readme_production_run_keeps_web_worker_and_beat_up(tmp_path):
         assert started.poll() is None, output[-3000:]
         assert healthy is not None and healthy.status_code == 200, output[-3000:]
         assert "stopped" not in output
-        for process in ("web.1", "worker.1", "beat.1"):
+        for process in ("web.1", "worker.1", "webhooks.1", "beat.1"):
             assert f"{process} started" in output
         assert "Listening at: http://127.0.0.1:" in output
         assert queue_keys.llen(f"{queue}.periodic") == 0  # beat's ticks were consumed
