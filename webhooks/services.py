@@ -303,13 +303,17 @@ def deliveries_overflow(*, organization_id: uuid.UUID) -> int:
     `failed` with `last_error` `overflow`, and their jobs (set-based, in the caller's
     transaction). Two events racing may each drop the excess they counted: a few more than the
     excess then go, never too few. Returns how many were dropped."""
-    pending = WebhookDelivery.objects.filter(
-        webhook__organization_id=organization_id, status=DeliveryStatus.PENDING
+    # One index scan (the partial index of pending deliveries): past the newest `cap`, the
+    # rest are the oldest, the excess; none when the org is under the cap.
+    oldest = list(
+        WebhookDelivery.objects.filter(
+            webhook__organization_id=organization_id, status=DeliveryStatus.PENDING
+        )
+        .order_by("-created_at", "-id")
+        .values_list("id", "job_id")[settings.WEBHOOK_PENDING_MAX_PER_ORG :]
     )
-    excess = pending.count() - settings.WEBHOOK_PENDING_MAX_PER_ORG
-    if excess <= 0:
+    if not oldest:
         return 0
-    oldest = list(pending.order_by("created_at", "id").values_list("id", "job_id")[:excess])
     dropped = WebhookDelivery.objects.filter(
         pk__in=[pk for pk, _ in oldest], status=DeliveryStatus.PENDING
     ).update(
