@@ -3,6 +3,11 @@
 `OrgScopedView` mixes this in and calls `idempotency_key_begin` once the caller and the org are
 known (so 401/403/404 of the tenancy checks are never stored and never consume a key). The
 storage rules (claim by INSERT, 422/409, replay, TTL) live in `serenity.idempotency`.
+
+A secret is never stored with an answer (SPEC §12.4): a view whose answer carries one names its
+members in `idempotency_withheld`; they are left out of the stored answer, and the replay asks
+the view for them again (`idempotency_withheld_fill`, which re-reads them where they are kept
+encrypted).
 """
 
 from __future__ import annotations
@@ -39,6 +44,13 @@ class AnswerReplayedError(Exception):
 
 class IdempotencyMixin(APIView):
     idempotency_claim: IdempotencyKey | None = None
+    # Members of a POST's or PATCH's answer never written to the idempotency record.
+    idempotency_withheld: tuple[str, ...] = ()
+
+    def idempotency_withheld_fill(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The stored answer `body` with its withheld members read again (a view that
+        withholds members overrides this)."""
+        return body
 
     def idempotency_key_begin(self, request: Request, organization: Organization) -> None:
         """Claim the request's key, or end the request with the stored answer (raises)."""
@@ -62,8 +74,11 @@ class IdempotencyMixin(APIView):
     def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, AnswerReplayedError):
             answer = exc.answer
+            body = answer.body
+            if self.idempotency_withheld and isinstance(body, dict):
+                body = self.idempotency_withheld_fill(body)
             return Response(
-                answer.body,
+                body,
                 status=answer.status,
                 headers={**answer.headers, REPLAYED_HEADER: "true"},
             )
@@ -81,7 +96,14 @@ class IdempotencyMixin(APIView):
                 idempotency_key_record(
                     claim=claim,
                     status=response.status_code,
-                    body=getattr(response, "data", None),
+                    body=self._storable(getattr(response, "data", None)),
                     headers=dict(response.headers),
                 )
         return response
+
+    def _storable(self, body: Any) -> Any:
+        if not self.idempotency_withheld or not isinstance(body, dict):
+            return body
+        return {
+            name: value for name, value in body.items() if name not in self.idempotency_withheld
+        }

@@ -83,6 +83,12 @@ class WebhookSerializer(serializers.Serializer):
     url = serializers.CharField()
     events = serializers.ListField(child=OpenCodeField(known=SUBSCRIBABLE_EVENT_TYPES))
     enabled = serializers.BooleanField(help_text="A disabled endpoint gets no new deliveries.")
+    disabledReason = serializers.CharField(  # noqa: N815
+        source="disabled_reason",
+        allow_null=True,
+        help_text="Why the service disabled the endpoint (every attempt failed for 24 h); null "
+        "when it did not. Enabling the endpoint again clears it.",
+    )
     description = serializers.CharField(allow_blank=True)
     createdAt = serializers.DateTimeField(source="created_at")  # noqa: N815
 

@@ -5,6 +5,7 @@ rendered by the output serializer that the OpenAPI document describes
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -34,7 +35,19 @@ class WebhookView(OrgScopedView):
         )
 
 
-class WebhookCollectionView(WebhookView):
+class SecretAnswerView(WebhookView):
+    """A POST whose answer shows the endpoint's secret: an idempotent replay re-reads it from
+    the encrypted column (the idempotency record holds no secret); an endpoint deleted since
+    answers 404 `webhookNotFound`."""
+
+    idempotency_withheld = ("secret",)
+
+    def idempotency_withheld_fill(self, body: dict[str, Any]) -> dict[str, Any]:
+        webhook = self.webhook(str(body["id"]))
+        return {**body, "secret": webhook.secret()}
+
+
+class WebhookCollectionView(SecretAnswerView):
     query_serializers = {"GET": PageQuerySerializer}
 
     @schemas.webhook_list_schema
@@ -80,7 +93,7 @@ class WebhookDetailView(WebhookView):
         return Response(status=204)
 
 
-class WebhookRotateSecretView(WebhookView):
+class WebhookRotateSecretView(SecretAnswerView):
     @schemas.webhook_rotate_secret_schema
     def post(self, request: Request, org_id: str, webhook_id: str) -> Response:
         rotated = services.webhook_secret_rotate(webhook=self.webhook(webhook_id))

@@ -135,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         elif name == "webhooks":
             results = {"webhooks": webhook_bench.webhooks(workers=workers)}
             print(_line(results["webhooks"]), flush=True)
+            results["webhook_flood"] = webhook_bench.flood(workers=workers)
         else:
             results = {"guard": scenarios.guard_contention(workers=workers)}
         for key, value in results.items():

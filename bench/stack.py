@@ -66,6 +66,7 @@ class BenchStack(Stack):
             StackConfig(
                 workers=workers.processes,
                 concurrency=workers.concurrency,
+                webhook_concurrency=16,  # deploy/Procfile's `webhooks` worker
                 api_workers=api_workers,
                 api_threads=api_threads,
                 beat=beat,

@@ -71,6 +71,25 @@ def announce_beat(sender: Any = None, **_: object) -> None:
     )
 
 
+# Tasks with a queue of their own; every other task goes to CELERY_TASK_DEFAULT_QUEUE (beat's
+# entries name the periodic queue themselves). Webhook deliveries run on their own workers, so a
+# flood of slow receivers never queues a provisioning step behind it (SPEC §12.5).
+QUEUE_SETTING_BY_TASK = {"serenity.step.deliverWebhook": "CELERY_WEBHOOK_QUEUE"}
+
+
+def route_task(name: str, *_: object, **__: object) -> dict[str, str]:
+    """Celery's router (`task_routes`): the task's queue, read from the settings when the
+    message is sent (the tests give each run queues of its own)."""
+    from django.conf import settings
+
+    return {
+        "queue": getattr(settings, QUEUE_SETTING_BY_TASK.get(name, "CELERY_TASK_DEFAULT_QUEUE"))
+    }
+
+
+app.conf.task_routes = (route_task,)
+
+
 @worker_ready.connect
 @worker_process_init.connect
 def freeze_startup_heap(**_: object) -> None:

@@ -325,6 +325,16 @@ JOBS_HAND_OVER_INLINE = True
 # URLs) are refused unless this is on: with DEBUG (./scripts/run's receivers listen on the
 # loopback) and in tests only.
 SERENITY_WEBHOOK_ALLOW_PRIVATE = DEBUG
+# A webhook URL names its scheme's standard port (443 for https, 80 for http) or none. Lifted
+# with the address rule (development: a local receiver on any port) and in the test settings.
+WEBHOOK_STANDARD_PORTS_ONLY = not SERENITY_WEBHOOK_ALLOW_PRIVATE
+# Every attempt ends within this many seconds of wall clock, connect to status line (SPEC §12.4);
+# the job's lease (JOBS_LEASE_SECONDS) must outlive it (a system check says so).
+WEBHOOK_ATTEMPT_DEADLINE_SECONDS = 10.0
+# An org's pending deliveries; past it, the oldest pending end `failed` with `overflow`.
+WEBHOOK_PENDING_MAX_PER_ORG = 10_000
+# An endpoint whose every attempt failed for this long is disabled, with the reason shown.
+WEBHOOK_FAILING_DISABLE_SECONDS = 86_400.0
 
 # --- Celery -----------------------------------------------------------------------------------
 _BROKER_DIR = VAR_DIR / "broker"
@@ -347,8 +357,17 @@ def task_queues(*names: str) -> tuple[Queue, ...]:
     return tuple(Queue(name, routing_key=name) for name in names)
 
 
+def webhook_queue(default_queue: str) -> str:
+    """Webhook deliveries have their own queue (config.celery routes them), so a flood of slow
+    receivers never queues provisioning steps behind it: production runs a worker for it alone."""
+    return f"{default_queue}.webhooks"
+
+
 CELERY_PERIODIC_QUEUE = periodic_queue(CELERY_TASK_DEFAULT_QUEUE)
-CELERY_TASK_QUEUES = task_queues(CELERY_TASK_DEFAULT_QUEUE, CELERY_PERIODIC_QUEUE)
+CELERY_WEBHOOK_QUEUE = webhook_queue(CELERY_TASK_DEFAULT_QUEUE)
+CELERY_TASK_QUEUES = task_queues(
+    CELERY_TASK_DEFAULT_QUEUE, CELERY_PERIODIC_QUEUE, CELERY_WEBHOOK_QUEUE
+)
 # The longest delay we schedule is the last settle backoff; the visibility timeout must exceed
 # it (and any lease), or Redis would redeliver a countdown message while it is still waiting.
 _LONGEST_DELAY = max((*SERENITY_PROVISION_BACKOFF_SECONDS, JOBS_LEASE_SECONDS))

@@ -20,7 +20,7 @@ import os
 from typing import Any
 
 from config.settings import *  # noqa: F403
-from config.settings import DATABASES, beat_schedule, periodic_queue, task_queues
+from config.settings import DATABASES, beat_schedule, periodic_queue, task_queues, webhook_queue
 
 # Many tests refuse tokens from 127.0.0.1 or write in bursts: the throttle tests set their own
 # tiny rates.
@@ -28,6 +28,8 @@ SERENITY_THROTTLE_WRITES = "100000/s"
 SERENITY_THROTTLE_AUTH_FAILURES = "100000/min"
 # The pytest process closes its connections at once (each test may use another database).
 DB_CONN_MAX_AGE = 0
+# The tests' webhook receivers listen on random loopback ports.
+WEBHOOK_STANDARD_PORTS_ONLY = False
 
 
 def _overrides() -> dict[str, Any]:
@@ -42,7 +44,12 @@ globals().update(_overrides())
 
 # --- Derived again from the knobs above --------------------------------------------------------
 CELERY_PERIODIC_QUEUE = periodic_queue(CELERY_TASK_DEFAULT_QUEUE)  # noqa: F405
-CELERY_TASK_QUEUES = task_queues(CELERY_TASK_DEFAULT_QUEUE, CELERY_PERIODIC_QUEUE)  # noqa: F405
+CELERY_WEBHOOK_QUEUE = webhook_queue(CELERY_TASK_DEFAULT_QUEUE)  # noqa: F405
+CELERY_TASK_QUEUES = task_queues(
+    CELERY_TASK_DEFAULT_QUEUE,  # noqa: F405
+    CELERY_PERIODIC_QUEUE,
+    CELERY_WEBHOOK_QUEUE,
+)
 CELERY_BEAT_SCHEDULE = beat_schedule(
     CELERY_PERIODIC_QUEUE,
     dispatch=JOBS_DISPATCH_INTERVAL_SECONDS,  # noqa: F405

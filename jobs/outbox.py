@@ -66,3 +66,24 @@ def outbox_job_run_now(*, job_id: uuid.UUID, step: str) -> bool:
     if changed:
         publish_on_commit(job_id=job_id, step=step, premarked=True)
     return changed == 1
+
+
+def outbox_jobs_cancel(*, job_ids: list[uuid.UUID], error: dict[str, Any]) -> int:
+    """End these unfinished jobs CANCELLED in one set-based write (their messages then find
+    nothing to claim), except one a worker holds under a live lease: its step ends it (its
+    domain write finds nothing left to do). Returns how many ended."""
+    if not job_ids:
+        return 0
+    now = timezone.now()
+    return (
+        AsyncJob.objects.filter(pk__in=job_ids, status=JobStatus.IN_PROGRESS)
+        .filter(Q(claim_token__isnull=True) | Q(lease_expires_at__lt=now))
+        .update(
+            status=JobStatus.CANCELLED,
+            error=error,
+            finished_at=now,
+            updated_at=now,
+            claim_token=None,
+            lease_expires_at=None,
+        )
+    )

@@ -82,7 +82,6 @@ def _send(*, task_name: str, args: list[Any], countdown: float = 0.0) -> str | N
                 task_name,
                 args=args,
                 countdown=countdown if countdown > 0 else None,
-                queue=settings.CELERY_TASK_DEFAULT_QUEUE,
                 retry=False,
                 connection=connection,
             )

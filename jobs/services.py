@@ -223,9 +223,11 @@ def _claim_sql() -> str:
     )
 
 
-def job_renew(*, job_id: uuid.UUID, claim_token: uuid.UUID) -> bool:
-    """Extend the lease between upstream calls. False: the claim was lost."""
-    lease_expires_at = timezone.now() + timedelta(seconds=settings.JOBS_LEASE_SECONDS)
+def job_renew(*, job_id: uuid.UUID, claim_token: uuid.UUID, seconds: float | None = None) -> bool:
+    """Extend the lease between upstream calls, to JOBS_LEASE_SECONDS from now (or `seconds`,
+    for a step that must outlive a known bound). False: the claim was lost."""
+    lease = settings.JOBS_LEASE_SECONDS if seconds is None else seconds
+    lease_expires_at = timezone.now() + timedelta(seconds=lease)
     renewed = AsyncJob.objects.filter(
         pk=job_id, status=JobStatus.IN_PROGRESS, claim_token=claim_token
     ).update(lease_expires_at=lease_expires_at)

@@ -234,10 +234,11 @@ def isolated_broker():  # type: ignore[no-untyped-def]
     os.environ["CELERY_BROKER_URL"] = TEST_BROKER_URL
     dj_settings.CELERY_BROKER_URL = TEST_BROKER_URL
     dj_settings.CELERY_TASK_DEFAULT_QUEUE = TEST_QUEUE
+    dj_settings.CELERY_WEBHOOK_QUEUE = f"{TEST_QUEUE}.webhooks"
     celery_app.conf.broker_url = TEST_BROKER_URL
     celery_app.conf.task_default_queue = TEST_QUEUE
     yield
-    redis.Redis.from_url(TEST_BROKER_URL).delete(TEST_QUEUE)
+    redis.Redis.from_url(TEST_BROKER_URL).delete(TEST_QUEUE, f"{TEST_QUEUE}.webhooks")
 
 
 def worker_env(*, simulator, db_name: str) -> dict[str, str]:  # type: ignore[no-untyped-def]
@@ -291,7 +292,7 @@ class WorkerProcess:
                 "config",
                 "worker",
                 "-Q",
-                TEST_QUEUE,
+                f"{TEST_QUEUE},{TEST_QUEUE}.webhooks",
                 "-c",
                 str(self.concurrency),
                 *(["-P", self.pool] if self.pool else []),

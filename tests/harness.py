@@ -209,6 +209,8 @@ class StackConfig:
     workers: int = 1
     concurrency: int = 2
     worker_pool: str | None = None  # `celery worker -P`: None = Celery's default (prefork)
+    # The deliveries' own worker (`-Q <queue>.webhooks`, as deploy/Procfile's `webhooks`).
+    webhook_concurrency: int = 4
     api: bool = True
     api_workers: int = 2
     api_threads: int = 4
@@ -311,6 +313,7 @@ class Stack:
         self.api: ManagedProcess | None = None
         self.beat: ManagedProcess | None = None
         self.workers: list[ManagedProcess] = []
+        self.webhook_worker: ManagedProcess | None = None
         self._worker_serial = 0
         self._db_created = False
         self._db: psycopg.Connection[dict[str, Any]] | None = None
@@ -390,6 +393,8 @@ class Stack:
                 self.api = self._api_process().start()
             for _ in range(self.config.workers):
                 self.workers.append(self._worker_process().start())
+            if self.config.workers:
+                self.webhook_worker = self._webhook_worker_process().start()
             if self.config.beat:
                 self.beat = self._beat_process().start()
             for process in self.processes():
@@ -404,7 +409,9 @@ class Stack:
         """Stop every process (SIGTERM, SIGKILL after 5 s), drop the database, and (unless
         `keep_logs`) delete the logs."""
         running = [
-            p for p in [*self.workers, self.beat, self.api, self.sim, self.redis] if p is not None
+            p
+            for p in [*self.workers, self.webhook_worker, self.beat, self.api, self.sim, self.redis]
+            if p is not None
         ]
         for process in running:
             process.signal(signal.SIGTERM)
@@ -436,7 +443,8 @@ class Stack:
         self.stop(keep_logs=exc_type is not None)
 
     def processes(self) -> list[ManagedProcess]:
-        return [p for p in [self.sim, self.redis, self.api, *self.workers, self.beat] if p]
+        processes = [self.sim, self.redis, self.api, *self.workers, self.webhook_worker, self.beat]
+        return [p for p in processes if p]
 
     # --- processes --------------------------------------------------------------------------
 
@@ -524,6 +532,33 @@ class Stack:
                 "-n",
                 f"{self.id}-{serial}@%h",
                 *(["-P", self.config.worker_pool] if self.config.worker_pool else []),
+            ],
+            ready=lambda p: " ready." in p.log_text()[-50000:],
+        )
+
+    def _webhook_worker_process(self) -> ManagedProcess:
+        return self._process(
+            "webhook-worker",
+            [
+                PYTHON,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "-P",
+                "threads",
+                "-Q",
+                f"{self.queue}.webhooks",
+                "-c",
+                str(self.config.webhook_concurrency),
+                "-l",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-n",
+                f"{self.id}-webhooks@%h",
             ],
             ready=lambda p: " ready." in p.log_text()[-50000:],
         )

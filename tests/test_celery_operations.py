@@ -68,13 +68,13 @@ def test_beat_publishes_a_message_that_expires():
         client.close()
 
 
-def test_a_worker_started_without_a_queue_option_consumes_both_queues():
+def test_a_worker_started_without_a_queue_option_consumes_every_queue():
     # when
     queues = {queue.name for queue in app.conf.task_queues}
     routing_keys = {queue.name: queue.routing_key for queue in app.conf.task_queues}
     # then (the settings' names; the suite publishes to a queue of its own)
     steps = "serenity"
-    assert queues == {steps, f"{steps}.periodic"}
+    assert queues == {steps, f"{steps}.periodic", f"{steps}.webhooks"}
     # each bound by its own name: a step is never copied into beat's queue
     assert routing_keys == {name: name for name in queues}
     assert f"{steps}.periodic" == settings.CELERY_PERIODIC_QUEUE
@@ -91,8 +91,12 @@ def test_the_documented_worker_commands_consume_the_periodic_queue():
         line for line in (procfile + readme).splitlines() if "celery -A config worker" in line
     ]
     assert worker_lines
+    # the provisioning worker consumes every queue but the deliveries' (its own worker's)
     for line in worker_lines:
-        assert not re.search(r"\s-Q\s", line), line
+        if "webhooks@%h" in line:
+            assert " -Q serenity.webhooks " in line, line
+        else:
+            assert not re.search(r"\s-Q\s", line), line
     assert '"-Q"' not in devserver
     assert 'f"{self.queue},{self.queue}.periodic"' in harness
 

@@ -44,7 +44,7 @@ def _manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
-def test_the_procfile_runs_gunicorn_a_worker_and_beat():
+def test_the_procfile_runs_gunicorn_a_worker_a_webhook_worker_and_beat():
     # when
     processes = dict(
         line.split(": ", 1)
@@ -52,9 +52,13 @@ def test_the_procfile_runs_gunicorn_a_worker_and_beat():
         if line and not line.startswith("#")
     )
     # then
-    assert set(processes) == {"release", "web", "worker", "beat"}
+    assert set(processes) == {"release", "web", "worker", "webhooks", "beat"}
     assert processes["web"].startswith("gunicorn -c config/gunicorn.py config.wsgi ")
     assert processes["worker"].startswith("celery -A config worker ")
+    # deliveries have their own worker: the provisioning one excludes their queue
+    assert " -X serenity.webhooks" in processes["worker"]
+    assert processes["webhooks"].startswith("celery -A config worker ")
+    assert " -Q serenity.webhooks " in processes["webhooks"]
     assert processes["beat"].startswith("celery -A config -q beat ")
     assert "collectstatic --no-input" in processes["release"]
     assert "migrate --no-input" in processes["release"]
@@ -119,7 +123,7 @@ def test_the_readme_runs_release_to_its_end_before_the_processes_with_the_env_fi
     positions = [next(i for i, c in enumerate(commands) if name in c) for name in order]
     assert commands.index(release) < positions[0] < positions[1] < positions[2]
     assert commands[-1] == (
-        "honcho -e deploy/production.env -f deploy/Procfile start -p 8000 web worker beat"
+        "honcho -e deploy/production.env -f deploy/Procfile start -p 8000 web worker webhooks beat"
     )
 
 
@@ -150,7 +154,7 @@ def _unit(name: str) -> dict[str, dict[str, list[str]]]:
             current = sections.setdefault(line.strip("[]"), {})
             continue
         key, _, value = line.partition("=")
-        current.setdefault(key, []).append(value)
+        current.setdefault(key, []).append(value.replace("%%", "%"))  # systemd's escape
     return sections
 
 
@@ -162,16 +166,18 @@ def _procfile_command(name: str) -> str:
 def test_each_systemd_unit_runs_the_procfiles_command_with_the_secrets_file():
     # when
     units = {
-        name: _unit(f"serenity-{name}.service") for name in ("release", "web", "worker", "beat")
+        name: _unit(f"serenity-{name}.service")
+        for name in ("release", "web", "worker", "webhooks", "beat")
     }
     # then
     assert sorted(p.name for p in (DEPLOY / "systemd").iterdir()) == [
         "serenity-beat.service",
         "serenity-release.service",
         "serenity-web.service",
+        "serenity-webhooks.service",
         "serenity-worker.service",
     ]
-    for name in ("web", "worker", "beat"):
+    for name in ("web", "worker", "webhooks", "beat"):
         service = units[name]["Service"]
         assert service["ExecStart"] == [_procfile_command(name)]
         assert units[name]["Unit"]["Requires"] == ["serenity-release.service"]

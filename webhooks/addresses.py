@@ -1,13 +1,16 @@
 """Where a webhook may be sent (SPEC §11.3, SSRF): the URL's rules and the public-address check.
 
 A host must resolve only to public addresses: loopback, private, link-local, multicast,
-reserved, shared (carrier-grade NAT), unspecified and IPv4-mapped forms of those are refused,
-for every address the name resolves to, at registration and again at each delivery attempt
+reserved, shared (carrier-grade NAT), unspecified, and IPv6 forms that carry an IPv4 address
+(IPv4-mapped, 6to4 `2002::/16`: the IPv4 inside is checked; Teredo `2001::/32`: refused) are
+refused, for every address the name resolves to, at registration and again at each delivery attempt
 (a name may change what it resolves to). The sender then connects to the address checked here,
 not to a second resolution of the name (`webhooks.sender`), so a name that answers a public
 address to the check and a private one to the connection (DNS rebinding) cannot pass.
 `SERENITY_WEBHOOK_ALLOW_PRIVATE=true` (development and tests only) lifts the address rule and
-allows `http://`.
+allows `http://`. A URL names its scheme's standard port (443, or 80 for http) or none: no other
+service of a host can be reached through a webhook (`WEBHOOK_STANDARD_PORTS_ONLY`, off in the
+test settings only).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 URL_MAX_LENGTH = 2048
+STANDARD_PORTS = {"https": 443, "http": 80}
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
@@ -53,7 +57,7 @@ def private_allowed() -> bool:
 def target_parse(url: str) -> Target:
     """The URL's parts. Raises `AddressRefusedError`: longer than 2048 characters, not
     `https://` (`http://` too when private addresses are allowed), no host, credentials in it,
-    a bad port."""
+    a bad port or another than the scheme's standard one."""
     if len(url) > URL_MAX_LENGTH:
         raise AddressRefusedError(f"at most {URL_MAX_LENGTH} characters.")
     schemes = ("https", "http") if private_allowed() else ("https",)
@@ -69,20 +73,25 @@ def target_parse(url: str) -> Target:
     if parts.username is not None or parts.password is not None:
         raise AddressRefusedError("must not contain credentials.")
     scheme = parts.scheme.lower()
+    standard = STANDARD_PORTS[scheme]
+    if port is not None and port != standard and settings.WEBHOOK_STANDARD_PORTS_ONLY:
+        raise AddressRefusedError(f"an {scheme}:// URL may only name port {standard}.")
     path = parts.path or "/"
     if parts.query:
         path = f"{path}?{parts.query}"
-    return Target(
-        scheme=scheme,
-        host=parts.hostname.lower(),
-        port=port or (443 if scheme == "https" else 80),
-        path=path,
-    )
+    return Target(scheme=scheme, host=parts.hostname.lower(), port=port or standard, path=path)
 
 
 def address_is_public(address: IpAddress) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    """A public address, and for an IPv6 address that carries an IPv4 one (IPv4-mapped or
+    6to4), a public IPv4 inside. Teredo (`2001::/32`) is never public here: its client address
+    is obfuscated and its relay is not ours to trust."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.teredo is not None:
+            return False
+        embedded = address.ipv4_mapped or address.sixtofour
+        if embedded is not None:
+            address = embedded
     return address.is_global and not (
         address.is_multicast
         or address.is_reserved

@@ -10,7 +10,14 @@ The attempt's record (count, status code, error, next attempt) and the job's end
 transaction (`jobs.endings.step_commit`), conditional on the claim and on the delivery still
 being carried by this job: a worker killed in the middle of an attempt leaves the job claimed;
 its lease expires and the dispatcher publishes it again, so the attempt is made again
-(delivered at least once, never lost). Deliveries take no Semrush permit.
+(delivered at least once, never lost). Before the attempt the lease is extended past the
+attempt's deadline (`WEBHOOK_ATTEMPT_DEADLINE_SECONDS` + `LEASE_MARGIN_SECONDS`), so the
+dispatcher never starts the same attempt again while it runs and its answer is always recorded.
+A delivery that ended meanwhile (its endpoint deleted, dropped as `overflow`) ends its job.
+
+The endpoint's health follows its attempts: a 2xx clears `failing_since`; a failure sets it if
+unset, and an endpoint failing since `WEBHOOK_FAILING_DISABLE_SECONDS` (24 h) is disabled with
+its reason. Deliveries take no Semrush permit.
 """
 
 from __future__ import annotations
@@ -19,19 +26,23 @@ import logging
 import uuid
 from datetime import timedelta
 
+from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
 from jobs.endings import Defer, Finish, JobEnding, step_commit
 from jobs.models import JobStatus
 from jobs.runner import StepRun
+from jobs.services import job_renew
 from webhooks.models import DeliveryStatus, WebhookAttempt, WebhookDelivery
-from webhooks.sender import AttemptResult, webhook_post
-from webhooks.services import DELIVERY_KEY, SINGLE_ATTEMPT_KEY
+from webhooks.sender import CONNECTION_FAILED, AttemptResult, webhook_post
+from webhooks.services import DELIVERY_KEY, SINGLE_ATTEMPT_KEY, webhook_health_record
 
 logger = logging.getLogger("serenity.webhooks")
 
 RETRY_DELAYS_SECONDS = (5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0)
+# The lease outlives the attempt's deadline by this much: time to record its outcome.
+LEASE_MARGIN_SECONDS = 30.0
 
 
 def _delivery_of(run: StepRun) -> WebhookDelivery | None:
@@ -53,10 +64,16 @@ def deliver_webhook_step(run: StepRun) -> None:
     if delivery is None:
         step_commit(run, Finish(JobStatus.CANCELLED, error=_ended_error("not pending")))
         return
+    lease = settings.WEBHOOK_ATTEMPT_DEADLINE_SECONDS + LEASE_MARGIN_SECONDS
+    if not job_renew(job_id=run.job.id, claim_token=run.claim_token, seconds=lease):
+        return  # the claim was lost: its holder makes the attempt
     try:
         secrets = delivery.webhook.signing_secrets(now=timezone.now())
     except ValueError:
-        result = AttemptResult(status_code=None, error="the secret cannot be decrypted")
+        logger.error(
+            "webhook secret cannot be decrypted", extra={"webhook_id": str(delivery.webhook_id)}
+        )
+        result = AttemptResult(status_code=None, error=CONNECTION_FAILED)
     else:
         result = webhook_post(
             url=delivery.webhook.url,
@@ -102,16 +119,24 @@ def attempt_record(run: StepRun, delivery: WebhookDelivery, result: AttemptResul
             == 1
         )
         if recorded:
+            began = now - timedelta(milliseconds=result.duration_ms)
             WebhookAttempt.objects.create(
                 delivery_id=delivery.pk,
-                at=now - timedelta(milliseconds=result.duration_ms),  # when it began
+                at=began,
                 status_code=result.status_code,
                 error=error,
                 duration_ms=result.duration_ms,
             )
+            webhook_health_record(
+                webhook_id=delivery.webhook_id, delivered=result.delivered, began=began
+            )
         return recorded
 
     recorded = step_commit(run, ending, effects=record)
+    if not recorded:
+        # The delivery ended meanwhile (endpoint deleted, overflow): so does its job (a no-op
+        # when the claim was lost instead).
+        step_commit(run, Finish(JobStatus.CANCELLED, error=_ended_error("not pending")))
     logger.info(
         "webhook attempt",
         extra={
@@ -130,7 +155,7 @@ def on_unexpected(run: StepRun, exc: BaseException) -> None:
     if delivery is None:
         step_commit(run, Finish(JobStatus.FAILED, error=_ended_error("unexpected error")))
         return
-    attempt_record(run, delivery, AttemptResult(status_code=None, error="unexpected error"))
+    attempt_record(run, delivery, AttemptResult(status_code=None, error=CONNECTION_FAILED))
 
 
 def _ended_error(message: str) -> dict[str, object]:

@@ -42,6 +42,10 @@ class Webhook(models.Model):
     events = models.JSONField(default=list)
     # A disabled endpoint gets no new deliveries (SPEC §12.2).
     enabled = models.BooleanField(default=True)
+    # Why the service disabled it (SPEC §12.4: every attempt failed for 24 h); null otherwise.
+    disabled_reason = models.CharField(max_length=200, null=True, blank=True, editable=False)
+    # When its attempts began failing without a 2xx since (null: the last attempt delivered).
+    failing_since = models.DateTimeField(null=True, blank=True, editable=False)
     description = models.CharField(max_length=500, blank=True, default="")
     # The `whsec_…` signing secret, encrypted like org credentials (kernel.crypto).
     secret_encrypted = models.TextField(editable=False)
@@ -111,7 +115,13 @@ class WebhookDelivery(models.Model):
             models.UniqueConstraint(fields=["webhook", "event_id"], name="delivery_event_unique")
         ]
         indexes = [
-            models.Index(fields=["webhook", "-created_at", "-id"], name="delivery_webhook_idx")
+            models.Index(fields=["webhook", "-created_at", "-id"], name="delivery_webhook_idx"),
+            # An org's pending deliveries, oldest first: the cap's count and overflow.
+            models.Index(
+                fields=["webhook", "created_at", "id"],
+                name="delivery_pending_idx",
+                condition=models.Q(status="pending"),
+            ),
         ]
         verbose_name_plural = "webhook deliveries"
 

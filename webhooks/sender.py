@@ -1,34 +1,44 @@
-"""The one HTTP client of webhooks: a signed POST to a checked address (SPEC §11.3).
+"""The one HTTP client of webhooks: a signed POST to a checked address (SPEC §11.3, §12.4).
 
 Signatures are the Standard Webhooks ones, made by the `standardwebhooks` package: headers
 `webhook-id` (the event's id: the same on every retry), `webhook-timestamp` (this attempt's
 time) and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`).
 
 The connection goes to the address `webhooks.addresses` checked, never to a second resolution
-of the name: the URL is rewritten to that address, `Host` carries the name, and for https the
-TLS handshake sends the name (SNI) and checks the certificate against it (the adapter's
-`server_hostname` and `assert_hostname`, requests' documented way to configure its pool
-manager: `HTTPAdapter.init_poolmanager`). Redirects are not followed (a 3xx is a failed
-attempt), environment proxies are ignored, and nothing is retried here: retries are the
-delivery's schedule.
+of the name: the socket is opened to that address, `Host` carries the name, and for https the
+TLS handshake sends the name (SNI) and checks the certificate against it. Redirects are not
+followed (a 3xx is a failed attempt), no proxy is used, and nothing is retried here: retries are
+the delivery's schedule.
+
+An attempt has a wall-clock deadline (`WEBHOOK_ATTEMPT_DEADLINE_SECONDS`, 10 s) from the connect
+to the answer's status line, whatever the receiver does: a socket timeout alone bounds each read,
+so a receiver dripping a header every few seconds would hold an attempt for minutes. A watchdog
+shuts the socket down at the deadline, which ends any read blocked on it at once. The standard
+library's `http.client` speaks HTTP/1.1 over that socket (the body of the answer is never read).
+
+What the client is told (`error`) is one of `timeout`, `connection failed`, `answered <status>`:
+nothing that tells an open port from a closed or a filtered one, or what the network said.
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.client
+import socket
+import ssl
+import threading
 import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
 
-import requests
-from requests.adapters import DEFAULT_POOLBLOCK, HTTPAdapter
+from django.conf import settings
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 
-from webhooks.addresses import AddressRefusedError, addresses_resolve, target_parse
+from webhooks.addresses import AddressRefusedError, Target, addresses_resolve, target_parse
 
-# A 2xx within this many seconds delivers (connect, and the status line after the body).
-TIMEOUT_SECONDS = 10.0
 USER_AGENT = "serenity-webhooks/1"
+TIMEOUT = "timeout"
+CONNECTION_FAILED = "connection failed"
 
 
 @dataclass(frozen=True)
@@ -41,26 +51,6 @@ class AttemptResult:
     @property
     def delivered(self) -> bool:
         return self.status_code is not None and 200 <= self.status_code < 300
-
-
-class _PinnedHostAdapter(HTTPAdapter):
-    """TLS to an address: SNI and the certificate check use `hostname`, not the address."""
-
-    def __init__(self, hostname: str) -> None:
-        self._hostname = hostname
-        super().__init__(max_retries=0)
-
-    def init_poolmanager(
-        self, connections: int, maxsize: int, block: bool = DEFAULT_POOLBLOCK, **pool_kwargs: Any
-    ) -> None:
-        super().init_poolmanager(
-            connections,
-            maxsize,
-            block,
-            server_hostname=self._hostname,
-            assert_hostname=self._hostname,
-            **pool_kwargs,
-        )
 
 
 def signed_headers(*, secrets: list[str], message_id: str, body: str) -> dict[str, str]:
@@ -86,39 +76,69 @@ def webhook_post(*, url: str, secrets: list[str], message_id: str, body: str) ->
 
 def _post(*, url: str, secrets: list[str], message_id: str, body: str) -> AttemptResult:
     """One attempt: check the URL and every address its host resolves to, then POST the signed
-    body to the first address. Never raises for the receiver's or the network's failures: they
-    are the attempt's `error` (short, no secret)."""
+    body to the first address, within the deadline. Never raises for the receiver's or the
+    network's failures: they are the attempt's `error`."""
     try:
         target = target_parse(url)
         address = addresses_resolve(target)[0]
-    except AddressRefusedError as refused:
-        return AttemptResult(status_code=None, error=f"refused: {refused}")
+    except AddressRefusedError:
+        return AttemptResult(status_code=None, error=CONNECTION_FAILED)
     headers = {
         **signed_headers(secrets=secrets, message_id=message_id, body=body),
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
         "Host": target.host_header,
     }
-    prepared = requests.Request(
-        "POST", target.url_for(address), headers=headers, data=body.encode()
-    ).prepare()
-    with requests.Session() as session:
-        session.trust_env = False  # no proxy from the environment: we connect where we checked
-        session.mount("https://", _PinnedHostAdapter(target.host))
-        session.mount("http://", HTTPAdapter(max_retries=0))
-        try:
-            response = session.send(
-                prepared,
-                timeout=(TIMEOUT_SECONDS, TIMEOUT_SECONDS),
-                allow_redirects=False,
-                stream=True,
-            )
-        except requests.Timeout:
-            return AttemptResult(status_code=None, error="timeout: no answer within 10 s")
-        except requests.RequestException as exc:
-            return AttemptResult(status_code=None, error=f"connection failed: {type(exc).__name__}")
-        with response:
-            code = response.status_code
+    deadline = time.monotonic() + settings.WEBHOOK_ATTEMPT_DEADLINE_SECONDS
+    try:
+        sock = socket.create_connection(
+            (str(address), target.port), timeout=max(deadline - time.monotonic(), 0.001)
+        )
+    except OSError:
+        # Refused, unreachable or silent alike: a port's state is not the client's to learn.
+        return AttemptResult(status_code=None, error=CONNECTION_FAILED)
+    expired = threading.Event()
+    watchdog = threading.Timer(deadline - time.monotonic(), _shut, args=(sock, expired))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        code: int | None = _exchange(sock, target, headers=headers, body=body.encode())
+    except (OSError, http.client.HTTPException):
+        code = None
+    finally:
+        watchdog.cancel()
+        sock.close()
+    if expired.is_set():
+        # The shutdown reads as the end of the headers to `http.client`: an answer whose
+        # headers the deadline cut is no answer.
+        code = None
+    if code is None:
+        # Ended by the deadline (the watchdog's shutdown, or a read timeout at the same time),
+        # or before it by the receiver closing or breaking the exchange.
+        timed_out = expired.is_set() or time.monotonic() >= deadline
+        return AttemptResult(status_code=None, error=TIMEOUT if timed_out else CONNECTION_FAILED)
     if 200 <= code < 300:
         return AttemptResult(status_code=code, error=None)
     return AttemptResult(status_code=code, error=f"answered {code}")
+
+
+def _exchange(sock: socket.socket, target: Target, *, headers: dict[str, str], body: bytes) -> int:
+    """Send the request over `sock` (TLS first for https) and read the status line."""
+    channel: socket.socket = sock
+    if target.scheme == "https":
+        channel = ssl.create_default_context().wrap_socket(sock, server_hostname=target.host)
+    connection = http.client.HTTPConnection(target.host, target.port)
+    connection.sock = channel  # connected already: http.client does not connect again
+    try:
+        connection.request("POST", target.path, body=body, headers=headers)
+        with connection.getresponse() as response:
+            return response.status
+    finally:
+        connection.close()
+
+
+def _shut(sock: socket.socket, expired: threading.Event) -> None:
+    """The deadline: a read or write blocked on `sock` returns at once."""
+    expired.set()
+    with contextlib.suppress(OSError):  # closed meanwhile
+        sock.shutdown(socket.SHUT_RDWR)

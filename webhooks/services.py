@@ -1,8 +1,13 @@
-"""Writes of webhooks (SPEC §11.3): endpoints, events and redeliveries.
+"""Writes of webhooks (SPEC §11.3, §12.4): endpoints, events and redeliveries.
 
 An event becomes one delivery per subscribed endpoint of the org, each with its job row in the
 outbox, all inside the caller's transaction (`webhook_event_publish`): they commit with the
 business write that caused the event, or not at all, and are published after commit.
+
+What one org can queue is bounded: past `WEBHOOK_PENDING_MAX_PER_ORG` pending deliveries, the
+oldest pending end `failed` (`overflow`), their jobs with them; a deleted endpoint's pending
+deliveries end with it (their jobs CANCELLED: nothing of it stays queued); an endpoint whose
+every attempt failed for `WEBHOOK_FAILING_DISABLE_SECONDS` is disabled (`disabled_reason`).
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.outbox import outbox_job_run_now, outbox_jobs_create
+from jobs.outbox import outbox_job_run_now, outbox_jobs_cancel, outbox_jobs_create
 from serenity.models import Organization
 from webhooks.addresses import AddressRefusedError, addresses_resolve, target_parse
 from webhooks.exceptions import (
@@ -43,6 +49,8 @@ DELIVERY_KEY = "deliveryId"
 SINGLE_ATTEMPT_KEY = "singleAttempt"
 # After a rotation, the replaced secret signs deliveries beside the new one this long.
 PREVIOUS_SECRET_VALID_FOR = timedelta(hours=24)
+OVERFLOW = "overflow"
+FAILING_DISABLED_REASON = "every attempt failed for 24 h"
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,10 @@ class WebhookCreated:
     @property
     def description(self) -> str:
         return self.webhook.description
+
+    @property
+    def disabled_reason(self) -> str | None:
+        return self.webhook.disabled_reason
 
     @property
     def created_at(self) -> datetime:
@@ -117,11 +129,28 @@ def webhook_create(
 
 
 def webhook_delete(*, organization: Organization, webhook_id: uuid.UUID) -> None:
-    """Delete the endpoint and its deliveries (their pending attempts then find nothing and
-    end). Raises `WebhookNotFoundError` for an unknown id or another org's."""
-    deleted, _ = Webhook.objects.filter(pk=webhook_id, organization=organization).delete()
-    if not deleted:
-        raise WebhookNotFoundError()
+    """Delete the endpoint and its deliveries, and end the jobs of its pending ones CANCELLED
+    in the same transaction (their queued messages find nothing to claim; an attempt running
+    meanwhile ends its own job when it finds its delivery gone). Raises `WebhookNotFoundError`
+    for an unknown id or another org's."""
+    with transaction.atomic():
+        job_ids = [
+            job_id
+            for job_id in WebhookDelivery.objects.filter(
+                webhook_id=webhook_id,
+                webhook__organization=organization,
+                status=DeliveryStatus.PENDING,
+            ).values_list("job_id", flat=True)
+            if job_id is not None
+        ]
+        deleted, _ = Webhook.objects.filter(pk=webhook_id, organization=organization).delete()
+        if not deleted:
+            raise WebhookNotFoundError()
+        outbox_jobs_cancel(job_ids=job_ids, error=_delivery_ended_error("webhook deleted"))
+
+
+def _delivery_ended_error(message: str) -> dict[str, object]:
+    return {"code": "webhookDeliveryFailed", "message": message, "retryable": False}
 
 
 _UPDATABLE = ("url", "events", "enabled", "description")
@@ -136,6 +165,9 @@ def webhook_update(*, webhook: Webhook, changes: dict[str, Any]) -> Webhook:
         webhook_url_check(fields["url"])
     if "events" in fields:
         fields["events"] = list(dict.fromkeys(fields["events"]))
+    if "enabled" in fields:
+        # Enabled again (or disabled) by the client: the service's reason and count start over.
+        fields.update(disabled_reason=None, failing_since=None)
     if fields:
         Webhook.objects.filter(pk=webhook.pk).update(**fields, updated_at=timezone.now())
     webhook.refresh_from_db()
@@ -262,7 +294,54 @@ def _deliveries_create(
         step=DELIVERY_STEP,
         jobs={d.id: {DELIVERY_KEY: str(d.id)} for d in deliveries},
     )
+    deliveries_overflow(organization_id=organization_id)
     return [d.id for d in deliveries]
+
+
+def deliveries_overflow(*, organization_id: uuid.UUID) -> int:
+    """Past `WEBHOOK_PENDING_MAX_PER_ORG` pending deliveries of the org, end the oldest pending
+    `failed` with `last_error` `overflow`, and their jobs (set-based, in the caller's
+    transaction). Two events racing may each drop the excess they counted: a few more than the
+    excess then go, never too few. Returns how many were dropped."""
+    # One index scan (the partial index of pending deliveries): past the newest `cap`, the
+    # rest are the oldest, the excess; none when the org is under the cap.
+    oldest = list(
+        WebhookDelivery.objects.filter(
+            webhook__organization_id=organization_id, status=DeliveryStatus.PENDING
+        )
+        .order_by("-created_at", "-id")
+        .values_list("id", "job_id")[settings.WEBHOOK_PENDING_MAX_PER_ORG :]
+    )
+    if not oldest:
+        return 0
+    dropped = WebhookDelivery.objects.filter(
+        pk__in=[pk for pk, _ in oldest], status=DeliveryStatus.PENDING
+    ).update(
+        status=DeliveryStatus.FAILED,
+        last_error=OVERFLOW,
+        next_attempt_at=None,
+        updated_at=timezone.now(),
+    )
+    outbox_jobs_cancel(
+        job_ids=[job_id for _, job_id in oldest if job_id is not None],
+        error=_delivery_ended_error(OVERFLOW),
+    )
+    return dropped
+
+
+def webhook_health_record(*, webhook_id: uuid.UUID, delivered: bool, began: datetime) -> None:
+    """After an attempt (in its recording transaction): a 2xx clears `failing_since`; a
+    failure sets it if unset, and disables the endpoint once it has failed every attempt for
+    `WEBHOOK_FAILING_DISABLE_SECONDS` (conditional writes: no lock, no lost update)."""
+    hooks = Webhook.objects.filter(pk=webhook_id)
+    if delivered:
+        hooks.filter(failing_since__isnull=False).update(failing_since=None)
+        return
+    hooks.filter(failing_since__isnull=True).update(failing_since=began)
+    failing_before = timezone.now() - timedelta(seconds=settings.WEBHOOK_FAILING_DISABLE_SECONDS)
+    hooks.filter(enabled=True, failing_since__lte=failing_before).update(
+        enabled=False, disabled_reason=FAILING_DISABLED_REASON, updated_at=timezone.now()
+    )
 
 
 def delivery_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:

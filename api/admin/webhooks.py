@@ -40,12 +40,29 @@ class DeliveryInline(admin.TabularInline):
 
 @admin.register(Webhook)
 class WebhookAdmin(admin.ModelAdmin):
-    list_display = ["id", "organization", "url", "events", "created_at"]
+    list_display = [
+        "id",
+        "organization",
+        "url",
+        "events",
+        "enabled",
+        "disabled_reason",
+        "created_at",
+    ]
     list_select_related = ["organization"]
     search_fields = ["=id", "=organization__id", "url"]
     # The secret is never shown (it is encrypted at rest and shown once, to the API caller).
-    fields = ("id", "organization", "url", "events", "created_at")
-    readonly_fields = ("id", "organization", "url", "events", "created_at")
+    fields = (
+        "id",
+        "organization",
+        "url",
+        "events",
+        "enabled",
+        "disabled_reason",
+        "failing_since",
+        "created_at",
+    )
+    readonly_fields = fields
     inlines = [DeliveryInline]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -47,6 +47,7 @@ WEBHOOK: dict[str, Any] = {
     "url": URL,
     "events": list(SUBSCRIBABLE_EVENT_TYPES),
     "enabled": True,
+    "disabledReason": None,
     "description": "Provisioning alerts",
     "createdAt": ex.CREATED_AT,
 }

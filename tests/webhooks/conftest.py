@@ -40,3 +40,16 @@ def published() -> Iterator[list[str]]:
         mock.patch("jobs.dispatch.publish_job", side_effect=record),
     ):
         yield sent
+
+
+@pytest.fixture
+def published_jobs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float]]:
+    """Publishes recorded (job id, countdown) instead of sent: the test runs each attempt."""
+    sent: list[tuple[str, float]] = []
+
+    def record(**kw: Any) -> None:
+        sent.append((str(kw["job_id"]), kw.get("countdown", 0.0)))
+
+    monkeypatch.setattr("jobs.services.publish_on_commit", record)
+    monkeypatch.setattr("jobs.outbox.publish_on_commit", record)
+    return sent

@@ -31,7 +31,16 @@ def test_register_answers_the_secret_once_and_stores_it_encrypted(writer, allow_
     # then
     assert response.status_code == 201, response.json()
     body = response.json()
-    assert set(body) == {"id", "url", "events", "enabled", "description", "secret", "createdAt"}
+    assert set(body) == {
+        "id",
+        "url",
+        "events",
+        "enabled",
+        "disabledReason",
+        "description",
+        "secret",
+        "createdAt",
+    }
     assert (body["enabled"], body["description"]) == (True, "")
     assert body["url"] == "http://127.0.0.1:9/hook"
     assert body["events"] == ALL_EVENTS
