@@ -729,7 +729,7 @@ HOW_TO = """\
 .venv/bin/python -m bench.run all --pool prefork --concurrency 2 --label before  # baseline
 .venv/bin/python -m bench.run quota --no-profile  # the published limits (section 7), 2 runs
 .venv/bin/python -m bench.run quota50 --no-profile  # 1000 creates at 50/s (section 6)
-.venv/bin/python -m bench.run webhooks --no-profile  # webhook latency, throughput, flood (section 8)
+.venv/bin/python -m bench.run webhooks --no-profile  # webhook latency, flood (section 8)
 .venv/bin/python -m bench.run report          # re-render from docs/benchmarks.json
 .venv/bin/python -m bench.chaincpu --chains 50 --rounds 1 --calls  # our calls per chain
 .venv/bin/python -m bench.celerycost          # Celery's own CPU per delivered task
