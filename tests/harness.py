@@ -78,6 +78,12 @@ DEFAULT_TUNABLES: dict[str, str] = {
 
 TERMINAL_JOB_STATUSES = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
 
+# `provisioning_audit` takes this share of the credential's rate (its setting
+# SERENITY_AUDIT_RATE_SHARE, at its default); a `manage.py` process starts within this long on
+# the shared 2-core machine.
+AUDIT_RATE_SHARE = 0.5
+AUDIT_STARTUP_SECONDS = 30.0
+
 
 class StackError(RuntimeError):
     """A process did not start, or the stack did not converge in time."""
@@ -866,9 +872,15 @@ class Stack:
                 f"{exc}\nunfinished jobs: {self.unfinished_jobs()}\npending attempts: {pending}"
             ) from None
 
-    def audit(self) -> tuple[int, dict[str, Any]]:
-        """`manage.py provisioning_audit --json` → (exit code, parsed report)."""
-        completed = self.manage("provisioning_audit", "--json")
+    def audit(self, *args: str) -> tuple[int, dict[str, Any]]:
+        """`manage.py provisioning_audit --json [args]` → (exit code, parsed report), within
+        the audit's own bound (:meth:`audit_bound_seconds`) plus a process start."""
+        completed = self.manage(
+            "provisioning_audit",
+            "--json",
+            *args,
+            timeout=self.audit_bound_seconds() + AUDIT_STARTUP_SECONDS,
+        )
         try:
             report = json.loads(completed.stdout)
         except ValueError:
@@ -877,6 +889,18 @@ class Stack:
                 f"{completed.stdout}\n{completed.stderr}"
             ) from None
         return completed.returncode, report
+
+    def audit_bound_seconds(self) -> float:
+        """SPEC §12.4: the audit finishes within its calls ÷ its share of the rate + 60 s. Its
+        calls are at most one family listing and one parent listing per org, and one listing
+        per workspace upstream; its share is half of the pace of the limiter (the rate less the
+        margin)."""
+        workspaces = len(self.sim_state()["workspaces"])
+        orgs = int(self.query("SELECT count(*) AS n FROM serenity_organization")[0]["n"])
+        rate = float(self.env.get("SEMRUSH_RATE_LIMIT_PER_SECOND") or 10.0)
+        margin = float(self.env.get("SEMRUSH_RATE_LIMIT_MARGIN") or 0.05)
+        share = rate * (1.0 - margin) * AUDIT_RATE_SHARE
+        return (workspaces + 2 * orgs) / share + 60.0
 
     def duplicate_slices(self) -> dict[tuple[str, int, str], int]:
         """Upstream slices (workspace, location, language) holding more than one project."""
