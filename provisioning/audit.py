@@ -45,9 +45,12 @@ read once per credential, and brand pointers are compared across all orgs, so pa
 several orgs are audited once and a sibling org's workspace is never reported.
 
 Cost and scope (SPEC §12.4): one family listing per parent, then one project listing per
-workspace listed. The command runs inside `provisioning.quota.patient_permits` at
-`SERENITY_AUDIT_RATE_SHARE` (half) of the credential's rate, so it finishes within its calls ÷
-that share + 60 s and leaves the rest to provisioning. An :class:`AuditScope` lists fewer
+workspace listed (the contract has no listing of a family's projects, and the family's
+`published_projects_count` does not count the drafts a crash leaves behind). The workspaces of
+live work (rules 1 and 2) could yield no finding and are not listed. The command runs inside
+`provisioning.quota.patient_permits` at `SERENITY_AUDIT_RATE_SHARE` (half) of the credential's
+rate, so it finishes within its calls ÷ that share + 60 s and leaves the rest to provisioning,
+whoever waits on the credential. An :class:`AuditScope` lists fewer
 workspaces: one org's, one brand's, or those changed since a time; a workspace it does not list
 yields no finding. Progress goes to a callback (:class:`AuditProgress`): the workspaces to list
 once the families are read, then at most every `SERENITY_AUDIT_PROGRESS_SECONDS`, then done.
@@ -532,6 +535,24 @@ def _changed_since(since: datetime) -> tuple[set[uuid.UUID], set[str]]:
     return brands, candidates
 
 
+def _live_work() -> tuple[set[uuid.UUID], set[str]]:
+    """Brands with a live attempt, and live attempts' candidates: their workspaces would yield
+    no finding (rules 1 and 2 of the module docstring), so they are not listed at all. Work
+    that ends during the run is audited by the next one."""
+    live = (
+        ProvisioningAttempt.objects.filter(status=AttemptStatus.PENDING)
+        .exclude(pk__in=attempts_stale().values("pk"))
+        .values_list("brand_id", "candidate_workspace_id")
+    )
+    brands: set[uuid.UUID] = set()
+    workspaces: set[str] = set()
+    for brand_id, candidate in live:
+        brands.add(brand_id)
+        if candidate:
+            workspaces.add(str(candidate))
+    return brands, workspaces
+
+
 def _family_says_changed(workspace: dict[str, Any], since: datetime) -> bool:
     """Created or updated since `since`, as the family entry says; no readable date: yes."""
     stamps = [
@@ -570,10 +591,13 @@ def _plan(scope: AuditScope) -> _Plan:
     }
     since = scope.since
     changed_brands, changed_candidates = _changed_since(since) if since else (set(), set())
+    busy_brands, busy_workspaces = _live_work()
 
     def wanted(workspace: dict[str, Any]) -> bool:
         workspace_id = str(workspace["id"])
         pointer = pointers.get(workspace_id)
+        if workspace_id in busy_workspaces or (pointer is not None and pointer[0] in busy_brands):
+            return False
         if brand_id is not None:
             chosen = workspace_id in candidates or (pointer is not None and pointer[0] == brand_id)
         else:

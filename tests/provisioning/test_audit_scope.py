@@ -20,9 +20,10 @@ from django.utils import timezone
 
 from provisioning import quota
 from provisioning.buckets import Reservation
+from provisioning.models import AttemptStartedBy
 from serenity.models import Brand, Market, Organization
 from tests.conftest import upstream_calls
-from tests.factories import OrganizationFactory
+from tests.factories import BrandFactory, OrganizationFactory, ProvisioningAttemptFactory
 from tests.provisioning.test_audit import EMPTY, Upstream, brand_with_workspace, live_market
 
 
@@ -351,3 +352,28 @@ def test_without_a_share_a_patient_caller_asks_the_credential_only(settings):
         )
     permits.acquire("list_projects")
     assert store.asked == [("k", 8.0, 20, quota.COMPENSATION_WAIT_SECONDS)]
+
+
+# --- live work costs no call --------------------------------------------------------------------
+
+
+def test_the_workspaces_of_live_work_are_not_listed(world, sim):
+    # given: brand A1 has a live attempt (a chained create-market between "project created"
+    # and "project id recorded"), and a live create-brand's candidate holds a project
+    ProvisioningAttemptFactory(
+        brand=world.a1,
+        started_by=AttemptStartedBy.CREATE_MARKET,
+        candidate_workspace_id=world.ws_a1,
+        workspace_promoted=True,
+    )
+    ProvisioningAttemptFactory(
+        brand=BrandFactory(organization=world.org_a, name="Stray"),
+        started_by=AttemptStartedBy.CREATE_BRAND,
+        candidate_workspace_id=world.stray,
+        freshly_created=True,
+    )
+    # when
+    code, report, _ = run_audit("--org", str(world.org_a.id))
+    # then: neither is listed nor reported
+    assert (code, report) == (0, EMPTY)
+    assert sorted(listed(sim)) == sorted([world.ws_a2, sim.parent_id])
