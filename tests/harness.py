@@ -910,11 +910,12 @@ class Stack:
         )
         return {key: n for key, n in counts.items() if n > 1}
 
-    def violations(self) -> list[str]:
+    def violations(self, audit: tuple[int, dict[str, Any]] | None = None) -> list[str]:
         """Everything that breaks SPEC §3/§6.4/§7 once the stack is quiet: unfinished jobs,
         attempts pending or failed without a reason, audit findings, several projects on one
         slice, markets whose project does not exist upstream, reservations left 'creating'.
-        Empty when all is well."""
+        Empty when all is well. `audit`: a `provisioning_audit` already run on the quiet
+        stack (its result), instead of running it again."""
         problems: list[str] = []
         for job in self.query("SELECT id, step, status FROM jobs_asyncjob"):
             if job["status"] not in TERMINAL_JOB_STATUSES:
@@ -926,7 +927,7 @@ class Stack:
                 problems.append(
                     f"attempt {attempt['id']} is {attempt['status']} (reason {attempt['reason']!r})"
                 )
-        code, report = self.audit()
+        code, report = audit if audit is not None else self.audit()
         findings = {
             key: report.get(key)
             for key in ("orphanWorkspaces", "orphanProjects", "stuckAttempts", "errors")

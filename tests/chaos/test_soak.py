@@ -17,6 +17,7 @@ import statistics
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +152,8 @@ def test_soak_mixed_operations_with_upstream_errors_and_a_worker_kill(make_stack
     quiet_after = time.monotonic() - started
 
     # then
-    figures = collect_figures(stack, soak, killed_at, requests_done, quiet_after)
+    audit = AuditRun.of(stack)
+    figures = collect_figures(stack, soak, killed_at, requests_done, quiet_after, audit)
     print(json.dumps(figures, indent=2))
     report = os.environ.get("SERENITY_CHAOS_REPORT")
     if report:
@@ -162,7 +164,7 @@ def test_soak_mixed_operations_with_upstream_errors_and_a_worker_kill(make_stack
     assert figures["http"]["500"] == 0
     assert figures["jobs"]["lost"] == 0
     assert figures["orphans"] == {"workspaces": 0, "projects": 0}
-    assert_converged(stack, timeout=QUIET_TIMEOUT)
+    assert_converged(stack, timeout=QUIET_TIMEOUT, audit=(audit.code, audit.report))
 
 
 REPORT_TITLE = "# Chaos report: the soak"
@@ -174,8 +176,34 @@ def write_report(path: Path, section: str) -> None:
     path.write_text(f"{REPORT_TITLE}\n\n{section}")
 
 
+@dataclass(frozen=True)
+class AuditRun:
+    """`provisioning_audit --json` on the quiet stack: its answer, its upstream calls (the
+    simulator's log), its wall time and its bound (SPEC §12.4, the harness' timeout)."""
+
+    code: int
+    report: dict[str, Any]
+    calls: int
+    seconds: float
+    bound_seconds: float
+
+    @classmethod
+    def of(cls, stack: Stack) -> AuditRun:
+        bound = stack.audit_bound_seconds()
+        before = len(stack.sim_requests())
+        started = time.monotonic()
+        code, report = stack.audit()
+        seconds = time.monotonic() - started
+        return cls(code, report, len(stack.sim_requests()) - before, seconds, bound)
+
+
 def collect_figures(
-    stack: Stack, soak: Soak, killed_at: int, requests_done: float, quiet_after: float
+    stack: Stack,
+    soak: Soak,
+    killed_at: int,
+    requests_done: float,
+    quiet_after: float,
+    audit: AuditRun,
 ) -> dict[str, Any]:
     statuses = Counter(status for _, status, _ in soak.results)
     by_operation: dict[str, Counter[str]] = {}
@@ -201,12 +229,6 @@ def collect_figures(
     api.close()
     reruns = stack.query("SELECT count(*) AS n FROM jobs_asyncjob WHERE run_count > 1")[0]["n"]
     ignored = len(stack.worker_log_lines('"delivery ignored'))
-    audit_bound = stack.audit_bound_seconds()
-    requests_before_audit = len(upstream)
-    audit_started = time.monotonic()
-    code, audit = stack.audit()
-    audit_seconds = time.monotonic() - audit_started
-    audit_calls = len(stack.sim_requests()) - requests_before_audit
     attempts = Counter(f"{row['status']} {row['reason'] or ''}".strip() for row in stack.attempts())
     return {
         "operations": len(soak.results),
@@ -226,7 +248,7 @@ def collect_figures(
         "stepsRunTwice": int(reruns),
         "deliveriesIgnored": ignored,
         "upstream": {
-            "requests": len(upstream),
+            "requests": len(upstream) - audit.calls,
             "faultsInjected5xx": sum(1 for r in upstream if r["status"] == 503),
             "errorRate": ERROR_RATE,
         },
@@ -238,14 +260,14 @@ def collect_figures(
         },
         "attempts": dict(sorted(attempts.items())),
         "orphans": {
-            "workspaces": len(audit.get("orphanWorkspaces", [])),
-            "projects": len(audit.get("orphanProjects", [])),
+            "workspaces": len(audit.report.get("orphanWorkspaces", [])),
+            "projects": len(audit.report.get("orphanProjects", [])),
         },
-        "auditExitCode": code,
+        "auditExitCode": audit.code,
         "audit": {
-            "calls": audit_calls,
-            "seconds": round(audit_seconds, 1),
-            "boundSeconds": round(audit_bound, 1),
+            "calls": audit.calls,
+            "seconds": round(audit.seconds, 1),
+            "boundSeconds": round(audit.bound_seconds, 1),
         },
         "seconds": {"requests": round(requests_done, 1), "untilQuiet": round(quiet_after, 1)},
     }
