@@ -553,12 +553,24 @@ def _live_work() -> tuple[set[uuid.UUID], set[str]]:
     return brands, workspaces
 
 
+def _stamp(value: object) -> datetime | None:
+    """An upstream ISO 8601 time (UTC when it names no offset), else None."""
+    try:
+        parsed = parse_datetime(str(value or ""))
+    except ValueError:
+        return None
+    if parsed is None:
+        return None
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
+
+
 def _family_says_changed(workspace: dict[str, Any], since: datetime) -> bool:
     """Created or updated since `since`, as the family entry says; no readable date: yes."""
-    stamps = [
-        parse_datetime(str(workspace.get(key) or "")) for key in ("created_at", "last_updated_at")
+    known = [
+        stamp
+        for stamp in (_stamp(workspace.get(key)) for key in ("created_at", "last_updated_at"))
+        if stamp is not None
     ]
-    known = [t if timezone.is_aware(t) else timezone.make_aware(t, UTC) for t in stamps if t]
     return not known or max(known) >= since
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -19,6 +19,7 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from provisioning import quota
+from provisioning.audit import _family_says_changed
 from provisioning.buckets import Reservation
 from provisioning.models import AttemptStartedBy
 from serenity.models import Brand, Market, Organization
@@ -377,3 +378,18 @@ def test_the_workspaces_of_live_work_are_not_listed(world, sim):
     # then: neither is listed nor reported
     assert (code, report) == (0, EMPTY)
     assert sorted(listed(sim)) == sorted([world.ws_a2, sim.parent_id])
+
+
+@pytest.mark.parametrize(
+    "entry, listed_since",
+    [
+        ({"created_at": "2026-01-01T00:00:00Z", "last_updated_at": "2026-03-01T00:00:00Z"}, True),
+        ({"created_at": "2026-01-01T00:00:00Z", "last_updated_at": "2026-01-02T00:00:00"}, False),
+        ({"created_at": "2026-13-45T00:00:00Z"}, True),  # unreadable: listed
+        ({"created_at": "2026-01-01 00:00:00 +0000 UTC"}, True),  # not ISO 8601: listed
+        ({}, True),
+    ],
+)
+def test_a_brandless_child_is_judged_by_its_family_dates(entry, listed_since):
+    since = datetime(2026, 2, 1, tzinfo=UTC)
+    assert _family_says_changed({"id": "w", **entry}, since) is listed_since
