@@ -574,25 +574,29 @@ def _family_says_changed(workspace: dict[str, Any], since: datetime) -> bool:
     return not known or max(known) >= since
 
 
+def _brand_scope(brand_id: uuid.UUID, org_id: uuid.UUID | None) -> tuple[uuid.UUID, bool, set[str]]:
+    """A brand scope's org, whether its parent is listed (a flat brand's projects live there),
+    and its attempts' candidate workspaces. Raises :class:`AuditScopeError` for an unknown
+    brand, or a brand of another org than `org_id`."""
+    brand = Brand.objects.filter(pk=brand_id).values("organization_id", "workspace_mode").first()
+    if brand is None or org_id not in (None, brand["organization_id"]):
+        raise AuditScopeError("No such brand in the organization.")
+    candidates = {
+        str(ws)
+        for ws in ProvisioningAttempt.objects.filter(
+            brand_id=brand_id, candidate_workspace_id__isnull=False
+        ).values_list("candidate_workspace_id", flat=True)
+    }
+    return brand["organization_id"], brand["workspace_mode"] == WorkspaceMode.FLAT, candidates
+
+
 def _plan(scope: AuditScope) -> _Plan:
     """Resolve `scope` against the database. Raises :class:`AuditScopeError` for an unknown
     org or brand, or a brand of another org than the one named."""
     org_id, brand_id, list_parent = scope.org_id, scope.brand_id, True
     candidates: set[str] = set()
     if brand_id is not None:
-        brand = (
-            Brand.objects.filter(pk=brand_id).values("organization_id", "workspace_mode").first()
-        )
-        if brand is None or org_id not in (None, brand["organization_id"]):
-            raise AuditScopeError("No such brand in the organization.")
-        org_id = brand["organization_id"]
-        list_parent = brand["workspace_mode"] == WorkspaceMode.FLAT
-        candidates = {
-            str(ws)
-            for ws in ProvisioningAttempt.objects.filter(
-                brand_id=brand_id, candidate_workspace_id__isnull=False
-            ).values_list("candidate_workspace_id", flat=True)
-        }
+        org_id, list_parent, candidates = _brand_scope(brand_id, org_id)
     if org_id is not None and not Organization.objects.filter(pk=org_id).exists():
         raise AuditScopeError("No such organization.")
     pointers = {
