@@ -302,6 +302,10 @@ SERENITY_PUBLISH_SYNC_WAIT_SECONDS = 10.0
 SERENITY_MAX_ACTIVATE_MARKETS = 50
 SERENITY_MAX_PROMPTS = 500
 SERENITY_MAX_MARKETS_PER_BRAND = 50
+# `provisioning_audit` takes at most this share of a credential's rate ...
+SERENITY_AUDIT_RATE_SHARE = 0.5
+# ... and reports its progress at least this often (seconds), on stderr.
+SERENITY_AUDIT_PROGRESS_SECONDS = 10.0
 
 # --- Jobs (SPEC §9; JOBS_COUNTDOWN_MAX_SECONDS follows the broker: Celery below) --------------
 # Finished jobs are purged after this many days.

@@ -43,19 +43,32 @@ only be created in a ready workspace (the Project Engine's "not-ready lock"), so
 read for ready children only. Orgs are grouped by (credential, parent): each parent's family is
 read once per credential, and brand pointers are compared across all orgs, so parents shared by
 several orgs are audited once and a sibling org's workspace is never reported.
+
+Cost and scope (SPEC §12.4): one family listing per parent, then one project listing per
+workspace listed (the contract has no listing of a family's projects, and the family's
+`published_projects_count` does not count the drafts a crash leaves behind). The workspaces of
+live work (rules 1 and 2) could yield no finding and are not listed. The command runs inside
+`provisioning.quota.patient_permits` at `SERENITY_AUDIT_RATE_SHARE` (half) of the credential's
+rate, so it finishes within its calls ÷ that share + 60 s and leaves the rest to provisioning,
+whoever waits on the credential. An :class:`AuditScope` lists fewer
+workspaces: one org's, one brand's, or those changed since a time; a workspace it does not list
+yields no finding. Progress goes to a callback (:class:`AuditProgress`): the workspaces to list
+once the families are read, then at most every `SERENITY_AUDIT_PROGRESS_SECONDS`, then done.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from jobs.models import AsyncJob, JobStatus
 from provisioning.audit_upstream import (
@@ -66,7 +79,8 @@ from provisioning.audit_upstream import (
     ERROR_UNREACHABLE,
     ERROR_UPSTREAM,
     ParentView,
-    read_parent,
+    list_workspaces,
+    read_family,
 )
 from provisioning.models import AttemptStatus, ProvisioningAttempt
 from provisioning.services import attempts_stale
@@ -84,7 +98,10 @@ __all__ = [
     "ERROR_UNREACHABLE",
     "ERROR_UPSTREAM",
     "AuditError",
+    "AuditProgress",
     "AuditReport",
+    "AuditScope",
+    "AuditScopeError",
     "OrphanProject",
     "OrphanWorkspace",
     "StuckAttempt",
@@ -157,6 +174,75 @@ class AuditReport:
             "stuckAttempts": [entry.as_dict() for entry in self.stuck_attempts],
             "errors": [entry.as_dict() for entry in self.errors],
         }
+
+
+@dataclass(frozen=True)
+class AuditScope:
+    """What one run audits (SPEC §12.4). Default: every org. `org_id`: the parents of that org,
+    of whose children only its brands' workspaces and workspaces of no brand (a stray may be its
+    own) are listed. `brand_id`: that brand's workspace, its attempts' candidate workspaces, and
+    its parent only when the brand is flat. `since`: of those, only the workspaces of brands
+    whose brand, market or attempt rows changed since then, the children of no brand that the
+    family says were created or updated since then (or does not say when), and the parents.
+    Findings are kept for the scope's org (and brand); stuck attempts, a database read, are
+    filtered by org and brand, never by `since`."""
+
+    org_id: uuid.UUID | None = None
+    brand_id: uuid.UUID | None = None
+    since: datetime | None = None
+
+
+class AuditScopeError(ValueError):
+    """The scope names an org or brand that does not exist (or an org with no parent)."""
+
+
+ProgressEvent = dict[str, Any]
+
+
+class AuditProgress:
+    """Counts the audit's listings and hands `on_event` one event (`{event, parents,
+    workspacesToList, workspacesListed, calls, elapsedSeconds}`) once the families are read
+    (`listing`), after a listing when `SERENITY_AUDIT_PROGRESS_SECONDS` have passed since the
+    last event (`progress`; 0: after every listing), and at the end (`done`)."""
+
+    def __init__(
+        self,
+        on_event: Callable[[ProgressEvent], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._on_event = on_event
+        self._clock = clock
+        self._started = self._last = clock()
+        self._interval = float(settings.SERENITY_AUDIT_PROGRESS_SECONDS)
+        self.parents = 0
+        self.to_list = 0
+        self.listed = 0
+        self.calls = 0
+
+    def family_read(self, view: ParentView) -> None:
+        self.parents += 1
+        self.calls += 1
+        self.to_list += len(view.to_list)
+
+    def workspace_listed(self) -> None:
+        self.listed += 1
+        self.calls += 1
+        if self._clock() - self._last >= self._interval:
+            self.emit("progress")
+
+    def emit(self, event: str) -> None:
+        self._last = self._clock()
+        if self._on_event is not None:
+            self._on_event(
+                {
+                    "event": event,
+                    "parents": self.parents,
+                    "workspacesToList": self.to_list,
+                    "workspacesListed": self.listed,
+                    "calls": self.calls,
+                    "elapsedSeconds": round(self._last - self._started, 1),
+                }
+            )
 
 
 def _orgs_with_parent() -> list[Organization]:
@@ -405,33 +491,175 @@ def _collect_orphan_projects(
         )
 
 
-def _stuck_attempts(*, now: datetime) -> list[StuckAttempt]:
+def _stuck_attempts(*, now: datetime, plan: _Plan) -> list[StuckAttempt]:
+    stale = attempts_stale()
+    if plan.brand_id is not None:
+        stale = stale.filter(brand_id=plan.brand_id)
+    elif plan.org_id is not None:
+        stale = stale.filter(brand__organization_id=plan.org_id)
     return [
         StuckAttempt(
             id=attempt_id,
             brand_id=brand_id,
             age_seconds=max(int((now - updated_at).total_seconds()), 0),
         )
-        for attempt_id, brand_id, updated_at in attempts_stale().values_list(
-            "id", "brand_id", "updated_at"
-        )
+        for attempt_id, brand_id, updated_at in stale.values_list("id", "brand_id", "updated_at")
     ]
 
 
-def audit_run() -> AuditReport:
-    """Audit every org with a parent workspace. Read-only: changes nothing upstream or in the
-    database. Upstream failures never raise; they become `errors` entries for the orgs
-    concerned (and whatever was read before the failure is still evaluated)."""
+# --- Scope -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Which workspaces a scope lists and whose findings it keeps (:class:`AuditScope`)."""
+
+    org_id: uuid.UUID | None
+    brand_id: uuid.UUID | None
+    wanted: Callable[[dict[str, Any]], bool]
+    list_parent: bool
+
+
+def _changed_since(since: datetime) -> tuple[set[uuid.UUID], set[str]]:
+    """Brands whose brand, market or attempt rows changed since `since`, and the candidate
+    workspaces of attempts that did."""
+    brands = set(Brand.objects.filter(updated_at__gte=since).values_list("id", flat=True))
+    brands.update(Market.objects.filter(updated_at__gte=since).values_list("brand_id", flat=True))
+    candidates: set[str] = set()
+    for brand_id, candidate in ProvisioningAttempt.objects.filter(
+        updated_at__gte=since
+    ).values_list("brand_id", "candidate_workspace_id"):
+        brands.add(brand_id)
+        if candidate:
+            candidates.add(str(candidate))
+    return brands, candidates
+
+
+def _live_work() -> tuple[set[uuid.UUID], set[str]]:
+    """Brands with a live attempt, and live attempts' candidates: their workspaces would yield
+    no finding (rules 1 and 2 of the module docstring), so they are not listed at all. Work
+    that ends during the run is audited by the next one."""
+    live = (
+        ProvisioningAttempt.objects.filter(status=AttemptStatus.PENDING)
+        .exclude(pk__in=attempts_stale().values("pk"))
+        .values_list("brand_id", "candidate_workspace_id")
+    )
+    brands: set[uuid.UUID] = set()
+    workspaces: set[str] = set()
+    for brand_id, candidate in live:
+        brands.add(brand_id)
+        if candidate:
+            workspaces.add(str(candidate))
+    return brands, workspaces
+
+
+def _stamp(value: object) -> datetime | None:
+    """An upstream ISO 8601 time (UTC when it names no offset), else None."""
+    try:
+        parsed = parse_datetime(str(value or ""))
+    except ValueError:
+        return None
+    if parsed is None:
+        return None
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
+
+
+def _family_says_changed(workspace: dict[str, Any], since: datetime) -> bool:
+    """Created or updated since `since`, as the family entry says; no readable date: yes."""
+    known = [
+        stamp
+        for stamp in (_stamp(workspace.get(key)) for key in ("created_at", "last_updated_at"))
+        if stamp is not None
+    ]
+    return not known or max(known) >= since
+
+
+def _brand_scope(brand_id: uuid.UUID, org_id: uuid.UUID | None) -> tuple[uuid.UUID, bool, set[str]]:
+    """A brand scope's org, whether its parent is listed (a flat brand's projects live there),
+    and its attempts' candidate workspaces. Raises :class:`AuditScopeError` for an unknown
+    brand, or a brand of another org than `org_id`."""
+    brand = Brand.objects.filter(pk=brand_id).values("organization_id", "workspace_mode").first()
+    if brand is None or org_id not in (None, brand["organization_id"]):
+        raise AuditScopeError("No such brand in the organization.")
+    candidates = {
+        str(ws)
+        for ws in ProvisioningAttempt.objects.filter(
+            brand_id=brand_id, candidate_workspace_id__isnull=False
+        ).values_list("candidate_workspace_id", flat=True)
+    }
+    return brand["organization_id"], brand["workspace_mode"] == WorkspaceMode.FLAT, candidates
+
+
+def _plan(scope: AuditScope) -> _Plan:
+    """Resolve `scope` against the database. Raises :class:`AuditScopeError` for an unknown
+    org or brand, or a brand of another org than the one named."""
+    org_id, brand_id, list_parent = scope.org_id, scope.brand_id, True
+    candidates: set[str] = set()
+    if brand_id is not None:
+        org_id, list_parent, candidates = _brand_scope(brand_id, org_id)
+    if org_id is not None and not Organization.objects.filter(pk=org_id).exists():
+        raise AuditScopeError("No such organization.")
+    pointers = {
+        str(ws): (brand, org)
+        for ws, brand, org in Brand.objects.filter(
+            semrush_sub_workspace_id__isnull=False
+        ).values_list("semrush_sub_workspace_id", "id", "organization_id")
+    }
+    since = scope.since
+    changed_brands, changed_candidates = _changed_since(since) if since else (set(), set())
+    busy_brands, busy_workspaces = _live_work()
+
+    def wanted(workspace: dict[str, Any]) -> bool:
+        workspace_id = str(workspace["id"])
+        pointer = pointers.get(workspace_id)
+        if workspace_id in busy_workspaces or (pointer is not None and pointer[0] in busy_brands):
+            return False
+        if brand_id is not None:
+            chosen = workspace_id in candidates or (pointer is not None and pointer[0] == brand_id)
+        else:
+            chosen = org_id is None or pointer is None or pointer[1] == org_id
+        if not chosen or since is None:
+            return chosen
+        if pointer is not None:
+            return pointer[0] in changed_brands
+        return workspace_id in changed_candidates or _family_says_changed(workspace, since)
+
+    return _Plan(org_id=org_id, brand_id=brand_id, wanted=wanted, list_parent=list_parent)
+
+
+def _keep_scope(report: AuditReport, plan: _Plan) -> None:
+    """A scoped run reports its org's findings only (a parent may be shared by several orgs)."""
+    if plan.org_id is None:
+        return
+    report.orphan_workspaces = [e for e in report.orphan_workspaces if e.org_id == plan.org_id]
+    report.orphan_projects = [e for e in report.orphan_projects if e.org_id == plan.org_id]
+    report.errors = [e for e in report.errors if e.org_id == plan.org_id]
+
+
+def audit_run(
+    scope: AuditScope | None = None, *, progress: AuditProgress | None = None
+) -> AuditReport:
+    """Audit every org with a parent workspace, or `scope`'s part of it. Read-only: changes
+    nothing upstream or in the database. Upstream failures never raise; they become `errors`
+    entries for the orgs concerned (and whatever was read before the failure is still
+    evaluated). Raises :class:`AuditScopeError` for a scope naming nothing."""
+    plan = _plan(scope or AuditScope())
+    progress = progress or AuditProgress()
     report = AuditReport()
     orgs = _orgs_with_parent()
     groups = _group_by_credential(orgs, report.errors)
     flat_orgs = _orgs_with_flat_brands(orgs)
-
-    views: list[ParentView] = []
-    for (_credential, parent_id), members in groups.items():
-        view = ParentView(parent_id=parent_id, orgs=members)
-        read_parent(view)
-        views.append(view)
+    views = [
+        ParentView(parent_id=parent_id, orgs=members)
+        for (_credential, parent_id), members in groups.items()
+        if plan.org_id is None or any(org.id == plan.org_id for org in members)
+    ]
+    for view in views:
+        read_family(view, wanted=plan.wanted, list_parent=plan.list_parent)
+        progress.family_read(view)
+    progress.emit("listing")
+    for view in views:
+        list_workspaces(view, on_listed=progress.workspace_listed)
 
     # The database is read after Semrush (see the module docstring).
     now = timezone.now()
@@ -442,10 +670,12 @@ def audit_run() -> AuditReport:
             report.errors.extend(AuditError(org_id=org.id, error=view.error) for org in view.orgs)
         if view.read_family:
             _evaluate(view, owned, flat_orgs, report)
-    report.stuck_attempts = _stuck_attempts(now=now)
+    report.stuck_attempts = _stuck_attempts(now=now, plan=plan)
+    _keep_scope(report, plan)
 
     report.orphan_workspaces.sort(key=lambda e: (str(e.org_id), e.id))
     report.orphan_projects.sort(key=lambda e: (str(e.org_id), e.workspace_id, e.id))
     report.stuck_attempts.sort(key=lambda e: (-e.age_seconds, str(e.id)))
     report.errors.sort(key=lambda e: str(e.org_id))
+    progress.emit("done")
     return report

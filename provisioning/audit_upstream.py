@@ -1,15 +1,19 @@
 """The upstream half of the operator audit (:mod:`provisioning.audit`): what Semrush holds under
 one parent, as one credential sees it.
 
-:func:`read_parent` lists the parent's family and the projects of its ready direct children
-(and of the parent itself, SPEC §10.2). It never raises for an upstream
-failure: the view records a generic reason (one of the ``ERROR_*`` texts, never an upstream
-body, URL or token) and keeps whatever was read before the failure.
+:func:`read_family` lists the parent's family (one call) and chooses the workspaces to list:
+its ready direct children that the audit's scope wants, and the parent itself (SPEC §10.2);
+:func:`list_workspaces` lists their projects (one call each: the contract has no listing of a
+family's projects, and the family's `published_projects_count` does not count drafts, which is
+what a crash leaves). Neither raises for an upstream failure: the view records a generic reason
+(one of the ``ERROR_*`` texts, never an upstream body, URL or token) and keeps whatever was read
+before the failure. The pace is the caller's (`provisioning.quota.patient_permits`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +45,8 @@ ERROR_UPSTREAM = "Semrush answered with an error."
 @dataclass
 class ParentView:
     """What one credential sees under one parent: its direct children and the projects of the
-    workspaces that were listed (absent key: not listed)."""
+    workspaces that were listed (absent key: not listed). `to_list`: the workspaces
+    :func:`read_family` chose to list (the ready children the scope wants, and the parent)."""
 
     parent_id: str
     orgs: list[Organization]
@@ -49,6 +54,8 @@ class ParentView:
     projects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     error: str | None = None
     read_family: bool = False
+    to_list: list[str] = field(default_factory=list)
+    client: SemrushClient | None = None
 
 
 def _error_text(exc: BaseException) -> str:
@@ -65,12 +72,15 @@ def _error_text(exc: BaseException) -> str:
     return ERROR_UPSTREAM
 
 
-def read_parent(view: ParentView) -> None:
-    """Fill `view` from upstream. A failure to read the family marks the whole view failed; a
-    failure on one workspace's projects marks it failed but keeps what was read."""
+def read_family(
+    view: ParentView, *, wanted: Callable[[dict[str, Any]], bool], list_parent: bool = True
+) -> None:
+    """One call: the parent's family. Chooses `view.to_list`: the ready direct children that
+    `wanted` accepts, then the parent itself unless `list_parent` is false. A failure marks the
+    whole view failed (nothing to list)."""
     try:
-        client: SemrushClient = client_for_org(view.orgs[0], operation="provisioning_audit")
-        family = client.list_family(parent_id=view.parent_id)
+        view.client = client_for_org(view.orgs[0], operation="provisioning_audit")
+        family = view.client.list_family(parent_id=view.parent_id)
     except (SemrushError, ConfigurationError) as exc:
         view.error = _error_text(exc)
         logger.warning(
@@ -85,15 +95,24 @@ def read_parent(view: ParentView) -> None:
         if str(ws.get("parent_id") or "") == view.parent_id
         and str(ws.get("id") or "") not in ("", view.parent_id)
     ]
-    to_list = [
+    view.to_list = [
         str(ws["id"])
         for ws in view.children
-        if classify_status(ws.get("status")) is Readiness.READY
+        if classify_status(ws.get("status")) is Readiness.READY and wanted(ws)
     ]
-    to_list.append(view.parent_id)
-    for workspace_id in to_list:
+    if list_parent:
+        view.to_list.append(view.parent_id)
+
+
+def list_workspaces(view: ParentView, *, on_listed: Callable[[], None]) -> None:
+    """One listing per workspace of `view.to_list` (more only for a workspace whose projects
+    span several pages); `on_listed` after each. A failure on one workspace marks the view
+    failed but keeps what was read, and the others are still listed."""
+    if view.client is None:
+        return
+    for workspace_id in view.to_list:
         try:
-            view.projects[workspace_id] = client.list_projects(workspace_id=workspace_id)
+            view.projects[workspace_id] = view.client.list_projects(workspace_id=workspace_id)
         except SemrushForbiddenError:
             # Deleted between the family read and this one: it holds nothing any more.
             view.projects[workspace_id] = []
@@ -103,3 +122,4 @@ def read_parent(view: ParentView) -> None:
                 "audit: could not list a workspace's projects",
                 extra={"workspace_id": workspace_id, "error_class": type(exc).__name__},
             )
+        on_listed()

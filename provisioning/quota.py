@@ -27,7 +27,9 @@ Patience: who waits, and how long
   re-run lists what it made, which costs more quota). A refusal even then defers it the same
   way.
 - An operator's command that makes many calls (the audit, :func:`patient_permits`): up to
-  ``COMPENSATION_WAIT_SECONDS`` for each permit, no budget for the whole.
+  ``COMPENSATION_WAIT_SECONDS`` for each permit, no budget for the whole; with a ``share``
+  below 1 (the audit: ``SERENITY_AUDIT_RATE_SHARE``, half) it also takes at most that share of
+  the credential's rate, so provisioning work waiting on the credential keeps the rest.
 - Anything else (a sync request, the sweep): at most
   ``SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS`` (5 s) of waiting in all, then
   :class:`~provisioning.semrush.errors.SemrushBusyError`, which flows handle like any upstream
@@ -163,6 +165,7 @@ class PermitDeferredError(Exception):
 
 _in_step: contextvars.ContextVar[bool] = contextvars.ContextVar("quota_in_step", default=False)
 _patient: contextvars.ContextVar[bool] = contextvars.ContextVar("quota_patient", default=False)
+_share: contextvars.ContextVar[float] = contextvars.ContextVar("quota_share", default=1.0)
 
 
 def in_step() -> bool:
@@ -182,16 +185,22 @@ def step_permits() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def patient_permits() -> Iterator[None]:
+def patient_permits(share: float = 1.0) -> Iterator[None]:
     """Clients built inside this block wait up to ``COMPENSATION_WAIT_SECONDS`` for each permit,
     with no budget for the whole: an operator's command that makes many calls in a row (the
     audit lists every workspace's projects) goes at the credential's pace instead of failing
-    once five seconds of waits have added up."""
-    token = _patient.set(True)
+    once five seconds of waits have added up.
+
+    With ``share`` below 1, each of their permits is first taken from a bucket of their own
+    (the credential's key + ``:share``, in the same store, at ``share`` times the credential's rate,
+    no burst), then from the credential's: they never take more than that share of its rate,
+    whoever else waits on it."""
+    tokens = (_patient.set(True), _share.set(min(max(float(share), 0.0), 1.0)))
     try:
         yield
     finally:
-        _patient.reset(token)
+        _share.reset(tokens[1])
+        _patient.reset(tokens[0])
 
 
 @dataclass(frozen=True)
@@ -249,6 +258,7 @@ class CredentialPermits:
         self._org_label = org_label(org_id)
         self._in_step = _in_step.get() if in_step is None else in_step
         self._patient = _patient.get() and not self._in_step
+        self._share = _share.get() if self._patient else 1.0
         self._store = store
         self._slot_store = slot_store
         self._sleep = sleep
@@ -292,6 +302,8 @@ class CredentialPermits:
 
     def acquire(self, operation: str) -> None:
         if self._limits.rate > 0:
+            if 0 < self._share < 1:
+                self._take_share()
             while not self._acquired(operation):
                 # A 429 paused the credential while this permit was waiting to be due: it was
                 # granted before the pause and must not be sent into it; ask again.
@@ -341,6 +353,19 @@ class CredentialPermits:
                 self._granted -= 1
                 return False
         return True
+
+    def _take_share(self) -> None:
+        """The caller's own pace (`patient_permits(share)`): a permit of its share's bucket,
+        waited for as long as it takes (only such callers of this credential use it)."""
+        rate = self._limits.rate * self._share
+        while True:
+            answer = self.store.reserve(
+                f"{self._key}:share", rate=rate, burst=1, max_wait=COMPENSATION_WAIT_SECONDS
+            )
+            if answer.wait > 0:
+                self._sleep(answer.wait)
+            if answer.granted:
+                return
 
     def _take_slot(self, operation: str) -> None:
         """Hold one of the credential's slots, polling within this caller's patience for the

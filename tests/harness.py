@@ -77,6 +77,12 @@ DEFAULT_SETTINGS: dict[str, Any] = {
 
 TERMINAL_JOB_STATUSES = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
 
+# `provisioning_audit` takes this share of the credential's rate (its setting
+# SERENITY_AUDIT_RATE_SHARE, at its default); a `manage.py` process starts within this long on
+# the shared 2-core machine.
+AUDIT_RATE_SHARE = 0.5
+AUDIT_STARTUP_SECONDS = 30.0
+
 
 class StackError(RuntimeError):
     """A process did not start, or the stack did not converge in time."""
@@ -911,9 +917,15 @@ class Stack:
                 f"{exc}\nunfinished jobs: {self.unfinished_jobs()}\npending attempts: {pending}"
             ) from None
 
-    def audit(self) -> tuple[int, dict[str, Any]]:
-        """`manage.py provisioning_audit --json` → (exit code, parsed report)."""
-        completed = self.manage("provisioning_audit", "--json")
+    def audit(self, *args: str) -> tuple[int, dict[str, Any]]:
+        """`manage.py provisioning_audit --json [args]` → (exit code, parsed report), within
+        the audit's own bound (:meth:`audit_bound_seconds`) plus a process start."""
+        completed = self.manage(
+            "provisioning_audit",
+            "--json",
+            *args,
+            timeout=self.audit_bound_seconds() + AUDIT_STARTUP_SECONDS,
+        )
         try:
             report = json.loads(completed.stdout)
         except ValueError:
@@ -923,6 +935,18 @@ class Stack:
             ) from None
         return completed.returncode, report
 
+    def audit_bound_seconds(self) -> float:
+        """SPEC §12.4: the audit finishes within its calls ÷ its share of the rate + 60 s. Its
+        calls are at most one family listing and one parent listing per org, and one listing
+        per workspace upstream; its share is half of the pace of the limiter (the rate less the
+        margin)."""
+        workspaces = len(self.sim_state()["workspaces"])
+        orgs = int(self.query("SELECT count(*) AS n FROM serenity_organization")[0]["n"])
+        rate = float(self.env.get("SEMRUSH_RATE_LIMIT_PER_SECOND") or 10.0)
+        margin = float(self.env.get("SEMRUSH_RATE_LIMIT_MARGIN") or 0.05)
+        share = rate * (1.0 - margin) * AUDIT_RATE_SHARE
+        return (workspaces + 2 * orgs) / share + 60.0
+
     def duplicate_slices(self) -> dict[tuple[str, int, str], int]:
         """Upstream slices (workspace, location, language) holding more than one project."""
         counts = Counter(
@@ -931,11 +955,12 @@ class Stack:
         )
         return {key: n for key, n in counts.items() if n > 1}
 
-    def violations(self) -> list[str]:
+    def violations(self, audit: tuple[int, dict[str, Any]] | None = None) -> list[str]:
         """Everything that breaks SPEC §3/§6.4/§7 once the stack is quiet: unfinished jobs,
         attempts pending or failed without a reason, audit findings, several projects on one
         slice, markets whose project does not exist upstream, reservations left 'creating'.
-        Empty when all is well."""
+        Empty when all is well. `audit`: a `provisioning_audit` already run on the quiet
+        stack (its result), instead of running it again."""
         problems: list[str] = []
         for job in self.query("SELECT id, step, status FROM jobs_asyncjob"):
             if job["status"] not in TERMINAL_JOB_STATUSES:
@@ -947,7 +972,7 @@ class Stack:
                 problems.append(
                     f"attempt {attempt['id']} is {attempt['status']} (reason {attempt['reason']!r})"
                 )
-        code, report = self.audit()
+        code, report = audit if audit is not None else self.audit()
         findings = {
             key: report.get(key)
             for key in ("orphanWorkspaces", "orphanProjects", "stuckAttempts", "errors")

@@ -67,13 +67,16 @@ def poll_until_finished(api: ApiClient, brand_id: str, job_id: str, timeout: flo
     return wait_for(finished, timeout=timeout, what=f"job {job_id}", interval=0.25)
 
 
-def assert_converged(stack: Stack, timeout: float = 90) -> None:
+def assert_converged(
+    stack: Stack, timeout: float = 90, audit: tuple[int, dict[str, Any]] | None = None
+) -> None:
     """The end-of-test checks of every scenario: every job terminal, every attempt `ready` or
     `failed` with a reason (never `stale`: the dispatcher, not the stale sweep, must have
     recovered every job), `provisioning_audit` clean (exit 0), one project per slice upstream,
-    markets pointing at existing projects, no reservation left behind."""
+    markets pointing at existing projects, no reservation left behind. `audit`: the result of
+    a `provisioning_audit` already run on the quiet stack (a soak's takes minutes)."""
     stack.wait_until_quiet(timeout=timeout)
-    problems = stack.violations()
+    problems = stack.violations(audit)
     assert problems == [], "\n".join(problems)
     # Delivery recovered everything: nothing waited for the stale sweep (60 s here).
     stale = [a["id"] for a in stack.attempts() if a["reason"] == "stale"]
