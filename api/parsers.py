@@ -26,7 +26,8 @@ def json_depth_exceeds(value: Any, limit: int) -> bool:
             continue
         if depth > limit:
             return True
-        stack.extend((child, depth + 1) for child in children)
+        # Only containers go on the stack: a 1 MiB list of scalars costs one pass, no tuples.
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return False
 
 
