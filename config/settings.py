@@ -289,6 +289,12 @@ SERENITY_PUBLISH_SYNC_WAIT_SECONDS = 10.0
 SERENITY_MAX_ACTIVATE_MARKETS = env_int("SERENITY_MAX_ACTIVATE_MARKETS", 50)
 SERENITY_MAX_PROMPTS = env_int("SERENITY_MAX_PROMPTS", 500)
 SERENITY_MAX_MARKETS_PER_BRAND = env_int("SERENITY_MAX_MARKETS_PER_BRAND", 50)
+# Work one org can queue (SPEC §12.4): onboarding items in progress at once per org (an org's
+# own `onboarding_open_items_max` overrides it), markets in one onboarding, and the wait a
+# refused onboarding is told (429 onboardingLimit, Retry-After).
+SERENITY_ONBOARDING_OPEN_ITEMS_MAX = 5000
+SERENITY_ONBOARDING_MARKETS_MAX = 5000
+SERENITY_ONBOARDING_LIMIT_RETRY_SECONDS = 60
 
 # --- Jobs (SPEC §9; JOBS_COUNTDOWN_MAX_SECONDS follows the broker: Celery below) --------------
 JOBS_RETENTION_DAYS = env_float("JOBS_RETENTION_DAYS", 7.0)
