@@ -205,7 +205,8 @@ class OnboardingItem(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.index}: {self.name}"
+        # Not the name: the admin's item rows show it once, as the brand's link.
+        return f"item {self.index}"
 
 
 class OnboardingFamily(models.Model):
