@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
@@ -24,6 +24,9 @@ from jobs.dispatch import job_republish
 from jobs.models import AsyncJob, JobStatus, JobType
 from jobs.selectors import OVERDUE_AFTER_SECONDS, overdue_chains_q
 from jobs.services import REQUEST_ID_KEY
+
+if TYPE_CHECKING:
+    from django.contrib.admin.filters import _ListFilterChoices
 
 
 def _pretty_json(value: Any) -> SafeString:
@@ -77,7 +80,7 @@ class JobKindFilter(admin.SimpleListFilter):
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         return [("background", "Webhook deliveries and other background work"), ("all", "All")]
 
-    def choices(self, changelist: Any) -> Iterator[dict[str, Any]]:
+    def choices(self, changelist: Any) -> Iterator[_ListFilterChoices]:
         yield {
             "selected": self.value() is None,
             "query_string": changelist.get_query_string(remove=[self.parameter_name]),
