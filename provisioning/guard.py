@@ -290,8 +290,14 @@ def in_progress_error(*, brand_id: uuid.UUID) -> ProvisioningInProgressError:
 
 def organization_onboarding_lock(organization_id: uuid.UUID) -> None:
     """Lock the org row until the transaction ends: onboarding accepts of one org are taken
-    one at a time, so two cannot both fit under the org's cap of open items (SPEC §12.4)."""
-    list(Organization.objects.select_for_update().filter(pk=organization_id).values_list("pk"))
+    one at a time, so two cannot both fit under the org's cap of open items (SPEC §12.4).
+    FOR NO KEY UPDATE: rows that refer to the org (a brand created meanwhile) take FOR KEY
+    SHARE on it, which this lock does not block."""
+    list(
+        Organization.objects.select_for_update(no_key=True)
+        .filter(pk=organization_id)
+        .values_list("pk")
+    )
 
 
 def attempts_lock(job_ids: list[uuid.UUID]) -> list[ProvisioningAttempt]:
