@@ -11,7 +11,7 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from api.fields import BrandNameField, HttpUrlField
+from api.fields import BoundedListField, BrandNameField, HttpUrlField
 from api.pagination import PageQuerySerializer
 from api.responses import NEXT_CURSOR_HELP
 from api.serializers import ActivateMarketSerializer, BrandCreateSerializer
@@ -27,13 +27,9 @@ MAX_BRANDS = 1000
 class OnboardingBrandSerializer(serializers.Serializer):
     name = BrandNameField(max_length=200)
     baseUrl = HttpUrlField(max_length=2000)  # noqa: N815
-    urls = serializers.ListField(
-        child=HttpUrlField(max_length=2000), required=False, max_length=100
-    )
-    aliases = serializers.ListField(
-        child=BrandNameField(max_length=200), required=False, max_length=100
-    )
-    markets = serializers.ListField(
+    urls = BoundedListField(child=HttpUrlField(max_length=2000), required=False, max_length=100)
+    aliases = BoundedListField(child=BrandNameField(max_length=200), required=False, max_length=100)
+    markets = BoundedListField(
         child=ActivateMarketSerializer(),
         required=False,
         max_length=settings.SERENITY_MAX_ACTIVATE_MARKETS,
@@ -48,7 +44,7 @@ class OnboardingCreateSerializer(serializers.Serializer):
     """Always asynchronous: no `async` member. A member the body does not have (`async`
     included) → 400 `invalidRequest` naming it (SPEC §12.2)."""
 
-    brands = serializers.ListField(
+    brands = BoundedListField(
         child=OnboardingBrandSerializer(), min_length=1, max_length=MAX_BRANDS
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import chain
 from typing import IO, Any
 
 from rest_framework.parsers import JSONParser
@@ -13,21 +14,23 @@ MAX_JSON_DEPTH = 64
 
 
 def json_depth_exceeds(value: Any, limit: int) -> bool:
-    """Whether `value` nests arrays/objects deeper than `limit` levels (iterative: a deep value
-    must not exhaust the interpreter's stack here either)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
+    """Whether `value` nests arrays/objects deeper than `limit` levels. Level by level, without
+    recursion (a deep value must not exhaust the interpreter's stack here either) and without
+    per-node Python frames: a 1 MiB list of tiny objects costs a few hundred milliseconds at
+    most (SPEC §12.4), not seconds."""
+    level = [value]
+    for depth in range(1, limit + 2):
+        containers = [item for item in level if isinstance(item, dict | list)]
+        if not containers:
+            return False
         if depth > limit:
             return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
+        level = list(
+            chain.from_iterable(
+                item.values() if isinstance(item, dict) else item for item in containers
+            )
+        )
+    return True
 
 
 class BoundedJSONParser(JSONParser):

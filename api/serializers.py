@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from api.fields import (
     BodyObjectSerializer,
+    BoundedListField,
     BrandNameField,
     HostField,
     HttpUrlField,
@@ -29,12 +30,8 @@ class BrandCreateSerializer(BodyObjectSerializer):
         choices=[BrandStatus.ACTIVE, BrandStatus.PENDING], required=False
     )
     baseUrl = HttpUrlField(required=False, allow_null=True, max_length=2000)  # noqa: N815
-    urls = serializers.ListField(
-        child=HttpUrlField(max_length=2000), required=False, max_length=100
-    )
-    aliases = serializers.ListField(
-        child=BrandNameField(max_length=200), required=False, max_length=100
-    )
+    urls = BoundedListField(child=HttpUrlField(max_length=2000), required=False, max_length=100)
+    aliases = BoundedListField(child=BrandNameField(max_length=200), required=False, max_length=100)
     semrushMarket = SemrushMarketSerializer(required=False, allow_null=True)  # noqa: N815
 
     def validate_name(self, value: str) -> str:
@@ -45,12 +42,8 @@ class BrandCreateSerializer(BodyObjectSerializer):
 
 class BrandUpdateSerializer(serializers.Serializer):
     baseUrl = HttpUrlField(required=False, allow_null=True, max_length=2000)  # noqa: N815
-    urls = serializers.ListField(
-        child=HttpUrlField(max_length=2000), required=False, max_length=100
-    )
-    aliases = serializers.ListField(
-        child=BrandNameField(max_length=200), required=False, max_length=100
-    )
+    urls = BoundedListField(child=HttpUrlField(max_length=2000), required=False, max_length=100)
+    aliases = BoundedListField(child=BrandNameField(max_length=200), required=False, max_length=100)
     serenityEnabled = serializers.BooleanField(required=False, allow_null=True)  # noqa: N815
 
     def to_internal_value(self, data: Any) -> Any:
@@ -63,7 +56,7 @@ class BrandUpdateSerializer(serializers.Serializer):
 
 
 def _brand_names_field() -> serializers.ListField:
-    return serializers.ListField(
+    return BoundedListField(
         child=BrandNameField(max_length=200), required=False, allow_empty=False, max_length=50
     )
 
@@ -90,25 +83,20 @@ class ActivateMarketSerializer(serializers.Serializer):
 class ActivateSerializer(BodyObjectSerializer):
     brandDomain = HostField(required=False, max_length=253)  # noqa: N815
     brandNames = _brand_names_field()  # noqa: N815
-    markets = serializers.ListField(
-        child=ActivateMarketSerializer(), required=False, allow_empty=False
+    markets = BoundedListField(
+        child=ActivateMarketSerializer(),
+        required=False,
+        allow_empty=False,
+        max_length=settings.SERENITY_MAX_ACTIVATE_MARKETS,
+        too_long="at most {max_length} markets per request.",
     )
-
-    def validate_markets(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if len(value) > settings.SERENITY_MAX_ACTIVATE_MARKETS:
-            raise serializers.ValidationError(
-                f"at most {settings.SERENITY_MAX_ACTIVATE_MARKETS} markets per request."
-            )
-        return value
 
 
 class PromptItemSerializer(serializers.Serializer):
     text = StrictCharField(max_length=2000)
     geoTargetId = serializers.IntegerField(min_value=1)  # noqa: N815
     languageCode = StrictCharField()  # noqa: N815
-    tags = serializers.ListField(
-        child=StrictCharField(max_length=100), required=False, max_length=50
-    )
+    tags = BoundedListField(child=StrictCharField(max_length=100), required=False, max_length=50)
 
     def validate_text(self, value: str) -> str:
         if not value.strip():
@@ -117,7 +105,12 @@ class PromptItemSerializer(serializers.Serializer):
 
 
 class PromptsSerializer(BodyObjectSerializer):
-    prompts = serializers.ListField(child=PromptItemSerializer(), allow_empty=False)
+    prompts = BoundedListField(
+        child=PromptItemSerializer(),
+        allow_empty=False,
+        max_length=settings.SERENITY_MAX_PROMPTS,
+        too_long="at most {max_length} prompts per request.",
+    )
 
     def to_internal_value(self, data: Any) -> Any:
         # Name an item's field `prompts[3].text`, as the service names its own checks, not
@@ -132,10 +125,3 @@ class PromptsSerializer(BodyObjectSerializer):
                 indexed = {f"prompts[{index}]": error for index, error in items.items()}
                 raise serializers.ValidationError({**indexed, **rest}) from None
             raise
-
-    def validate_prompts(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if len(value) > settings.SERENITY_MAX_PROMPTS:
-            raise serializers.ValidationError(
-                f"at most {settings.SERENITY_MAX_PROMPTS} prompts per request."
-            )
-        return value

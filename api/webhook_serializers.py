@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from api.fields import HttpUrlField, StrictBooleanField
+from api.fields import BoundedListField, HttpUrlField, StrictBooleanField
 from api.pagination import PageQuerySerializer
 from api.responses import NEXT_CURSOR_HELP
 from provisioning.serializers import (
@@ -36,7 +36,7 @@ def _url_field(*, required: bool = True) -> HttpUrlField:
 
 
 def _events_field() -> serializers.ListField:
-    return serializers.ListField(
+    return BoundedListField(
         child=OpenCodeField(known=SUBSCRIBABLE_EVENT_TYPES, known_only=True),
         required=False,
         min_length=1,

@@ -306,6 +306,12 @@ SERENITY_MAX_MARKETS_PER_BRAND = 50
 SERENITY_AUDIT_RATE_SHARE = 0.5
 # ... and reports its progress at least this often (seconds), on stderr.
 SERENITY_AUDIT_PROGRESS_SECONDS = 10.0
+# Work one org can queue (SPEC §12.4): onboarding items in progress at once per org (an org's
+# own `onboarding_open_items_max` overrides it), markets in one onboarding, and the wait a
+# refused onboarding is told (429 onboardingLimit, Retry-After).
+SERENITY_ONBOARDING_OPEN_ITEMS_MAX = 5000
+SERENITY_ONBOARDING_MARKETS_MAX = 5000
+SERENITY_ONBOARDING_LIMIT_RETRY_SECONDS = 60
 
 # --- Jobs (SPEC §9; JOBS_COUNTDOWN_MAX_SECONDS follows the broker: Celery below) --------------
 # Finished jobs are purged after this many days.

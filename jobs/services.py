@@ -410,6 +410,30 @@ def chain_cancel(
     return changed
 
 
+def chains_cancel(*, root_ids: list[uuid.UUID], only_unstarted: bool = False) -> set[uuid.UUID]:
+    """`chain_cancel` for many chains in a fixed number of statements (SPEC §12.4), without
+    its `chain_ended`: the caller sends `chains_ended_check` once it has written the rest of
+    the ending. The rows are locked (primary-key order) between the read of which chains
+    change and the write. Returns the roots of the chains a row of which changed."""
+    now = timezone.now()
+    query = AsyncJob.objects.filter(Q(pk__in=root_ids) | Q(root_id__in=root_ids)).filter(
+        status=JobStatus.IN_PROGRESS
+    )
+    if only_unstarted:
+        query = query.filter(Q(claim_token__isnull=True) | Q(lease_expires_at__lt=now))
+    with transaction.atomic(savepoint=False):
+        rows = list(query.select_for_update().order_by("pk").values_list("pk", "root_id"))
+        AsyncJob.objects.filter(pk__in=[pk for pk, _ in rows]).update(
+            status=JobStatus.CANCELLED,
+            error=cancelled_error(),
+            finished_at=now,
+            updated_at=now,
+            claim_token=None,
+            lease_expires_at=None,
+        )
+    return {root_id or pk for pk, root_id in rows}
+
+
 def chain_fail(*, root_id: uuid.UUID, error: dict[str, Any]) -> int:
     """Mark the chain's unfinished jobs FAILED (e.g. its attempt was reconciled as stale)."""
     now = timezone.now()

@@ -23,6 +23,10 @@ from django.dispatch import Signal
 from jobs.models import FINISHED_STATUSES, AsyncJob
 
 chain_ended = Signal()
+# Many chains ended by one set-based write (an onboarding's cancel, SPEC §12.4), sent once
+# instead of `chain_ended` per chain. Argument: `jobs`, each chain's ending step (its `status`
+# the chain's effective status; `root_id or id` the root). Same rules as `chain_ended`.
+chains_ended = Signal()
 
 
 def chain_ended_send(*, job: AsyncJob, status: str) -> None:
@@ -51,3 +55,13 @@ def chain_ended_check(*, root_id: uuid.UUID) -> None:
     effective = root.current or root
     if effective.status in FINISHED_STATUSES:
         chain_ended_send(job=effective, status=effective.status)
+
+
+def chains_ended_check(*, root_ids: list[uuid.UUID]) -> None:
+    """`chain_ended_check` for many chains at once: one read, one `chains_ended` naming those
+    whose effective status is now finished."""
+    roots = AsyncJob.objects.select_related("current").filter(pk__in=root_ids)
+    ended = [root.current or root for root in roots]
+    ended = [job for job in ended if job.status in FINISHED_STATUSES]
+    if ended:
+        chains_ended.send(sender=AsyncJob, jobs=ended)

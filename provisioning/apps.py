@@ -9,7 +9,8 @@ class ProvisioningConfig(AppConfig):
     def ready(self) -> None:
         # An onboarding completes when its last item's chain ends, in that ending's
         # transaction (SPEC §11.2, §11.3).
-        from jobs.signals import chain_ended
-        from provisioning.flows.onboarding import onboarding_chain_ended
+        from jobs.signals import chain_ended, chains_ended
+        from provisioning.flows.onboarding import onboarding_chain_ended, onboarding_chains_ended
 
         chain_ended.connect(onboarding_chain_ended, dispatch_uid="provisioning.onboarding")
+        chains_ended.connect(onboarding_chains_ended, dispatch_uid="provisioning.onboardings")

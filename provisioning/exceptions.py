@@ -180,3 +180,17 @@ class PublishTimeoutError(DomainError):
 class OnboardingFinishedError(ConflictError):
     code = "onboardingFinished"
     default_message = "The onboarding has already ended: there is nothing left to cancel."
+
+
+class OnboardingLimitError(DomainError):
+    """The onboarding would queue more work than one org may (SPEC §12.4): its open items past
+    the org's cap, or more markets in all than one onboarding holds. Nothing is written; the
+    client retries after `retry_after` seconds (the `Retry-After` header)."""
+
+    code = "onboardingLimit"
+    http_status = 429
+    default_message = "The onboarding would queue more work than the organization may."
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -41,7 +41,7 @@ from provisioning import services, states
 from provisioning.exceptions import ProvisioningInProgressError, attempt_reason
 from provisioning.models import AttemptReason, AttemptStartedBy, AttemptStatus, ProvisioningAttempt
 from serenity.exceptions import BrandNotFoundError
-from serenity.models import Brand, Market
+from serenity.models import Brand, Market, Organization
 
 logger = logging.getLogger("serenity.provisioning")
 
@@ -285,6 +285,29 @@ def in_progress_error(*, brand_id: uuid.UUID) -> ProvisioningInProgressError:
     current = pending_attempt_for(brand_id)
     return ProvisioningInProgressError(
         details={"jobId": str(current.job_id) if current and current.job_id else None}
+    )
+
+
+def organization_onboarding_lock(organization_id: uuid.UUID) -> None:
+    """Lock the org row until the transaction ends: onboarding accepts of one org are taken
+    one at a time, so two cannot both fit under the org's cap of open items (SPEC §12.4).
+    FOR NO KEY UPDATE: rows that refer to the org (a brand created meanwhile) take FOR KEY
+    SHARE on it, which this lock does not block."""
+    list(
+        Organization.objects.select_for_update(no_key=True)
+        .filter(pk=organization_id)
+        .values_list("pk")
+    )
+
+
+def attempts_lock(job_ids: list[uuid.UUID]) -> list[ProvisioningAttempt]:
+    """The pending attempts of these chains (by their root ids), locked in primary-key order
+    until the transaction ends (an onboarding's cancel, SPEC §12.4)."""
+    return list(
+        ProvisioningAttempt.objects.select_for_update()
+        .filter(job_id__in=job_ids, status=AttemptStatus.PENDING)
+        .order_by("pk")
+        .only("id", "job_id", "workspace_promoted", "candidate_workspace_id")
     )
 
 

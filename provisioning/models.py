@@ -143,14 +143,23 @@ class OnboardingStatus(models.TextChoices):
 
 
 class Onboarding(models.Model):
-    """A bulk onboarding (SPEC §11.2): many brand creates accepted in one request. Its status
-    and counts are derived from its items' chains when read; `cancelled_at` records a cancel."""
+    """A bulk onboarding (SPEC §11.2): many brand creates accepted in one request.
+
+    Its counts are kept as its items end (SPEC §12.4), never recounted: each item is counted
+    once, by the conditional write that records its `ended_status`, and the counters move in
+    the same transaction (`in_progress` down, its ending's counter up). It has ended once
+    `completed_at` is written (when `in_progress` reaches 0); `cancelled_at` records a
+    cancel."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey(
         "serenity.Organization", on_delete=models.CASCADE, related_name="onboardings"
     )
     total = models.PositiveIntegerField()
+    in_progress = models.PositiveIntegerField(default=0)
+    completed = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    cancelled = models.PositiveIntegerField(default=0)
     cancelled_at = models.DateTimeField(null=True, blank=True)
     # When the onboarding ended, COMPLETED or CANCELLED (its `finishedAt`), and its webhook
     # event was emitted (once).
@@ -185,6 +194,9 @@ class OnboardingItem(models.Model):
         "jobs.AsyncJob", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     error = models.JSONField(null=True, blank=True)
+    # The status its chain ended with, once the onboarding's counts include it (null while
+    # it runs): the write that sets it is what counts the item, once.
+    ended_status = models.CharField(max_length=16, null=True, blank=True)
 
     class Meta:
         ordering = ["onboarding", "index"]
@@ -193,7 +205,8 @@ class OnboardingItem(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.index}: {self.name}"
+        # Not the name: the admin's item rows show it once, as the brand's link.
+        return f"item {self.index}"
 
 
 class OnboardingFamily(models.Model):

@@ -15,7 +15,6 @@ from django.conf import settings
 from django.db.models import (
     Case,
     CharField,
-    Count,
     F,
     OuterRef,
     Q,
@@ -213,19 +212,13 @@ def _item_status() -> Any:
 
 
 def onboarding_counts(onboarding: Onboarding) -> OnboardingCounts:
-    """Every item counted by its status, in one query."""
-    by_status = dict(
-        OnboardingItem.objects.filter(onboarding=onboarding)
-        .annotate(effective=_item_status())
-        .values("effective")
-        .annotate(n=Count("pk"))
-        .values_list("effective", "n")
-    )
+    """Every item counted by its status: the counts the onboarding's row keeps as its items
+    end (no query; as fresh as the instance)."""
     return OnboardingCounts(
-        in_progress=by_status.get(JobStatus.IN_PROGRESS, 0),
-        completed=by_status.get(JobStatus.COMPLETED, 0),
-        failed=by_status.get(JobStatus.FAILED, 0),
-        cancelled=by_status.get(JobStatus.CANCELLED, 0),
+        in_progress=onboarding.in_progress,
+        completed=onboarding.completed,
+        failed=onboarding.failed,
+        cancelled=onboarding.cancelled,
     )
 
 

@@ -50,6 +50,14 @@ class Organization(models.Model):
         help_text="Upstream calls in flight at once for this org's credential (empty: the "
         "default). Like the rate, it applies only to an org with a credential of its own.",
     )
+    # Onboarding items of this org that may be in progress at once (SPEC §12.4); NULL:
+    # SERENITY_ONBOARDING_OPEN_ITEMS_MAX.
+    onboarding_open_items_max = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Onboarding items this org may have in progress at once (empty: the "
+        "default). An onboarding that would go past it is refused (429 onboardingLimit).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

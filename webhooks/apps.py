@@ -8,9 +8,10 @@ class WebhooksConfig(AppConfig):
     def ready(self) -> None:
         # A root job's end is a webhook event: the receiver writes its deliveries in the
         # transaction that ends the chain (the outbox).
-        from jobs.signals import chain_ended
+        from jobs.signals import chain_ended, chains_ended
         from provisioning.signals import onboarding_ended
-        from webhooks.events import job_chain_ended, onboarding_ended_event
+        from webhooks.events import job_chain_ended, job_chains_ended, onboarding_ended_event
 
         chain_ended.connect(job_chain_ended, dispatch_uid="webhooks.job_chain_ended")
+        chains_ended.connect(job_chains_ended, dispatch_uid="webhooks.job_chains_ended")
         onboarding_ended.connect(onboarding_ended_event, dispatch_uid="webhooks.onboarding_ended")

@@ -48,6 +48,33 @@ def job_event_data(root_id: uuid.UUID) -> dict[str, Any]:
     return dict(JobSummarySerializer(document).data)
 
 
+def job_chains_ended(sender: Any, *, jobs: list[AsyncJob], **_: Any) -> None:
+    """`jobs.signals.chains_ended` receiver: `job_chain_ended` for each of many chains, each
+    org's subscriptions read once (an onboarding's cancel ends a thousand chains at once)."""
+    by_org: dict[uuid.UUID, list[AsyncJob]] = {}
+    for job in jobs:
+        if job.job_type in JobType.values and job.status in JOB_EVENTS:
+            by_org.setdefault(job.organization_id, []).append(job)
+    for organization_id, ended in by_org.items():
+        subscribed = {
+            event
+            for events in Webhook.objects.filter(organization_id=organization_id, enabled=True)
+            .order_by()
+            .values_list("events", flat=True)
+            for event in events
+        }
+        for job in ended:
+            event_type = JOB_EVENTS[JobStatus(job.status)]
+            if event_type in subscribed:
+                root_id = job.root_id or job.id
+                webhook_event_publish(
+                    organization_id=organization_id,
+                    type=event_type,
+                    data=job_event_data(root_id),
+                    event_id=job_event_id(root_id),
+                )
+
+
 def job_chain_ended(
     sender: Any,
     *,

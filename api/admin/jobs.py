@@ -10,7 +10,8 @@ brand's name (a column and a search).
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
@@ -20,9 +21,12 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from jobs.dispatch import job_republish
-from jobs.models import AsyncJob, JobStatus
+from jobs.models import AsyncJob, JobStatus, JobType
 from jobs.selectors import OVERDUE_AFTER_SECONDS, overdue_chains_q
 from jobs.services import REQUEST_ID_KEY
+
+if TYPE_CHECKING:
+    from django.contrib.admin.filters import _ListFilterChoices
 
 
 def _pretty_json(value: Any) -> SafeString:
@@ -65,6 +69,38 @@ class OverdueFilter(admin.SimpleListFilter):
         return queryset
 
 
+class JobKindFilter(admin.SimpleListFilter):
+    """Provisioning chains by default (the client-facing job types); webhook deliveries (and
+    any other background work) only when asked: a burst of deliveries must not bury the
+    chains an operator is looking for (SPEC §12.4)."""
+
+    title = "kind"
+    parameter_name = "kind"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("background", "Webhook deliveries and other background work"), ("all", "All")]
+
+    def choices(self, changelist: Any) -> Iterator[_ListFilterChoices]:
+        yield {
+            "selected": self.value() is None,
+            "query_string": changelist.get_query_string(remove=[self.parameter_name]),
+            "display": "Provisioning",
+        }
+        for lookup, title in self.lookup_choices:
+            yield {
+                "selected": self.value() == lookup,
+                "query_string": changelist.get_query_string({self.parameter_name: lookup}),
+                "display": title,
+            }
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AsyncJob]) -> QuerySet[AsyncJob]:
+        if self.value() == "all":
+            return queryset
+        if self.value() == "background":
+            return queryset.exclude(job_type__in=JobType.values)
+        return queryset.filter(job_type__in=JobType.values)
+
+
 def effective_step(job: AsyncJob) -> AsyncJob:
     """The step whose status is the chain's (`jobs.selectors.job_chain_get`)."""
     root = job.root or job
@@ -85,7 +121,7 @@ class AsyncJobAdmin(admin.ModelAdmin):
         "created_at",
         "chain_finished_at",
     ]
-    list_filter = [ChainStatusFilter, OverdueFilter, "job_type"]
+    list_filter = [JobKindFilter, ChainStatusFilter, OverdueFilter, "job_type"]
     search_fields = ["=id", "=brand_id", "=organization_id"]
     list_select_related = ["current"]
     date_hierarchy = "created_at"

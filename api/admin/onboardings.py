@@ -29,8 +29,9 @@ class OnboardingItemInline(admin.TabularInline):
     model = OnboardingItem
     extra = 0
     can_delete = False
-    fields = ("index", "name", "brand_link", "chain_link", "item_status")
-    readonly_fields = ("index", "name", "brand_link", "chain_link", "item_status")
+    # The brand once: its name, linked to its page when the item has one.
+    fields = ("index", "brand_link", "chain_link", "item_status")
+    readonly_fields = ("index", "brand_link", "chain_link", "item_status")
     ordering = ["index"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[OnboardingItem]:
@@ -41,6 +42,8 @@ class OnboardingItemInline(admin.TabularInline):
 
     @admin.display(description="brand")
     def brand_link(self, obj: OnboardingItem) -> SafeString | str:
+        if obj.brand_id is None:
+            return obj.name  # refused at accept: no brand was created
         return _link("admin:serenity_brand_change", obj.brand_id, obj.name)
 
     @admin.display(description="chain")

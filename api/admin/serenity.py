@@ -14,14 +14,15 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.db import models
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from kernel import context
 from kernel.errors import DomainError
 from provisioning.flows.deactivate import deactivate
-from provisioning.models import ProvisioningAttempt
+from provisioning.models import AttemptStatus, ProvisioningAttempt
+from provisioning.selectors import brand_provisioning_state, brands_with_provisioning_state
 from serenity.models import ApiToken, Brand, BrandStatus, Market, Membership, Organization, Prompt
 from serenity.names import brand_name_key
 from serenity.services import api_token_create, api_token_revoke
@@ -52,6 +53,7 @@ class OrganizationAdminForm(forms.ModelForm):
             "semrush_rate_limit_per_second",
             "semrush_rate_limit_burst",
             "semrush_concurrency_limit",
+            "onboarding_open_items_max",
         ]
 
     def clean(self) -> dict[str, Any]:
@@ -96,6 +98,7 @@ class OrganizationAdmin(admin.ModelAdmin):
         "semrush_rate_limit_per_second",
         "semrush_rate_limit_burst",
         "semrush_concurrency_limit",
+        "onboarding_open_items_max",
         "created_at",
         "updated_at",
     ]
@@ -288,6 +291,32 @@ class BrandAdminForm(forms.ModelForm):
         return cleaned
 
 
+# A brand's provisioning status as the API derives it (`selectors.brand_provisioning_state`),
+# as conditions on `brands_with_provisioning_state`'s annotation: a pending or failed latest
+# attempt decides; else a brand with its pointer is ready; else it has none.
+_NOT_DECIDED_BY_ATTEMPT = Q(latest_attempt_status__isnull=True) | Q(
+    latest_attempt_status=AttemptStatus.READY
+)
+PROVISIONING_STATUS_Q = {
+    "pending": Q(latest_attempt_status=AttemptStatus.PENDING),
+    "failed": Q(latest_attempt_status=AttemptStatus.FAILED),
+    "ready": _NOT_DECIDED_BY_ATTEMPT & Q(semrush_sub_workspace_id__isnull=False),
+    "none": _NOT_DECIDED_BY_ATTEMPT & Q(semrush_sub_workspace_id__isnull=True),
+}
+
+
+class ProvisioningStatusFilter(admin.SimpleListFilter):
+    title = "provisioning status"
+    parameter_name = "provisioning_status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("pending", "pending"), ("failed", "failed"), ("ready", "ready"), ("none", "none")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Brand]) -> QuerySet[Brand]:
+        condition = PROVISIONING_STATUS_Q.get(self.value() or "")
+        return queryset.filter(condition) if condition is not None else queryset
+
+
 @admin.register(Brand)
 class BrandAdmin(admin.ModelAdmin):
     """Brands are created and deleted through the API (which provisions Semrush); here an
@@ -299,18 +328,20 @@ class BrandAdmin(admin.ModelAdmin):
         "name",
         "organization",
         "status",
+        "provisioning_status",
         "workspace_mode",
         "semrush_sub_workspace_id",
         "serenity_enabled",
         "updated_at",
     ]
-    list_filter = ["status", "workspace_mode", "serenity_enabled"]
+    list_filter = ["status", ProvisioningStatusFilter, "workspace_mode", "serenity_enabled"]
     search_fields = ["name", "=id", "=semrush_sub_workspace_id", "organization__name"]
     list_select_related = ["organization"]
     readonly_fields = [
         "id",
         "organization",
         "status",
+        "provisioning_status",
         "workspace_mode",
         "semrush_sub_workspace_id",
         "created_at",
@@ -321,6 +352,7 @@ class BrandAdmin(admin.ModelAdmin):
         "organization",
         "name",
         "status",
+        "provisioning_status",
         "workspace_mode",
         "base_url",
         "urls",
@@ -332,6 +364,13 @@ class BrandAdmin(admin.ModelAdmin):
     ]
     inlines = [MarketInline, ProvisioningAttemptInline]
     actions = ["deactivate_brands"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Brand]:
+        return brands_with_provisioning_state(super().get_queryset(request))
+
+    @admin.display(description="provisioning status")
+    def provisioning_status(self, obj: Brand) -> str:
+        return brand_provisioning_state(obj).status or "—"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -31,6 +31,8 @@ ERROR_MESSAGES = {
     "idempotencyKeyReused": "This Idempotency-Key was already used with a different request body.",
     "internalServerError": "An unexpected error occurred.",
     "rateLimited": "Too many requests.",
+    "onboardingLimit": "The organization may have at most 5000 onboarding items in progress; "
+    "4800 are, and this onboarding adds 300.",
     "requestTooLarge": "The body is larger than 1048576 bytes.",
 }
 

@@ -87,6 +87,8 @@ ACCEPT_REFUSALS: ErrorCodes = {
     403: ["serenityNotEnabled"],
     409: ["brandExists"],
 }
+# The work one org can queue (SPEC §12.4): its open items past its cap, or too many markets.
+ONBOARDING_LIMIT: ErrorCodes = {429: ["onboardingLimit"]}
 
 ITEM_STATUS_QUERY = OpenApiParameter(
     "status",
@@ -114,7 +116,10 @@ onboarding_create_schema = extend_schema(
     "`brands[i].field` in `details.field` (e.g. `brands[3].markets[0].market`); a member the "
     "body does not have (such as `async`: it is always asynchronous) → 400 `invalidRequest`. "
     "An item whose name exists in the organization or repeats an earlier item's ends "
-    "`FAILED` `brandExists`, alone. Poll `Location`.",
+    "`FAILED` `brandExists`, alone. An organization's items in progress are capped (5,000 "
+    "unless an operator set its own cap) and one onboarding holds at most 5,000 markets in "
+    "all: past either → 429 `onboardingLimit` with `Retry-After`, nothing written. Poll "
+    "`Location`.",
     request=OnboardingCreateSerializer,
     examples=[
         ex.request(
@@ -153,7 +158,7 @@ onboarding_create_schema = extend_schema(
             description="Accepted: every item's chain is started.",
             examples=[ex.example("Accepted", ACCEPTED)],
         ),
-        **error_responses(ORG_CHECKS, ACCEPT_REFUSALS, WRITE_CHECKS),
+        **error_responses(ORG_CHECKS, ACCEPT_REFUSALS, ONBOARDING_LIMIT, WRITE_CHECKS),
     },
 )
 

@@ -17,26 +17,30 @@ parent's family once for the group (`workspace.family_shared`), the others use t
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import F, Sum
 from django.utils import timezone
 
 from jobs import services as job_services
-from jobs.exceptions import JobFinishedError, JobNotCancellableError
-from jobs.models import JobStatus, JobStep, JobType
+from jobs.models import AsyncJob, JobStatus, JobStep, JobType
+from jobs.signals import chains_ended_check
 from kernel import context
 from provisioning import selectors, services
-from provisioning.exceptions import OnboardingFinishedError
+from provisioning.exceptions import OnboardingFinishedError, OnboardingLimitError
 from provisioning.family import GROUP_KEY, ONBOARDING_KEY
 from provisioning.flows.common import MarketPlan
+from provisioning.guard import attempts_lock, organization_onboarding_lock
 from provisioning.models import (
     ONBOARDING_GROUP_SIZE,
+    AttemptReason,
     AttemptStartedBy,
+    AttemptStatus,
     Onboarding,
     OnboardingItem,
-    OnboardingStatus,
     ProvisioningAttempt,
 )
 from provisioning.signals import onboarding_ended
@@ -66,6 +70,12 @@ def onboarding_begin(*, organization: Organization, brands: list[OnboardingBrand
             "Bulk onboarding needs a Serenity organization with a parent workspace in "
             "sub-workspace mode."
         )
+    markets = sum(len(b.markets) for b in brands)
+    if markets > settings.SERENITY_ONBOARDING_MARKETS_MAX:
+        raise _limit_error(
+            f"An onboarding holds at most {settings.SERENITY_ONBOARDING_MARKETS_MAX} markets "
+            f"in all; this one has {markets}."
+        )
     for _ in range(3):
         try:
             return _begin(organization=organization, brands=brands)
@@ -74,15 +84,42 @@ def onboarding_begin(*, organization: Organization, brands: list[OnboardingBrand
     raise BrandExistsError()
 
 
+def _limit_error(message: str) -> OnboardingLimitError:
+    return OnboardingLimitError(
+        message, retry_after=settings.SERENITY_ONBOARDING_LIMIT_RETRY_SECONDS
+    )
+
+
+def _open_items_check(*, organization: Organization, adding: int) -> None:
+    """Raises `OnboardingLimitError` when `adding` more open items would take the org past its
+    cap (its own `onboarding_open_items_max`, else the setting). The caller holds the org's
+    onboarding lock, so a concurrent accept cannot slip in between the sum and the insert."""
+    cap = organization.onboarding_open_items_max
+    if cap is None:
+        cap = settings.SERENITY_ONBOARDING_OPEN_ITEMS_MAX
+    open_items = (
+        Onboarding.objects.filter(organization=organization, completed_at__isnull=True)
+        .order_by()
+        .aggregate(n=Sum("in_progress"))["n"]
+        or 0
+    )
+    if open_items + adding > cap:
+        raise _limit_error(
+            f"The organization may have at most {cap} onboarding items in progress; "
+            f"{open_items} are, and this onboarding adds {adding}."
+        )
+
+
 def _begin(*, organization: Organization, brands: list[OnboardingBrand]) -> Onboarding:
     keys = [brand_name_key(b.name) for b in brands]
     with transaction.atomic():
+        organization_onboarding_lock(organization.pk)
         taken = set(
             Brand.objects.filter(organization=organization, name_key__in=keys)
             .exclude(status=BrandStatus.DELETED)
             .values_list("name_key", flat=True)
         )
-        onboarding = Onboarding.objects.create(
+        onboarding = Onboarding(
             organization=organization, total=len(brands), **context.actor_fields("started")
         )
         rows = _Rows()
@@ -92,6 +129,10 @@ def _begin(*, organization: Organization, brands: list[OnboardingBrand]) -> Onbo
                 continue
             taken.add(key)
             rows.add(onboarding, organization, index, item, key)
+        _open_items_check(organization=organization, adding=len(rows.chains))
+        onboarding.in_progress = len(rows.chains)
+        onboarding.failed = len(rows.items) - len(rows.chains)
+        onboarding.save(force_insert=True)
         rows.write()
         if not rows.chains:
             # Every item was refused at once: nothing will end later.
@@ -117,6 +158,7 @@ class _Rows:
                 index=index,
                 name=name,
                 error={"code": error.code, "message": error.message, "retryable": False},
+                ended_status=JobStatus.FAILED,
             )
         )
 
@@ -211,16 +253,20 @@ class _Rows:
 
 
 def onboarding_cancel(*, onboarding: Onboarding) -> None:
-    """Cancel every item that has not ended, as the cancel route cancels a chain (SPEC §6.6):
-    before promotion the attempt fails `cancelled` and the chain is CANCELLED; after it, a
-    chained job that has not started is CANCELLED; one that is running goes on and ends as it
-    will. Idempotent while the onboarding is still in progress (a second cancel finds nothing
-    left to cancel). Raises `OnboardingFinishedError` for an onboarding that has ended
-    (COMPLETED or CANCELLED, SPEC §12.2): nothing changes.
+    """Cancel every item that has not ended, as the cancel route cancels a chain (SPEC §6.6),
+    with set-based writes whatever the number of items (SPEC §12.4): before promotion the
+    attempt fails `cancelled` and the chain is CANCELLED; after it, a chained job that has not
+    started is CANCELLED; one that is running goes on and ends as it will. The items that
+    ended are counted, and `chains_ended` sent for them, in the same transaction. Raises
+    `OnboardingFinishedError` for an onboarding that has ended (COMPLETED or CANCELLED, SPEC
+    §12.2): nothing changes.
 
-    The cancel mark is a conditional write on an onboarding that has not ended; the completion
-    (`onboarding_complete_if_ended`) is conditional on the same row, so of a cancel and a last
-    item's end racing, the first write decides the onboarding's status."""
+    The cancel mark is a conditional write on an onboarding that has not ended, committed on
+    its own (so the onboarding's row is not held while the items' rows are locked: an item's
+    ending locks its job, then the onboarding); the completion (`onboarding_complete_if_ended`)
+    is conditional on the same row, so of a cancel and a last item's end racing, the first
+    write decides the onboarding's status. Idempotent while the onboarding is in progress: a
+    second cancel cancels whatever the first left (nothing, unless it failed halfway)."""
     now = timezone.now()
     marked = Onboarding.objects.filter(
         pk=onboarding.pk, completed_at__isnull=True, cancelled_at__isnull=True
@@ -230,52 +276,129 @@ def onboarding_cancel(*, onboarding: Onboarding) -> None:
         and Onboarding.objects.filter(pk=onboarding.pk, completed_at__isnull=False).exists()
     ):
         raise OnboardingFinishedError()
-    unfinished = (
-        OnboardingItem.objects.filter(onboarding=onboarding, job__isnull=False)
-        .filter(job__current__status=JobStatus.IN_PROGRESS)
-        .values_list("brand_id", "job_id")
+    with transaction.atomic():
+        roots = list(
+            OnboardingItem.objects.filter(
+                onboarding=onboarding, ended_status__isnull=True, job__isnull=False
+            ).values_list("job_id", flat=True)
+        )
+        _chains_cancel(root_ids=roots)
+
+
+def _chains_cancel(*, root_ids: list[uuid.UUID]) -> None:
+    """`services.job_cancel` for many brand-create chains, in a fixed number of statements.
+    Only an attempt with a candidate recorded gets its cleanup scheduled now; one whose
+    candidate a running step is creating is emptied by the sweep (`attempts_needing_cleanup`)
+    as any failed attempt's."""
+    attempts = attempts_lock(root_ids)
+    before = [a for a in attempts if not a.workspace_promoted]
+    after = [a for a in attempts if a.workspace_promoted]
+    now = timezone.now()
+    ProvisioningAttempt.objects.filter(
+        pk__in=[a.pk for a in before], status=AttemptStatus.PENDING
+    ).update(
+        status=AttemptStatus.FAILED,
+        reason=AttemptReason.CANCELLED,
+        error="Provisioning was cancelled.",
+        updated_at=now,
+        finished_at=now,
+        **context.actor_fields("cancelled"),
     )
-    for brand_id, job_id in unfinished:
-        if brand_id is None or job_id is None:
-            continue
-        try:
-            services.job_cancel(brand_id=brand_id, job_id=job_id)
-        except (JobFinishedError, JobNotCancellableError):
-            continue  # it ended meanwhile, or its chained work is running: it ends on its own
+    job_services.chains_cancel(root_ids=[a.job_id for a in before if a.job_id])
+    for attempt in before:
+        if attempt.candidate_workspace_id:
+            services.schedule_cleanup(attempt_id=attempt.pk)
+    changed = job_services.chains_cancel(
+        root_ids=[a.job_id for a in after if a.job_id], only_unstarted=True
+    )
+    ready = [a.pk for a in after if a.job_id in changed]
+    ProvisioningAttempt.objects.filter(pk__in=ready, status=AttemptStatus.PENDING).update(
+        status=AttemptStatus.READY, reason=None, error=None, updated_at=now, finished_at=now
+    )
+    Market.objects.filter(
+        reserved_by__in=[a.pk for a in before] + ready,
+        status=MarketStatus.CREATING,
+        semrush_project_id=None,
+    ).delete()
+    chains_ended_check(root_ids=root_ids)
 
 
-def onboarding_chain_ended(sender: Any, *, metadata: dict[str, Any], **_: Any) -> None:
-    """`jobs.signals.chain_ended` receiver: an onboarding item's chain ended, so the onboarding
-    changed (`updatedAt` moves); when it was the last of its onboarding to end, the onboarding
-    ends (once: a conditional write) and `onboarding_ended` is sent, in the ending's
-    transaction."""
-    onboarding_id = metadata.get(ONBOARDING_KEY)
-    if onboarding_id is None:
+def onboarding_chain_ended(
+    sender: Any, *, root_id: uuid.UUID, status: str, metadata: dict[str, Any], **_: Any
+) -> None:
+    """`jobs.signals.chain_ended` receiver: an onboarding item's chain ended."""
+    if ONBOARDING_KEY in metadata:
+        _items_end(chains=[(root_id, status)])
+
+
+def onboarding_chains_ended(sender: Any, *, jobs: list[AsyncJob], **_: Any) -> None:
+    """`jobs.signals.chains_ended` receiver: the onboarding items among these chains ended."""
+    _items_end(
+        chains=[
+            (job.root_id or job.id, job.status)
+            for job in jobs
+            if ONBOARDING_KEY in (job.metadata or {})
+        ]
+    )
+
+
+def _items_end(*, chains: list[tuple[uuid.UUID, str]]) -> None:
+    """Of the chains that ended (root id, effective status), those of onboarding items not
+    counted yet are counted: one conditional UPDATE per onboarding and status (its row count
+    is exact, so a chain seen ended twice is counted once), then the onboarding's counters
+    move by as many (`updatedAt` with them) and an onboarding whose last item ended ends
+    (`onboarding_complete_if_ended`), in the ending's transaction."""
+    if not chains:
         return
-    Onboarding.objects.filter(pk=onboarding_id).update(updated_at=timezone.now())
-    onboarding = Onboarding.objects.filter(pk=onboarding_id).first()
-    if onboarding is not None:
+    by_status: dict[str, list[uuid.UUID]] = {}
+    for root_id, status in chains:
+        by_status.setdefault(status, []).append(root_id)
+    onboarding_ids = set(
+        OnboardingItem.objects.filter(
+            job_id__in=[root_id for root_id, _ in chains], ended_status__isnull=True
+        ).values_list("onboarding_id", flat=True)
+    )
+    for onboarding_id in sorted(onboarding_ids):
+        ended = {
+            status: OnboardingItem.objects.filter(
+                onboarding_id=onboarding_id, job_id__in=roots, ended_status__isnull=True
+            ).update(ended_status=status)
+            for status, roots in by_status.items()
+        }
+        if any(ended.values()):
+            _counts_move(onboarding_id, {status: n for status, n in ended.items() if n})
+
+
+_COUNTERS = {
+    JobStatus.COMPLETED: "completed",
+    JobStatus.FAILED: "failed",
+    JobStatus.CANCELLED: "cancelled",
+}
+
+
+def _counts_move(onboarding_id: uuid.UUID, per_status: dict[str, int]) -> None:
+    ended = sum(per_status.values())
+    counters = {
+        _COUNTERS[JobStatus(status)]: F(_COUNTERS[JobStatus(status)]) + n
+        for status, n in per_status.items()
+    }
+    Onboarding.objects.filter(pk=onboarding_id).update(
+        in_progress=F("in_progress") - ended, updated_at=timezone.now(), **counters
+    )
+    onboarding = Onboarding.objects.get(pk=onboarding_id)
+    if onboarding.in_progress == 0:
         onboarding_complete_if_ended(onboarding)
 
 
 def onboarding_complete_if_ended(onboarding: Onboarding) -> None:
-    """Once every item has ended: record the end (`completed_at`, the document's `finishedAt`)
-    and send `onboarding_ended` with the final summary, COMPLETED or CANCELLED. A COMPLETED end
-    is written only if no cancel landed first; when one did, the summary is read again (then
-    CANCELLED)."""
-    for _ in range(2):
-        summary = selectors.onboarding_summary(onboarding)
-        if summary.status == OnboardingStatus.IN_PROGRESS:
-            return
-        ending = Onboarding.objects.filter(pk=onboarding.pk, completed_at__isnull=True)
-        if summary.status == OnboardingStatus.COMPLETED:
-            ending = ending.filter(cancelled_at__isnull=True)
-        now = timezone.now()
-        if ending.update(completed_at=now, updated_at=now):
-            onboarding.completed_at = onboarding.updated_at = now
-            ended = replace(summary, updated_at=now, finished_at=now)
-            onboarding_ended.send(sender=Onboarding, onboarding=onboarding, summary=ended)
-            return
-        onboarding.refresh_from_db()
-        if onboarding.completed_at is not None:
-            return  # ended by another transaction
+    """Once every item has ended (`in_progress` 0): record the end (`completed_at`, the
+    document's `finishedAt`) and send `onboarding_ended` with the final summary, COMPLETED, or
+    CANCELLED when a cancel landed first (both read from the row the conditional write
+    ended)."""
+    now = timezone.now()
+    ending = Onboarding.objects.filter(pk=onboarding.pk, completed_at__isnull=True, in_progress=0)
+    if not ending.update(completed_at=now, updated_at=now):
+        return  # not every item has ended, or another transaction ended it
+    onboarding.refresh_from_db()
+    summary = selectors.onboarding_summary(onboarding)
+    onboarding_ended.send(sender=Onboarding, onboarding=onboarding, summary=summary)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from jobs.models import AsyncJob, JobStatus, JobStep
+from jobs.services import job_finish
 from provisioning.models import (
     AttemptReason,
     AttemptStatus,
@@ -222,9 +223,19 @@ def test_reading_an_onboarding_counts_every_item_and_pages_its_items(sw_writer):
     items = list(OnboardingItem.objects.order_by("index"))
     ready = {"brandId": str(items[1].brand_id), "provisioningStatus": "ready"}
     result = {"status": 200, "body": ready, "outcome": "succeeded"}
-    AsyncJob.objects.filter(pk=items[1].job_id).update(status=JobStatus.COMPLETED, result=result)
+    job_finish(
+        job=AsyncJob.objects.get(pk=items[1].job_id),
+        claim_token=None,
+        status=JobStatus.COMPLETED,
+        result=result,
+    )
     error = {"code": "subworkspaceCreationFailed", "message": "x", "retryable": False}
-    AsyncJob.objects.filter(pk=items[3].job_id).update(status=JobStatus.FAILED, error=error)
+    job_finish(
+        job=AsyncJob.objects.get(pk=items[3].job_id),
+        claim_token=None,
+        status=JobStatus.FAILED,
+        error=error,
+    )
     # when it is read two items at a time
     first = sw_writer.get(f"{path}?limit=2")
     second = sw_writer.get(f"{path}?limit=2&cursor={first.json()['nextCursor']}")
@@ -253,7 +264,8 @@ def test_reading_an_onboarding_counts_every_item_and_pages_its_items(sw_writer):
 
 def test_an_onboarding_whose_items_all_ended_is_completed(sw_writer):
     accepted = sw_writer.post(url(sw_writer), {"brands": [brand("A"), brand("B")]}).json()
-    AsyncJob.objects.filter(root__isnull=True).update(status=JobStatus.FAILED)
+    for root in AsyncJob.objects.filter(root__isnull=True):
+        job_finish(job=root, claim_token=None, status=JobStatus.FAILED)
     response = sw_writer.get(url(sw_writer, f"/{accepted['onboardingId']}"))
     assert response.json()["status"] == "COMPLETED"
     assert "Retry-After" not in response
@@ -270,16 +282,21 @@ def test_an_item_ending_while_the_onboarding_is_read_never_makes_an_ended_one_li
     error = {"code": "subworkspaceCreationFailed", "message": "x", "retryable": False}
     ended: list[str] = []
 
-    def end_after_the_first_read_of_the_items(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+    def end_after_the_read_of_the_counts(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
         answer = execute(sql, params, many, context)
-        if not ended and sql.lstrip().startswith("SELECT") and "onboardingitem" in sql:
-            # the worker's commit lands between the document's reads
+        if (
+            not ended
+            and sql.lstrip().startswith("SELECT")
+            and 'FROM "provisioning_onboarding"' in sql
+        ):
+            # the worker's commit lands between the document's reads (the counts are the
+            # onboarding row's)
             ended.append(sql)
-            AsyncJob.objects.filter(pk=root.pk).update(status=JobStatus.FAILED, error=error)
+            job_finish(job=root, claim_token=None, status=JobStatus.FAILED, error=error)
         return answer
 
     # when it is read while its chain ends in the middle of the read
-    with connection.execute_wrapper(end_after_the_first_read_of_the_items):
+    with connection.execute_wrapper(end_after_the_read_of_the_counts):
         body = sw_writer.get(url(sw_writer, f"/{accepted['onboardingId']}")).json()
     # then it is still in progress by its counts (read first), its item already ended: never
     # ended (COMPLETED) with an item in progress

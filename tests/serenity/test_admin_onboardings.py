@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from jobs.models import AsyncJob, JobStatus
+from jobs.services import job_finish
 from provisioning.models import Onboarding, OnboardingItem
 from tests.factories import BrandFactory
 
@@ -37,7 +38,9 @@ def onboarding(sw_writer, django_capture_on_commit_callbacks):  # type: ignore[n
             },
         ).json()
     done = OnboardingItem.objects.get(index=0)
-    AsyncJob.objects.filter(pk=done.job_id).update(status=JobStatus.COMPLETED)
+    job_finish(
+        job=AsyncJob.objects.get(pk=done.job_id), claim_token=None, status=JobStatus.COMPLETED
+    )
     return Onboarding.objects.get(pk=accepted["onboardingId"])
 
 
