@@ -1,14 +1,19 @@
-"""Request fields stricter than DRF's defaults (SPEC §4: booleans are JSON true/false only)."""
+"""Request fields stricter than DRF's defaults (SPEC §4: booleans are JSON true/false only).
+
+Each field class carries the rule it checks as the OpenAPI document states it (`openapi`: its
+pattern and description, added to the field's schema by api.schemas.extensions), so that a
+serializer field is declared once and what the document promises is what the field accepts."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from rest_framework import serializers
 
-from serenity.names import brand_name_refusal
+from serenity.names import REFUSED_NAME_CHARACTERS, brand_name_refusal
+from serenity.slices import LANGUAGE_CODE_PATTERN, market_pattern
 
 
 class StrictBooleanField(serializers.Field):
@@ -24,7 +29,10 @@ class StrictBooleanField(serializers.Field):
 
 
 class StrictCharField(serializers.CharField):
-    """A string, never a number coerced to one."""
+    """A string, never a number coerced to one (trimmed, not blank and without NUL unless
+    `allow_blank`, as DRF's `CharField`)."""
+
+    openapi: ClassVar[dict[str, Any]] = {}
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
@@ -36,6 +44,13 @@ class BrandNameField(StrictCharField):
     """A brand's name, one of its aliases or one of a market's brand names: trimmed, and a name
     `serenity.names.brand_name_refusal` accepts (the admin applies the same rule through the
     model's validators)."""
+
+    # Not blank, no control, bidirectional-override or invisible character inside (leading and
+    # trailing whitespace is trimmed first).
+    openapi: ClassVar[dict[str, Any]] = {
+        "pattern": f"^\\s*[^{REFUSED_NAME_CHARACTERS}]*[^\\s{REFUSED_NAME_CHARACTERS}]"
+        f"[^{REFUSED_NAME_CHARACTERS}]*\\s*$"
+    }
 
     def to_internal_value(self, data: Any) -> str:
         value = super().to_internal_value(data)
@@ -62,6 +77,7 @@ _HTTP_URL = re.compile(HTTP_URL_PATTERN)
 
 class HttpUrlField(StrictCharField):
     default_error_messages = {"invalid": "must be an absolute http(s) URL."}
+    openapi: ClassVar[dict[str, Any]] = {"pattern": HTTP_URL_PATTERN}
 
     def to_internal_value(self, data: Any) -> str:
         value = super().to_internal_value(data)
@@ -88,6 +104,7 @@ class HostField(StrictCharField):
     rejects anything else as a project domain, so it is a 400 here, not a 502 there."""
 
     default_error_messages = {"invalid": "must be a bare host name such as acme.example."}
+    openapi: ClassVar[dict[str, Any]] = {"pattern": HOST_PATTERN}
     _HOST = re.compile(HOST_PATTERN)
 
     def to_internal_value(self, data: Any) -> str:
@@ -95,6 +112,38 @@ class HostField(StrictCharField):
         if len(value) > HOST_MAX_LENGTH or not self._HOST.fullmatch(value):
             self.fail("invalid")
         return value
+
+
+# A webhook's URL: `https://` (`http://` is accepted only where private addresses are allowed,
+# for development, which the document does not describe), and its port, when given, a TCP port
+# (webhooks.addresses.target_parse connects to it).
+_TCP_PORT = (
+    "(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})?)?"
+)
+HTTPS_URL_PATTERN = HTTP_URL_PATTERN.replace("[Ss]?://", "[Ss]://", 1).replace(
+    "(?::[0-9]*)?", _TCP_PORT, 1
+)
+
+
+class WebhookUrlField(HttpUrlField):
+    openapi: ClassVar[dict[str, Any]] = {"pattern": HTTPS_URL_PATTERN}
+
+
+class MarketField(StrictCharField):
+    """A market's country; checked with its language by `serenity.slices.slice_parse`
+    (400 `unknownMarket`)."""
+
+    openapi: ClassVar[dict[str, Any]] = {
+        "pattern": market_pattern(),
+        "description": "An ISO 3166-1 alpha-2 country code with an ISO numeric code, any "
+        "case, e.g. `US` or `de`.",
+    }
+
+
+class LanguageCodeField(StrictCharField):
+    """A language code (`serenity.slices.normalize_language`: 400 `unknownLanguage`)."""
+
+    openapi: ClassVar[dict[str, Any]] = {"pattern": LANGUAGE_CODE_PATTERN}
 
 
 class BodyObjectSerializer(serializers.Serializer):

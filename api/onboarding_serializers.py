@@ -12,7 +12,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from api.fields import BrandNameField, HttpUrlField
-from api.pagination import PageQuerySerializer
+from api.pagination import PageQuerySerializer, status_query
 from api.responses import NEXT_CURSOR_HELP
 from api.serializers import ActivateMarketSerializer, BrandCreateSerializer
 from jobs.models import JobStatus
@@ -61,12 +61,12 @@ class OnboardingCreateSerializer(serializers.Serializer):
 
 
 class OnboardingListQuerySerializer(PageQuerySerializer):
-    status = serializers.ChoiceField(choices=OnboardingStatus.choices, required=False)
+    status = status_query(OnboardingStatus.choices, "Only onboardings in this status")
 
 
 class OnboardingItemsQuerySerializer(PageQuerySerializer):
-    status = serializers.ChoiceField(
-        choices=JobStatus.choices, required=False, help_text="Only items in this status."
+    status = status_query(
+        JobStatus.choices, "Only items in this status (`counts` still cover every item)"
     )
 
 

@@ -12,14 +12,16 @@ from api.fields import (
     BrandNameField,
     HostField,
     HttpUrlField,
+    LanguageCodeField,
+    MarketField,
     StrictCharField,
 )
 from serenity.models import BrandStatus
 
 
 class SemrushMarketSerializer(serializers.Serializer):
-    market = StrictCharField()
-    languageCode = StrictCharField()  # noqa: N815
+    market = MarketField()
+    languageCode = LanguageCodeField()  # noqa: N815
     name = StrictCharField(required=False, max_length=200)
 
 
@@ -64,13 +66,17 @@ class BrandUpdateSerializer(serializers.Serializer):
 
 def _brand_names_field() -> serializers.ListField:
     return serializers.ListField(
-        child=BrandNameField(max_length=200), required=False, allow_empty=False, max_length=50
+        child=BrandNameField(max_length=200),
+        required=False,
+        allow_empty=False,
+        min_length=1,
+        max_length=50,
     )
 
 
 class MarketCreateSerializer(BodyObjectSerializer):
-    market = StrictCharField()
-    languageCode = StrictCharField()  # noqa: N815
+    market = MarketField()
+    languageCode = LanguageCodeField()  # noqa: N815
     name = StrictCharField(required=False, max_length=200)
     brandNames = _brand_names_field()  # noqa: N815
     brandDomain = HostField(required=False, max_length=253)  # noqa: N815
@@ -82,8 +88,8 @@ class MarketCreateSerializer(BodyObjectSerializer):
 
 
 class ActivateMarketSerializer(serializers.Serializer):
-    market = StrictCharField()
-    languageCode = StrictCharField()  # noqa: N815
+    market = MarketField()
+    languageCode = LanguageCodeField()  # noqa: N815
     name = StrictCharField(required=False, max_length=200)
 
 
@@ -91,21 +97,19 @@ class ActivateSerializer(BodyObjectSerializer):
     brandDomain = HostField(required=False, max_length=253)  # noqa: N815
     brandNames = _brand_names_field()  # noqa: N815
     markets = serializers.ListField(
-        child=ActivateMarketSerializer(), required=False, allow_empty=False
+        child=ActivateMarketSerializer(),
+        required=False,
+        allow_empty=False,
+        min_length=1,
+        max_length=settings.SERENITY_MAX_ACTIVATE_MARKETS,
+        error_messages={"max_length": "at most {max_length} markets per request."},
     )
-
-    def validate_markets(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if len(value) > settings.SERENITY_MAX_ACTIVATE_MARKETS:
-            raise serializers.ValidationError(
-                f"at most {settings.SERENITY_MAX_ACTIVATE_MARKETS} markets per request."
-            )
-        return value
 
 
 class PromptItemSerializer(serializers.Serializer):
     text = StrictCharField(max_length=2000)
     geoTargetId = serializers.IntegerField(min_value=1)  # noqa: N815
-    languageCode = StrictCharField()  # noqa: N815
+    languageCode = LanguageCodeField()  # noqa: N815
     tags = serializers.ListField(
         child=StrictCharField(max_length=100), required=False, max_length=50
     )
@@ -117,7 +121,13 @@ class PromptItemSerializer(serializers.Serializer):
 
 
 class PromptsSerializer(BodyObjectSerializer):
-    prompts = serializers.ListField(child=PromptItemSerializer(), allow_empty=False)
+    prompts = serializers.ListField(
+        child=PromptItemSerializer(),
+        allow_empty=False,
+        min_length=1,
+        max_length=settings.SERENITY_MAX_PROMPTS,
+        error_messages={"max_length": "at most {max_length} prompts per request."},
+    )
 
     def to_internal_value(self, data: Any) -> Any:
         # Name an item's field `prompts[3].text`, as the service names its own checks, not
@@ -132,10 +142,3 @@ class PromptsSerializer(BodyObjectSerializer):
                 indexed = {f"prompts[{index}]": error for index, error in items.items()}
                 raise serializers.ValidationError({**indexed, **rest}) from None
             raise
-
-    def validate_prompts(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if len(value) > settings.SERENITY_MAX_PROMPTS:
-            raise serializers.ValidationError(
-                f"at most {settings.SERENITY_MAX_PROMPTS} prompts per request."
-            )
-        return value

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from api.fields import HttpUrlField, StrictBooleanField
-from api.pagination import PageQuerySerializer
+from api.fields import StrictBooleanField, WebhookUrlField
+from api.pagination import PageQuerySerializer, status_query
 from api.responses import NEXT_CURSOR_HELP
 from provisioning.serializers import (
     JobSummarySerializer,
@@ -26,8 +26,8 @@ DESCRIPTION_MAX_LENGTH = 500
 # --- Request ------------------------------------------------------------------------------------
 
 
-def _url_field(*, required: bool = True) -> HttpUrlField:
-    return HttpUrlField(
+def _url_field(*, required: bool = True) -> WebhookUrlField:
+    return WebhookUrlField(
         max_length=URL_MAX_LENGTH,
         required=required,
         help_text="`https://` (`http://` only where private addresses are allowed); its host "
@@ -72,7 +72,7 @@ class WebhookUpdateSerializer(serializers.Serializer):
 
 
 class DeliveryListQuerySerializer(PageQuerySerializer):
-    status = serializers.ChoiceField(choices=DeliveryStatus.choices, required=False)
+    status = status_query(DeliveryStatus.choices, "Only deliveries in this status")
 
 
 # --- Responses ----------------------------------------------------------------------------------
