@@ -63,7 +63,7 @@ class BrandNameField(StrictCharField):
 # An absolute http(s) URL in RFC 3986 syntax: the scheme (any case), `://`, a host of reg-name
 # characters (an internationalised name in its punycode form), an optional port, then an
 # optional path, query and fragment of RFC 3986 characters (anything else percent-encoded). The
-# OpenAPI document states this pattern (api/schemas/hooks.py), so what it promises is
+# OpenAPI document states this pattern (`HttpUrlField.openapi`), so what it promises is
 # what `HttpUrlField` accepts, and what is stored is a `format: uri` the answers can show.
 _URL_CHAR = "-A-Za-z0-9._~!$&'()*+,;="  # RFC 3986 unreserved and sub-delims
 _PCT = "%[0-9A-Fa-f]{2}"

@@ -69,15 +69,8 @@ def _brands_input(brands: list[dict[str, Any]]) -> list[OnboardingBrand]:
                 )
             seen.add(key)
             plans.append(MarketPlan(slice=slice_, name=market.get("name")))
-        parsed.append(
-            OnboardingBrand(
-                name=brand["name"],
-                base_url=brand["baseUrl"],
-                urls=brand.get("urls") or [],
-                aliases=brand.get("aliases") or [],
-                markets=plans,
-            )
-        )
+        # The brand's fields by the model's names (api.brands.BrandFieldsSerializer).
+        parsed.append(OnboardingBrand(**{**brand, "markets": plans}))
     return parsed
 
 

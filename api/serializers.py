@@ -1,4 +1,5 @@
-"""Request bodies. Serializers validate shape only; domain rules live in services."""
+"""Request bodies of the market, activation and prompt routes (the brand routes' are beside their
+views: api.brands). Serializers validate shape only; domain rules live in services."""
 
 from __future__ import annotations
 
@@ -11,57 +12,10 @@ from api.fields import (
     BodyObjectSerializer,
     BrandNameField,
     HostField,
-    HttpUrlField,
     LanguageCodeField,
     MarketField,
     StrictCharField,
 )
-from serenity.models import BrandStatus
-
-
-class SemrushMarketSerializer(serializers.Serializer):
-    market = MarketField()
-    languageCode = LanguageCodeField()  # noqa: N815
-    name = StrictCharField(required=False, max_length=200)
-
-
-class BrandCreateSerializer(BodyObjectSerializer):
-    name = BrandNameField(max_length=200)
-    status = serializers.ChoiceField(
-        choices=[BrandStatus.ACTIVE, BrandStatus.PENDING], required=False
-    )
-    baseUrl = HttpUrlField(required=False, allow_null=True, max_length=2000)  # noqa: N815
-    urls = serializers.ListField(
-        child=HttpUrlField(max_length=2000), required=False, max_length=100
-    )
-    aliases = serializers.ListField(
-        child=BrandNameField(max_length=200), required=False, max_length=100
-    )
-    semrushMarket = SemrushMarketSerializer(required=False, allow_null=True)  # noqa: N815
-
-    def validate_name(self, value: str) -> str:
-        if not value.strip():
-            raise serializers.ValidationError("must not be blank.")
-        return value.strip()
-
-
-class BrandUpdateSerializer(serializers.Serializer):
-    baseUrl = HttpUrlField(required=False, allow_null=True, max_length=2000)  # noqa: N815
-    urls = serializers.ListField(
-        child=HttpUrlField(max_length=2000), required=False, max_length=100
-    )
-    aliases = serializers.ListField(
-        child=BrandNameField(max_length=200), required=False, max_length=100
-    )
-    serenityEnabled = serializers.BooleanField(required=False, allow_null=True)  # noqa: N815
-
-    def to_internal_value(self, data: Any) -> Any:
-        value = data.get("serenityEnabled") if isinstance(data, dict) else None
-        if value is not None and not isinstance(value, bool):
-            raise serializers.ValidationError(
-                {"serenityEnabled": ["must be a JSON boolean or null."]}
-            )
-        return super().to_internal_value(data)
 
 
 def _brand_names_field() -> serializers.ListField:

@@ -1,7 +1,7 @@
 """Request and response bodies of the webhook routes (SPEC §11.3, §12.2), and the events
 an endpoint receives. The views render with the response classes and the OpenAPI document
-(api.schemas.webhooks) describes the same classes: what is documented is what is
-rendered. The events' `data` are rendered by the classes of `provisioning.serializers` (the
+(the routes' declarations in api.webhooks) describes the same classes: what is documented is
+what is rendered. The events' `data` are rendered by the classes of `provisioning.serializers` (the
 API's own job and onboarding documents); the event classes here document the envelope
 `{type, timestamp, data}` that `webhooks.services` wraps around them, one per event type, and
 tests/api/test_answers_conform.py checks every event actually sent against them."""

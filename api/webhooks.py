@@ -1,6 +1,6 @@
 """Webhook endpoints, their deliveries and attempts (SPEC §11.3, §12.2). Each answer is
-rendered by the output serializer that the OpenAPI document describes
-(`api.schemas.webhooks`)."""
+rendered by the output serializer its route declares (api.routes), which the OpenAPI document
+describes."""
 
 from __future__ import annotations
 

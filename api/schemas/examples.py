@@ -104,12 +104,7 @@ JOB_IN_PROGRESS: dict[str, Any] = {
     "result": None,
     "error": None,
     "steps": [
-        {
-            "step": "provisionWorkspace",
-            "status": "COMPLETED",
-            "startedAt": "2026-01-15T09:30:00.200000Z",
-            "finishedAt": "2026-01-15T09:30:00.400000Z",
-        },
+        SETTLE_READ_DONE,
         {
             "step": "provisionWorkspace",
             "status": "PENDING",
@@ -125,12 +120,7 @@ JOB_IN_PROGRESS: dict[str, Any] = {
 JOB_COMPLETED = {
     **JOB_COMPLETED_ITEM,
     "steps": [
-        {
-            "step": "provisionWorkspace",
-            "status": "COMPLETED",
-            "startedAt": "2026-01-15T09:30:00.200000Z",
-            "finishedAt": "2026-01-15T09:30:00.400000Z",
-        },
+        SETTLE_READ_DONE,
         {
             "step": "createMarket",
             "status": "COMPLETED",
@@ -185,6 +175,7 @@ PROMPTS = {
 # --- Onboardings ---------------------------------------------------------------------------------
 
 ONBOARDING_ID = "2d6f9b13-7c48-4e05-a1b7-5e3c9d0f8a26"
+GLOBEX_ID = "6a0e4c1f-3b7d-4f28-9e51-c2d8a7b04e93"
 ONBOARDING_CREATE = {
     "brands": [
         {
@@ -204,38 +195,19 @@ ONBOARDING_CREATE = {
     ]
 }
 ONBOARDING_ACCEPTED = {"onboardingId": ONBOARDING_ID, "status": "IN_PROGRESS", "total": 3}
+BRAND_EXISTS = {
+    "code": "brandExists",
+    "message": "A brand with this name already exists in the organization.",
+    "retryable": False,
+}
 ONBOARDING_ITEMS: list[dict[str, Any]] = [
-    {
-        "index": 0,
-        "name": "Acme",
-        "brandId": BRAND_ID,
-        "jobId": JOB_ID,
-        "status": "COMPLETED",
-        "result": JOB_COMPLETED["result"],
-        "error": None,
-    },
-    {
-        "index": 1,
-        "name": "Acme",
-        "brandId": None,
-        "jobId": None,
-        "status": "FAILED",
-        "result": None,
-        "error": {
-            "code": "brandExists",
-            "message": "A brand with this name already exists in the organization.",
-            "retryable": False,
-        },
-    },
-    {
-        "index": 2,
-        "name": "Globex",
-        "brandId": "6a0e4c1f-3b7d-4f28-9e51-c2d8a7b04e93",
-        "jobId": "0f8b2e5d-9c16-4a73-b4e0-7d2a6c3f1e85",
-        "status": "IN_PROGRESS",
-        "result": None,
-        "error": None,
-    },
+    {"index": index, "name": name, "brandId": brand, "jobId": job, "status": status}
+    | {"result": result, "error": error}
+    for index, name, brand, job, status, result, error in (
+        (0, "Acme", BRAND_ID, JOB_ID, "COMPLETED", JOB_COMPLETED["result"], None),
+        (1, "Acme", None, None, "FAILED", None, BRAND_EXISTS),
+        (2, "Globex", GLOBEX_ID, "0f8b2e5d-9c16-4a73-b4e0-7d2a6c3f1e85", "IN_PROGRESS", None, None),
+    )
 ]
 ONBOARDING: dict[str, Any] = {
     "onboardingId": ONBOARDING_ID,

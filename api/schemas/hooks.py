@@ -9,7 +9,9 @@ from typing import Any
 
 from drf_spectacular.plumbing import get_lib_doc_excludes
 
+from api.errors import AuthenticationRequiredError
 from api.fields import BodyObjectSerializer
+from kernel.errors import DomainError, ForbiddenError
 from kernel.pagination import CURSOR_PATTERN
 from serenity.selectors import GEO_TARGET_ID_PATTERN
 from serenity.slices import LANGUAGE_CODE_PATTERN
@@ -26,17 +28,19 @@ def doc_excludes() -> list[type]:
 
 # URLconf kwarg → (SPEC §4 name, schema, description). Ids are validated after authentication,
 # so a malformed one answers 400 `invalidRequest`, not 404.
+UUID = {"type": "string", "format": "uuid"}
 PATH_PARAMETERS: dict[str, tuple[str, dict[str, Any], str]] = {
-    "org_id": ("orgId", {"type": "string", "format": "uuid"}, "The organization's id."),
-    "brand_id": ("brandId", {"type": "string", "format": "uuid"}, "The brand's id."),
-    "job_id": ("jobId", {"type": "string", "format": "uuid"}, "The job's id."),
-    "webhook_id": ("webhookId", {"type": "string", "format": "uuid"}, "The webhook's id."),
-    "delivery_id": ("deliveryId", {"type": "string", "format": "uuid"}, "The delivery's id."),
-    "onboarding_id": (
-        "onboardingId",
-        {"type": "string", "format": "uuid"},
-        "The onboarding's id (the `onboardingId` of its 202).",
-    ),
+    **{
+        f"{entity}_id": (f"{entity}Id", UUID, f"The {noun}'s id.")
+        for entity, noun in (
+            ("org", "organization"),
+            ("brand", "brand"),
+            ("job", "job"),
+            ("webhook", "webhook"),
+            ("delivery", "delivery"),
+        )
+    },
+    "onboarding_id": ("onboardingId", UUID, "The onboarding's id (the `onboardingId` of its 202)."),
     "geo_target_id": (
         "geoTargetId",
         {"type": "string", "pattern": GEO_TARGET_ID_PATTERN},
@@ -80,15 +84,12 @@ def _json_response(
     }
 
 
-def _error_response(description: str, code: str, message: str) -> dict[str, Any]:
+def _error_response(description: str, error: type[DomainError]) -> dict[str, Any]:
+    value = {"error": error.code, "message": error.default_message}
+    envelope = {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}
     return {
         "description": description,
-        "content": {
-            "application/json": {
-                "schema": {"$ref": "#/components/schemas/ErrorEnvelope"},
-                "examples": {code: {"value": {"error": code, "message": message}}},
-            }
-        },
+        "content": {"application/json": {**envelope, "examples": {error.code: {"value": value}}}},
     }
 
 
@@ -143,13 +144,11 @@ HEALTH_PATHS: dict[str, dict[str, Any]] = {
             "401": _error_response(
                 "SERENITY_METRICS_TOKEN is set and the request does not carry it: "
                 "`authenticationRequired`.",
-                "authenticationRequired",
-                "Authentication credentials were not provided or are invalid.",
+                AuthenticationRequiredError,
             ),
             "403": _error_response(
                 "No SERENITY_METRICS_TOKEN is set and the client is not on loopback: `forbidden`.",
-                "forbidden",
-                "You are not allowed to do this.",
+                ForbiddenError,
             ),
         },
     ),
