@@ -154,3 +154,11 @@ class BodyObjectSerializer(serializers.Serializer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["async"] = self.fields.pop("async_")
+
+
+# A market in a body (an activation's, an onboarding item's): its slice, checked by
+# `serenity.slices.slice_parse`, and an optional project name.
+class ActivateMarketSerializer(serializers.Serializer):
+    market = MarketField()
+    languageCode = LanguageCodeField()  # noqa: N815
+    name = StrictCharField(required=False, max_length=200)

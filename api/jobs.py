@@ -10,7 +10,7 @@ from rest_framework.response import Response
 
 from api.base import OrgScopedView
 from api.pagination import PageQuerySerializer, status_query
-from api.responses import JobListSerializer, OrgJobListSerializer
+from api.responses import NEXT_CURSOR_HELP
 from api.routes import answer, route
 from api.schemas import examples as ex
 from api.schemas.routes import polling_header
@@ -26,7 +26,21 @@ from jobs.selectors import (
     retry_after_seconds,
 )
 from provisioning import services as provisioning_services
-from provisioning.serializers import JobSerializer
+from provisioning.serializers import JobListItemSerializer, JobSerializer, JobSummarySerializer
+
+
+class JobListSerializer(serializers.Serializer):
+    items = JobListItemSerializer(many=True)
+    nextCursor = serializers.CharField(  # noqa: N815
+        source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
+    )
+
+
+class OrgJobListSerializer(serializers.Serializer):
+    items = JobSummarySerializer(many=True)
+    nextCursor = serializers.CharField(  # noqa: N815
+        source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
+    )
 
 
 def job_location(job: AsyncJob) -> str:

@@ -12,10 +12,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from api.brands import BrandFieldsSerializer
-from api.fields import HttpUrlField
+from api.fields import ActivateMarketSerializer, HttpUrlField
 from api.pagination import PageQuerySerializer, status_query
 from api.responses import NEXT_CURSOR_HELP
-from api.serializers import ActivateMarketSerializer
 from jobs.models import JobStatus
 from provisioning.models import Onboarding, OnboardingStatus
 from provisioning.serializers import OnboardingItemSerializer, OnboardingSummarySerializer

@@ -1,9 +1,9 @@
-"""Output serializers of the market, activation, prompt, job and language routes (SPEC §4) and
-the shared ones (the error envelope): every answer of those routes is rendered by one of these
-classes, and the OpenAPI document describes the same classes (the routes' declarations name
-them: api.routes), so what is documented is what is rendered. The brand routes' are beside
-their views (api.brands). The job and onboarding documents, which webhook events carry too, are in
-`provisioning.serializers`.
+"""The output serializers several routes share (SPEC §4): the error envelope, a market, the
+answers of the flows (which a job's result and an activation's markets carry too). A route's
+own answers are beside its view (api.brands, api.serenity_routes, api.jobs, …). The OpenAPI
+document describes the classes the routes' declarations name (api.routes), so what is
+documented is what is rendered. The job and onboarding documents, which webhook events carry
+too, are in `provisioning.serializers`.
 
 They read models and the selectors' and flows' values; they decide nothing. Field order is
 the order of the answers.
@@ -24,7 +24,7 @@ from kernel import errors as kernel_errors
 from kernel.errors import DomainError
 from provisioning import exceptions as provisioning_errors
 from provisioning.models import AttemptReason
-from provisioning.serializers import JobListItemSerializer, JobSummarySerializer, OpenCodeField
+from provisioning.serializers import OpenCodeField
 from serenity import exceptions as serenity_errors
 from serenity.models import BrandStatus, Market, MarketStatus
 from serenity.slices import country_for_geo_target_id
@@ -194,13 +194,6 @@ class ContextChoiceField(FromContextMixin, serializers.ChoiceField):
     pass
 
 
-class MarketListSerializer(serializers.Serializer):
-    items = MarketSerializer(many=True)
-    nextCursor = serializers.CharField(  # noqa: N815
-        source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
-    )
-
-
 # --- Answers of the flows (`provisioning.outcome.Outcome.body`) -------------------------------
 
 
@@ -260,13 +253,6 @@ class ActivationIncompleteSerializer(serializers.Serializer):
     markets = ActivatedMarketSerializer(many=True, required=False)
 
 
-class DeactivateAnswerSerializer(serializers.Serializer):
-    brandId = serializers.UUIDField()  # noqa: N815
-    status = serializers.ChoiceField(
-        choices=[BrandStatus.ACTIVE, BrandStatus.PENDING], help_text="Always `pending`."
-    )
-
-
 class PromptsAnswerSerializer(serializers.Serializer):
     created = serializers.IntegerField()
     skipped = serializers.IntegerField()
@@ -281,26 +267,3 @@ class WorkspaceReadySerializer(serializers.Serializer):
 
 
 # --- Jobs and languages -------------------------------------------------------------------------
-
-
-class JobListSerializer(serializers.Serializer):
-    items = JobListItemSerializer(many=True)
-    nextCursor = serializers.CharField(  # noqa: N815
-        source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
-    )
-
-
-class OrgJobListSerializer(serializers.Serializer):
-    items = JobSummarySerializer(many=True)
-    nextCursor = serializers.CharField(  # noqa: N815
-        source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
-    )
-
-
-class LanguageSerializer(serializers.Serializer):
-    id = serializers.CharField()
-    code = serializers.CharField()
-
-
-class LanguageListSerializer(serializers.Serializer):
-    items = LanguageSerializer(many=True)

@@ -5,27 +5,34 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.base import OrgScopedView, SerenityView
+from api.fields import (
+    ActivateMarketSerializer,
+    BodyObjectSerializer,
+    BrandNameField,
+    HostField,
+    LanguageCodeField,
+    MarketField,
+    StrictCharField,
+)
 from api.jobs import accepted_headers
 from api.pagination import PageQuerySerializer
 from api.responses import (
+    NEXT_CURSOR_HELP,
     ActivateAnswerSerializer,
     ActivationIncompleteSerializer,
-    DeactivateAnswerSerializer,
     ErrorEnvelopeSerializer,
     JobAcceptedSerializer,
-    LanguageListSerializer,
     MarketCreatedSerializer,
-    MarketListSerializer,
     MarketSerializer,
 )
 from api.routes import SETTLE, UPSTREAM, accepted, answer, route
 from api.schemas import examples as ex
-from api.serializers import ActivateSerializer, MarketCreateSerializer
 from kernel.errors import InvalidRequestError
 from provisioning.catalogue import languages_list
 from provisioning.exceptions import (
@@ -53,9 +60,71 @@ from serenity.exceptions import (
     UnknownLanguageError,
     UnknownMarketError,
 )
-from serenity.models import Market
+from serenity.models import BrandStatus, Market
 from serenity.selectors import market_list
 from serenity.slices import normalize_language, slice_parse
+
+# --- Bodies and answers -------------------------------------------------------------------------
+
+
+def _brand_names_field() -> serializers.ListField:
+    return serializers.ListField(
+        child=BrandNameField(max_length=200),
+        required=False,
+        allow_empty=False,
+        min_length=1,
+        max_length=50,
+    )
+
+
+class MarketCreateSerializer(BodyObjectSerializer):
+    market = MarketField()
+    languageCode = LanguageCodeField()  # noqa: N815
+    name = StrictCharField(required=False, max_length=200)
+    brandNames = _brand_names_field()  # noqa: N815
+    brandDomain = HostField(required=False, max_length=253)  # noqa: N815
+
+    def validate_brandNames(self, value: list[str]) -> list[str]:  # noqa: N802
+        if any(not v.strip() for v in value):
+            raise serializers.ValidationError("must be non-empty strings.")
+        return [v.strip() for v in value]
+
+
+class ActivateSerializer(BodyObjectSerializer):
+    brandDomain = HostField(required=False, max_length=253)  # noqa: N815
+    brandNames = _brand_names_field()  # noqa: N815
+    markets = serializers.ListField(
+        child=ActivateMarketSerializer(),
+        required=False,
+        allow_empty=False,
+        min_length=1,
+        max_length=settings.SERENITY_MAX_ACTIVATE_MARKETS,
+        error_messages={"max_length": "at most {max_length} markets per request."},
+    )
+
+
+class MarketListSerializer(serializers.Serializer):
+    items = MarketSerializer(many=True)
+    nextCursor = serializers.CharField(  # noqa: N815
+        source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
+    )
+
+
+class DeactivateAnswerSerializer(serializers.Serializer):
+    brandId = serializers.UUIDField()  # noqa: N815
+    status = serializers.ChoiceField(
+        choices=[BrandStatus.ACTIVE, BrandStatus.PENDING], help_text="Always `pending`."
+    )
+
+
+class LanguageSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    code = serializers.CharField()
+
+
+class LanguageListSerializer(serializers.Serializer):
+    items = LanguageSerializer(many=True)
+
 
 DEFAULT_ACTIVATE_MARKETS = [{"market": "US", "languageCode": "en"}]
 

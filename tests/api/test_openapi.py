@@ -389,7 +389,7 @@ def test_the_url_pattern_equals_the_url_validation(document, value, accepted):
 def test_the_brand_domain_pattern_equals_the_host_validation(document, value, accepted):
     import re
 
-    from api.serializers import ActivateSerializer
+    from api.serenity_routes import ActivateSerializer
 
     pattern = _properties(document, "ActivateRequest")["brandDomain"]["pattern"]
     assert bool(re.search(pattern, value)) == accepted
