@@ -9,6 +9,8 @@ from rest_framework.request import Request
 
 from api.idempotency import IdempotencyMixin
 from api.pagination import query_parse
+from api.routes import Route
+from api.schemas.routes import RouteSchema
 from kernel import context
 from kernel.errors import InvalidRequestError
 from serenity.selectors import CallerScope, caller_scope_resolve
@@ -36,9 +38,7 @@ class OrgScopedView(IdempotencyMixin):
 
     serenity_route: ClassVar[bool] = False
     require_serenity_active: ClassVar[bool] = False
-    # The query serializer of each method that takes query parameters; any other parameter
-    # (on any method) is refused (SPEC §12.2).
-    query_serializers: ClassVar[dict[str, type[serializers.Serializer]]] = {}
+    schema = RouteSchema()
     scope: CallerScope
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
@@ -55,14 +55,29 @@ class OrgScopedView(IdempotencyMixin):
             require_serenity_active=self.require_serenity_active,
         )
         context.bind(org_id=self.scope.organization.id, brand_id=kwargs.get("brand_id"))
-        refuse_unknown_query_parameters(request, self.query_serializers.get(request.method or ""))
+        # A query parameter the handler's route does not take is refused (SPEC §12.2).
+        refuse_unknown_query_parameters(request, getattr(self._route(request), "query", None))
         if request.method in BODY_METHODS:
             require_json_object(request)
         self.idempotency_key_begin(request, self.scope.organization)
 
+    def _route(self, request: Request) -> Route | None:
+        handler = getattr(self, (request.method or "").lower(), None)
+        return getattr(handler, "route", None)
+
     def query_parse(self, request: Request) -> dict[str, Any]:
-        """The validated query string of this method (`query_serializers`)."""
-        return query_parse(self.query_serializers[request.method or ""], request)
+        """The validated query string, by the handler's route's `query` serializer."""
+        route = self._route(request)
+        assert route is not None and route.query is not None
+        return query_parse(route.query, request)
+
+    def body(self, request: Request) -> dict[str, Any]:
+        """The validated body, by the handler's route's `body` serializer (400 otherwise)."""
+        route = self._route(request)
+        assert route is not None and route.body is not None
+        body = route.body(data=request.data)
+        body.is_valid(raise_exception=True)
+        return dict(body.validated_data)
 
 
 def require_json_object(request: Request) -> None:

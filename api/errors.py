@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -13,7 +14,13 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from api.responses import ErrorEnvelopeSerializer
-from kernel.errors import DomainError, clean_message
+from kernel.errors import (
+    DomainError,
+    ForbiddenError,
+    InvalidRequestError,
+    NotFoundError,
+    clean_message,
+)
 
 logger = logging.getLogger("api")
 
@@ -48,37 +55,68 @@ def _validation_error(exc: exceptions.ValidationError) -> DomainError:
     )
 
 
+class AuthenticationRequiredError(DomainError):
+    code = "authenticationRequired"
+    http_status = 401
+    default_message = "Authentication credentials were not provided or are invalid."
+
+
+class UnsupportedMediaTypeError(DomainError):
+    code = "unsupportedMediaType"
+    http_status = 415
+    default_message = "Use Content-Type: application/json."
+
+
+class MethodNotAllowedError(DomainError):
+    code = "methodNotAllowed"
+    http_status = 405
+    default_message = "Method not allowed."
+
+
+class NotAcceptableError(DomainError):
+    code = "notAcceptable"
+    http_status = 406
+    default_message = "Not acceptable."
+
+
+class RateLimitedError(DomainError):
+    code = "rateLimited"
+    http_status = 429
+    default_message = "Too many requests."
+
+
+class RequestTooLargeError(DomainError):
+    """Answered by kernel.request_limits before any view runs; named here for the document."""
+
+    code = "requestTooLarge"
+    http_status = 413
+    default_message = f"The body is larger than {settings.SERENITY_MAX_BODY_BYTES} bytes."
+
+
+# DRF's refusals, as the envelope names them (the first match wins).
+FRAMEWORK_ERRORS: list[tuple[type[Exception] | tuple[type[Exception], ...], type[DomainError]]] = [
+    ((exceptions.NotAuthenticated, exceptions.AuthenticationFailed), AuthenticationRequiredError),
+    (exceptions.UnsupportedMediaType, UnsupportedMediaTypeError),
+    (exceptions.MethodNotAllowed, MethodNotAllowedError),
+    (exceptions.NotAcceptable, NotAcceptableError),
+    ((Http404, exceptions.NotFound), NotFoundError),
+    ((exceptions.PermissionDenied, DjangoPermissionDenied), ForbiddenError),
+    (exceptions.Throttled, RateLimitedError),
+]
+
+
 def to_domain_error(exc: Exception) -> DomainError | None:
     if isinstance(exc, DomainError):
         return exc
-    if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
-        return DomainError(
-            "Authentication credentials were not provided or are invalid.",
-            code="authenticationRequired",
-            http_status=401,
-        )
     if isinstance(exc, exceptions.ValidationError):
         return _validation_error(exc)
     if isinstance(exc, exceptions.ParseError):
-        return DomainError(
-            "The body must be a JSON object.", code="invalidRequest", http_status=400
-        )
-    if isinstance(exc, exceptions.UnsupportedMediaType):
-        return DomainError(
-            "Use Content-Type: application/json.", code="unsupportedMediaType", http_status=415
-        )
-    if isinstance(exc, exceptions.MethodNotAllowed):
-        return DomainError("Method not allowed.", code="methodNotAllowed", http_status=405)
-    if isinstance(exc, exceptions.NotAcceptable):
-        return DomainError("Not acceptable.", code="notAcceptable", http_status=406)
-    if isinstance(exc, Http404 | exceptions.NotFound):
-        return DomainError("Not found.", code="notFound", http_status=404)
-    if isinstance(exc, exceptions.PermissionDenied | DjangoPermissionDenied):
-        return DomainError("You are not allowed to do this.", code="forbidden", http_status=403)
-    if isinstance(exc, exceptions.Throttled):
-        return DomainError("Too many requests.", code="rateLimited", http_status=429)
+        return InvalidRequestError("The body must be a JSON object.")
+    for drf_error, error in FRAMEWORK_ERRORS:
+        if isinstance(exc, drf_error):
+            return error()
     if isinstance(exc, exceptions.APIException):
-        return DomainError(clean_message(str(exc.detail)), code="invalidRequest", http_status=400)
+        return InvalidRequestError(clean_message(str(exc.detail)))
     return None
 
 
@@ -86,12 +124,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     error = to_domain_error(exc)
     if error is None:
         logger.exception("unhandled error", exc_info=exc)
-        error = DomainError(
-            "An unexpected error occurred.", code="internalServerError", http_status=500
-        )
+        error = DomainError()
     set_rollback()
     headers: dict[str, str] = {}
-    if error.code == "authenticationRequired":
+    if isinstance(error, AuthenticationRequiredError):
         # Only our own token's refusal invites the client to authenticate; an upstream 401
         # (upstreamUnauthorized) is about the org's Semrush credential, not the caller's.
         headers["WWW-Authenticate"] = "Bearer"

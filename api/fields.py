@@ -1,14 +1,19 @@
-"""Request fields stricter than DRF's defaults (SPEC §4: booleans are JSON true/false only)."""
+"""Request fields stricter than DRF's defaults (SPEC §4: booleans are JSON true/false only).
+
+Each field class carries the rule it checks as the OpenAPI document states it (`openapi`: its
+pattern and description, added to the field's schema by api.schemas.extensions), so that a
+serializer field is declared once and what the document promises is what the field accepts."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from rest_framework import serializers
 
-from serenity.names import brand_name_refusal
+from serenity.names import REFUSED_NAME_CHARACTERS, brand_name_refusal
+from serenity.slices import LANGUAGE_CODE_PATTERN, market_pattern
 
 
 class StrictBooleanField(serializers.Field):
@@ -24,7 +29,10 @@ class StrictBooleanField(serializers.Field):
 
 
 class StrictCharField(serializers.CharField):
-    """A string, never a number coerced to one."""
+    """A string, never a number coerced to one (trimmed, not blank and without NUL unless
+    `allow_blank`, as DRF's `CharField`)."""
+
+    openapi: ClassVar[dict[str, Any]] = {}
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
@@ -37,6 +45,13 @@ class BrandNameField(StrictCharField):
     `serenity.names.brand_name_refusal` accepts (the admin applies the same rule through the
     model's validators)."""
 
+    # Not blank, no control, bidirectional-override or invisible character inside (leading and
+    # trailing whitespace is trimmed first).
+    openapi: ClassVar[dict[str, Any]] = {
+        "pattern": f"^\\s*[^{REFUSED_NAME_CHARACTERS}]*[^\\s{REFUSED_NAME_CHARACTERS}]"
+        f"[^{REFUSED_NAME_CHARACTERS}]*\\s*$"
+    }
+
     def to_internal_value(self, data: Any) -> str:
         value = super().to_internal_value(data)
         refusal = brand_name_refusal(value)
@@ -48,7 +63,7 @@ class BrandNameField(StrictCharField):
 # An absolute http(s) URL in RFC 3986 syntax: the scheme (any case), `://`, a host of reg-name
 # characters (an internationalised name in its punycode form), an optional port, then an
 # optional path, query and fragment of RFC 3986 characters (anything else percent-encoded). The
-# OpenAPI document states this pattern (api/schemas/hooks.py), so what it promises is
+# OpenAPI document states this pattern (`HttpUrlField.openapi`), so what it promises is
 # what `HttpUrlField` accepts, and what is stored is a `format: uri` the answers can show.
 _URL_CHAR = "-A-Za-z0-9._~!$&'()*+,;="  # RFC 3986 unreserved and sub-delims
 _PCT = "%[0-9A-Fa-f]{2}"
@@ -62,6 +77,7 @@ _HTTP_URL = re.compile(HTTP_URL_PATTERN)
 
 class HttpUrlField(StrictCharField):
     default_error_messages = {"invalid": "must be an absolute http(s) URL."}
+    openapi: ClassVar[dict[str, Any]] = {"pattern": HTTP_URL_PATTERN}
 
     def to_internal_value(self, data: Any) -> str:
         value = super().to_internal_value(data)
@@ -88,6 +104,7 @@ class HostField(StrictCharField):
     rejects anything else as a project domain, so it is a 400 here, not a 502 there."""
 
     default_error_messages = {"invalid": "must be a bare host name such as acme.example."}
+    openapi: ClassVar[dict[str, Any]] = {"pattern": HOST_PATTERN}
     _HOST = re.compile(HOST_PATTERN)
 
     def to_internal_value(self, data: Any) -> str:
@@ -114,6 +131,38 @@ class BoundedListField(serializers.ListField):
         return super().to_internal_value(data)
 
 
+# A webhook's URL: `https://` (`http://` is accepted only where private addresses are allowed,
+# for development, which the document does not describe), and its port, when given, a TCP port
+# (webhooks.addresses.target_parse connects to it).
+_TCP_PORT = (
+    "(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})?)?"
+)
+HTTPS_URL_PATTERN = HTTP_URL_PATTERN.replace("[Ss]?://", "[Ss]://", 1).replace(
+    "(?::[0-9]*)?", _TCP_PORT, 1
+)
+
+
+class WebhookUrlField(HttpUrlField):
+    openapi: ClassVar[dict[str, Any]] = {"pattern": HTTPS_URL_PATTERN}
+
+
+class MarketField(StrictCharField):
+    """A market's country; checked with its language by `serenity.slices.slice_parse`
+    (400 `unknownMarket`)."""
+
+    openapi: ClassVar[dict[str, Any]] = {
+        "pattern": market_pattern(),
+        "description": "An ISO 3166-1 alpha-2 country code with an ISO numeric code, any "
+        "case, e.g. `US` or `de`.",
+    }
+
+
+class LanguageCodeField(StrictCharField):
+    """A language code (`serenity.slices.normalize_language`: 400 `unknownLanguage`)."""
+
+    openapi: ClassVar[dict[str, Any]] = {"pattern": LANGUAGE_CODE_PATTERN}
+
+
 class BodyObjectSerializer(serializers.Serializer):
     """The body must be a JSON object (DRF already rejects non-dicts with 'non_field_errors')."""
 
@@ -122,3 +171,11 @@ class BodyObjectSerializer(serializers.Serializer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["async"] = self.fields.pop("async_")
+
+
+# A market in a body (an activation's, an onboarding item's): its slice, checked by
+# `serenity.slices.slice_parse`, and an optional project name.
+class ActivateMarketSerializer(serializers.Serializer):
+    market = MarketField()
+    languageCode = LanguageCodeField()  # noqa: N815
+    name = StrictCharField(required=False, max_length=200)

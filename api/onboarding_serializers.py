@@ -1,7 +1,7 @@
 """Request and response bodies of the onboarding routes (SPEC §11.2). The views render with the
 response classes (and those of `provisioning.serializers`, which the `onboarding.completed`
-event shares) and the OpenAPI document (api.schemas.onboardings) describes the same
-classes: what is documented is what is rendered."""
+event shares) and the OpenAPI document (the routes' declarations in api.onboardings) describes
+the same classes: what is documented is what is rendered."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from api.fields import BoundedListField, BrandNameField, HttpUrlField
-from api.pagination import PageQuerySerializer
+from api.brands import BrandFieldsSerializer
+from api.fields import ActivateMarketSerializer, BoundedListField, HttpUrlField
+from api.pagination import PageQuerySerializer, status_query
 from api.responses import NEXT_CURSOR_HELP
-from api.serializers import ActivateMarketSerializer, BrandCreateSerializer
 from jobs.models import JobStatus
 from provisioning.models import Onboarding, OnboardingStatus
 from provisioning.serializers import OnboardingItemSerializer, OnboardingSummarySerializer
@@ -24,20 +24,15 @@ MAX_BRANDS = 1000
 # --- Request ------------------------------------------------------------------------------------
 
 
-class OnboardingBrandSerializer(serializers.Serializer):
-    name = BrandNameField(max_length=200)
-    baseUrl = HttpUrlField(max_length=2000)  # noqa: N815
-    urls = BoundedListField(child=HttpUrlField(max_length=2000), required=False, max_length=100)
-    aliases = BoundedListField(child=BrandNameField(max_length=200), required=False, max_length=100)
+# A brand's writable fields (api.brands; `baseUrl` required here), its name and its markets.
+class OnboardingBrandSerializer(BrandFieldsSerializer):
+    baseUrl = HttpUrlField(source="base_url", max_length=2000)  # noqa: N815
     markets = BoundedListField(
         child=ActivateMarketSerializer(),
         required=False,
         max_length=settings.SERENITY_MAX_ACTIVATE_MARKETS,
         help_text="0 to 50 distinct markets (`market` and `languageCode`).",
     )
-
-    def validate_name(self, value: str) -> str:
-        return BrandCreateSerializer().validate_name(value)
 
 
 class OnboardingCreateSerializer(serializers.Serializer):
@@ -57,12 +52,12 @@ class OnboardingCreateSerializer(serializers.Serializer):
 
 
 class OnboardingListQuerySerializer(PageQuerySerializer):
-    status = serializers.ChoiceField(choices=OnboardingStatus.choices, required=False)
+    status = status_query(OnboardingStatus.choices, "Only onboardings in this status")
 
 
 class OnboardingItemsQuerySerializer(PageQuerySerializer):
-    status = serializers.ChoiceField(
-        choices=JobStatus.choices, required=False, help_text="Only items in this status."
+    status = status_query(
+        JobStatus.choices, "Only items in this status (`counts` still cover every item)"
     )
 
 

@@ -9,7 +9,6 @@ from django.conf import settings
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api import schemas
 from api.base import OrgScopedView
 from api.onboarding_serializers import (
     OnboardingAcceptedSerializer,
@@ -19,16 +18,33 @@ from api.onboarding_serializers import (
     OnboardingListSerializer,
     OnboardingSerializer,
 )
+from api.routes import answer, route
+from api.schemas import examples as ex
+from api.schemas.routes import accepted_headers, polling_header
 from jobs.models import JobStatus
 from kernel.errors import InvalidRequestError
 from provisioning import selectors
+from provisioning.exceptions import (
+    OnboardingFinishedError,
+    OnboardingLimitError,
+    OnboardingNotFoundError,
+)
 from provisioning.flows.common import MarketPlan
 from provisioning.flows.onboarding import OnboardingBrand, onboarding_begin, onboarding_cancel
 from provisioning.models import Onboarding
+from serenity.exceptions import (
+    BrandExistsError,
+    SerenityNotEnabledError,
+    UnknownLanguageError,
+    UnknownMarketError,
+)
 from serenity.slices import slice_parse
 
 # Polling an onboarding: a brand takes seconds to minutes, so every few seconds is enough.
 RETRY_AFTER_SECONDS = 5
+POLL_HEADER = polling_header(
+    "Sent while the onboarding is `IN_PROGRESS`: seconds before polling again."
+)
 
 
 def onboarding_location(onboarding: Onboarding) -> str:
@@ -57,15 +73,8 @@ def _brands_input(brands: list[dict[str, Any]]) -> list[OnboardingBrand]:
                 )
             seen.add(key)
             plans.append(MarketPlan(slice=slice_, name=market.get("name")))
-        parsed.append(
-            OnboardingBrand(
-                name=brand["name"],
-                base_url=brand["baseUrl"],
-                urls=brand.get("urls") or [],
-                aliases=brand.get("aliases") or [],
-                markets=plans,
-            )
-        )
+        # The brand's fields by the model's names (api.brands.BrandFieldsSerializer).
+        parsed.append(OnboardingBrand(**{**brand, "markets": plans}))
     return parsed
 
 
@@ -81,9 +90,19 @@ def _document(
 
 
 class OnboardingCollectionView(OrgScopedView):
-    query_serializers = {"GET": OnboardingListQuerySerializer}
-
-    @schemas.onboarding_list_schema
+    @route(
+        operation_id="onboardingList",
+        tag="onboardings",
+        summary="List the organization's onboardings (newest first, without their items)",
+        query=OnboardingListQuerySerializer,
+        answers={
+            200: answer(
+                OnboardingListSerializer,
+                "A page of onboardings.",
+                {"A page": {"items": [ex.ONBOARDING], "nextCursor": None}},
+            )
+        },
+    )
     def get(self, request: Request, org_id: str) -> Response:
         query = self.query_parse(request)
         page = selectors.onboarding_list(
@@ -96,13 +115,47 @@ class OnboardingCollectionView(OrgScopedView):
         body = {"items": summaries, "next_cursor": page.next_cursor}
         return Response(OnboardingListSerializer(body).data)
 
-    @schemas.onboarding_create_schema
+    @route(
+        operation_id="onboardingCreate",
+        tag="onboardings",
+        summary="Onboard up to 1000 brands with their markets in one request (always async)",
+        description="Each item is an async brand create (status `active`) with its markets: "
+        "its own brand, attempt and chain (provision-workspace → create the markets). The whole "
+        "body is validated before anything is written: a bad item → 400 naming `brands[i].field` "
+        "in `details.field` (e.g. `brands[3].markets[0].market`); a member the body does not "
+        "have (such as `async`: it is always asynchronous) → 400 `invalidRequest`. An item whose "
+        "name exists in the organization or repeats an earlier item's ends `FAILED` "
+        "`brandExists`, alone. An organization's items in progress are capped (5,000 unless an "
+        "operator set its own cap) and one onboarding holds at most 5,000 markets in all: past "
+        "either → 429 `onboardingLimit` with `Retry-After`, nothing written. Poll `Location`.",
+        body=OnboardingCreateSerializer,
+        examples={"Two brands": ex.ONBOARDING_CREATE},
+        headers=accepted_headers(
+            location="The onboarding's path, to poll.",
+            retry_after="Seconds before the first poll.",
+        ),
+        answers={
+            202: answer(
+                OnboardingAcceptedSerializer,
+                "Accepted: every item's chain is started.",
+                {"Accepted": ex.ONBOARDING_ACCEPTED},
+            )
+        },
+        # An item is validated before anything is written (SPEC §11.2); its markets' slices as
+        # a market create's. A name taken by a concurrent create at every try of the accept's
+        # transaction is `brandExists` for the whole request.
+        raises=[
+            UnknownMarketError,
+            UnknownLanguageError,
+            SerenityNotEnabledError,
+            BrandExistsError,
+            OnboardingLimitError,
+        ],
+    )
     def post(self, request: Request, org_id: str) -> Response:
-        body = OnboardingCreateSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
         onboarding = onboarding_begin(
             organization=self.scope.organization,
-            brands=_brands_input(body.validated_data["brands"]),
+            brands=_brands_input(self.body(request)["brands"]),
         )
         return Response(
             OnboardingAcceptedSerializer(onboarding).data,
@@ -115,9 +168,25 @@ class OnboardingCollectionView(OrgScopedView):
 
 
 class OnboardingDetailView(OrgScopedView):
-    query_serializers = {"GET": OnboardingItemsQuerySerializer}
-
-    @schemas.onboarding_get_schema
+    @route(
+        operation_id="onboardingGet",
+        tag="onboardings",
+        summary="Read an onboarding: counts over every item, and a page of its items",
+        description="`counts` cover every item; `items` are paginated in `index` order. An "
+        "item's `status`, `result` and `error` are its chain's, as job polling reports them. "
+        "`IN_PROGRESS` until every item has ended, then `COMPLETED` (whatever the items' "
+        "outcomes) or `CANCELLED` if it was cancelled.",
+        query=OnboardingItemsQuerySerializer,
+        headers=[POLL_HEADER],
+        answers={
+            200: answer(
+                OnboardingSerializer,
+                "The onboarding with a page of its items.",
+                {"In progress": ex.ONBOARDING_DOCUMENT},
+            )
+        },
+        raises=[OnboardingNotFoundError],
+    )
     def get(self, request: Request, org_id: str, onboarding_id: str) -> Response:
         query = self.query_parse(request)
         onboarding = selectors.onboarding_get(
@@ -129,7 +198,23 @@ class OnboardingDetailView(OrgScopedView):
 
 
 class OnboardingCancelView(OrgScopedView):
-    @schemas.onboarding_cancel_schema
+    @route(
+        operation_id="onboardingCancel",
+        tag="onboardings",
+        summary="Cancel every item of an onboarding that has not ended",
+        description="Each item is cancelled as the job cancel route cancels a chain; an item "
+        "whose chained work is already running ends on its own. Answers the onboarding (first "
+        "page). An onboarding that has ended (`COMPLETED` or `CANCELLED`) → 409 "
+        "`onboardingFinished`, and nothing changes.",
+        answers={
+            200: answer(
+                OnboardingSerializer,
+                "The onboarding after the cancel.",
+                {"Cancelled": ex.ONBOARDING_CANCELLED},
+            )
+        },
+        raises=[OnboardingNotFoundError, OnboardingFinishedError],
+    )
     def post(self, request: Request, org_id: str, onboarding_id: str) -> Response:
         onboarding = selectors.onboarding_get(
             organization=self.scope.organization, onboarding_id=uuid.UUID(onboarding_id)

@@ -1,8 +1,9 @@
-"""Output serializers of the brand, market, activation, prompt, job and language routes (SPEC
-§4): every answer of those routes is rendered by one of these classes, and the OpenAPI document
-describes the same classes (`api.schemas.operations`), so what is documented is what
-is rendered. The job and onboarding documents, which webhook events carry too, are in
-`provisioning.serializers`.
+"""The output serializers several routes share (SPEC §4): the error envelope, a market, the
+answers of the flows (which a job's result and an activation's markets carry too). A route's
+own answers are beside its view (api.brands, api.serenity_routes, api.jobs, …). The OpenAPI
+document describes the classes the routes' declarations name (api.routes), so what is
+documented is what is rendered. The job and onboarding documents, which webhook events carry
+too, are in `provisioning.serializers`.
 
 They read models and the selectors' and flows' values; they decide nothing. Field order is
 the order of the answers.
@@ -23,10 +24,9 @@ from kernel import errors as kernel_errors
 from kernel.errors import DomainError
 from provisioning import exceptions as provisioning_errors
 from provisioning.models import AttemptReason
-from provisioning.selectors import brand_provisioning_state
-from provisioning.serializers import JobListItemSerializer, JobSummarySerializer, OpenCodeField
+from provisioning.serializers import OpenCodeField
 from serenity import exceptions as serenity_errors
-from serenity.models import Brand, BrandStatus, Market, MarketStatus
+from serenity.models import BrandStatus, Market, MarketStatus
 from serenity.slices import country_for_geo_target_id
 from webhooks import exceptions as webhook_errors
 
@@ -141,46 +141,6 @@ class FromContextMixin:
             raise SkipField() from None
 
 
-class BrandSerializer(serializers.Serializer):
-    """A brand read by the brand selectors (`provisioning.selectors`), which annotate its
-    latest attempt: its provisioning state (SPEC §6.5) is derived from that, with no query."""
-
-    id = serializers.UUIDField()
-    organizationId = serializers.UUIDField(source="organization_id")  # noqa: N815
-    name = serializers.CharField()
-    status = serializers.ChoiceField(choices=BrandStatus.choices)
-    baseUrl = serializers.URLField(source="base_url", allow_null=True)  # noqa: N815
-    urls = serializers.ListField(child=serializers.URLField())
-    aliases = serializers.ListField(child=serializers.CharField())
-    serenityEnabled = serializers.BooleanField(  # noqa: N815
-        source="serenity_enabled",
-        allow_null=True,
-        help_text="The brand's override; null inherits the organization's flag.",
-    )
-    semrushSubWorkspaceId = serializers.CharField(  # noqa: N815
-        source="semrush_sub_workspace_id", allow_null=True
-    )
-    semrushProvisioningStatus = serializers.SerializerMethodField(  # noqa: N815
-        help_text="null: never provisioned, or deactivated."
-    )
-    semrushProvisioningError = serializers.SerializerMethodField(  # noqa: N815
-        help_text="Set only when semrushProvisioningStatus is `failed`."
-    )
-    createdAt = serializers.DateTimeField(source="created_at")  # noqa: N815
-    updatedAt = serializers.DateTimeField(source="updated_at")  # noqa: N815
-
-    @extend_schema_field(
-        serializers.ChoiceField(choices=["pending", "failed", "ready"], allow_null=True)
-    )
-    def get_semrushProvisioningStatus(self, brand: Brand) -> str | None:  # noqa: N802
-        return brand_provisioning_state(brand).status
-
-    @extend_schema_field(ProvisioningErrorSerializer(allow_null=True))
-    def get_semrushProvisioningError(self, brand: Brand) -> dict[str, str] | None:  # noqa: N802
-        error = brand_provisioning_state(brand).error
-        return None if error is None else ProvisioningErrorSerializer(error).data
-
-
 class CountryField(serializers.CharField):
     """A market's ISO 3166-1 alpha-2 country, from its geoTargetId."""
 
@@ -226,44 +186,12 @@ class ContextMarketSerializer(FromContextMixin, MarketSerializer):
     pass
 
 
-class BrandCreatedSerializer(BrandSerializer):
-    """201 of a brand create; `context["market"]`: the market created with it, if any."""
-
-    market = ContextMarketSerializer(
-        required=False, help_text="Present when the request carried `semrushMarket`."
-    )
-
-
 class ContextUUIDField(FromContextMixin, serializers.UUIDField):
     pass
 
 
 class ContextChoiceField(FromContextMixin, serializers.ChoiceField):
     pass
-
-
-class BrandAcceptedSerializer(BrandSerializer):
-    """202 of an async brand create: the brand as inserted, and `context["job"]`, the job to
-    poll."""
-
-    jobId = ContextUUIDField(source="job.pk")  # noqa: N815
-    jobStatus = ContextChoiceField(  # noqa: N815
-        source="job.status", choices=JobStatus.choices, help_text="Always `IN_PROGRESS`."
-    )
-
-
-class BrandListSerializer(serializers.Serializer):
-    brands = BrandSerializer(many=True, source="items")
-    nextCursor = serializers.CharField(  # noqa: N815
-        source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
-    )
-
-
-class MarketListSerializer(serializers.Serializer):
-    items = MarketSerializer(many=True)
-    nextCursor = serializers.CharField(  # noqa: N815
-        source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
-    )
 
 
 # --- Answers of the flows (`provisioning.outcome.Outcome.body`) -------------------------------
@@ -325,13 +253,6 @@ class ActivationIncompleteSerializer(serializers.Serializer):
     markets = ActivatedMarketSerializer(many=True, required=False)
 
 
-class DeactivateAnswerSerializer(serializers.Serializer):
-    brandId = serializers.UUIDField()  # noqa: N815
-    status = serializers.ChoiceField(
-        choices=[BrandStatus.ACTIVE, BrandStatus.PENDING], help_text="Always `pending`."
-    )
-
-
 class PromptsAnswerSerializer(serializers.Serializer):
     created = serializers.IntegerField()
     skipped = serializers.IntegerField()
@@ -346,26 +267,3 @@ class WorkspaceReadySerializer(serializers.Serializer):
 
 
 # --- Jobs and languages -------------------------------------------------------------------------
-
-
-class JobListSerializer(serializers.Serializer):
-    items = JobListItemSerializer(many=True)
-    nextCursor = serializers.CharField(  # noqa: N815
-        source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
-    )
-
-
-class OrgJobListSerializer(serializers.Serializer):
-    items = JobSummarySerializer(many=True)
-    nextCursor = serializers.CharField(  # noqa: N815
-        source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
-    )
-
-
-class LanguageSerializer(serializers.Serializer):
-    id = serializers.CharField()
-    code = serializers.CharField()
-
-
-class LanguageListSerializer(serializers.Serializer):
-    items = LanguageSerializer(many=True)

@@ -5,37 +5,127 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api import schemas
 from api.base import OrgScopedView, SerenityView
+from api.fields import (
+    ActivateMarketSerializer,
+    BodyObjectSerializer,
+    BoundedListField,
+    BrandNameField,
+    HostField,
+    LanguageCodeField,
+    MarketField,
+    StrictCharField,
+)
 from api.jobs import accepted_headers
 from api.pagination import PageQuerySerializer
 from api.responses import (
+    NEXT_CURSOR_HELP,
     ActivateAnswerSerializer,
     ActivationIncompleteSerializer,
-    DeactivateAnswerSerializer,
     ErrorEnvelopeSerializer,
     JobAcceptedSerializer,
-    LanguageListSerializer,
     MarketCreatedSerializer,
-    MarketListSerializer,
     MarketSerializer,
 )
-from api.serializers import ActivateSerializer, MarketCreateSerializer
+from api.routes import SETTLE, UPSTREAM, accepted, answer, route
+from api.schemas import examples as ex
 from kernel.errors import InvalidRequestError
 from provisioning.catalogue import languages_list
+from provisioning.exceptions import (
+    ActivationIncompleteError,
+    AmbiguousWorkspaceError,
+    NoParentWorkspaceError,
+    ProvisioningIncompleteError,
+    ProvisioningInProgressError,
+    PublishFailedError,
+    QuotaExceededError,
+    SubworkspaceGoneError,
+    WorkspaceMisconfiguredError,
+    WorkspaceNotEmptyError,
+)
 from provisioning.flows.activate import activate
 from provisioning.flows.common import MarketPlan
 from provisioning.flows.deactivate import deactivate, market_delete
 from provisioning.flows.market_create import market_create
 from provisioning.outcome import Accepted, Outcome
-from serenity.exceptions import MarketNotFoundError
-from serenity.models import Market
+from serenity.exceptions import (
+    BaseUrlRequiredError,
+    MarketBusyError,
+    MarketNotFoundError,
+    SliceExistsError,
+    UnknownLanguageError,
+    UnknownMarketError,
+)
+from serenity.models import BrandStatus, Market
 from serenity.selectors import market_list
 from serenity.slices import normalize_language, slice_parse
+
+# --- Bodies and answers -------------------------------------------------------------------------
+
+
+def _brand_names_field() -> BoundedListField:
+    return BoundedListField(
+        child=BrandNameField(max_length=200),
+        required=False,
+        allow_empty=False,
+        min_length=1,
+        max_length=50,
+    )
+
+
+class MarketCreateSerializer(BodyObjectSerializer):
+    market = MarketField()
+    languageCode = LanguageCodeField()  # noqa: N815
+    name = StrictCharField(required=False, max_length=200)
+    brandNames = _brand_names_field()  # noqa: N815
+    brandDomain = HostField(required=False, max_length=253)  # noqa: N815
+
+    def validate_brandNames(self, value: list[str]) -> list[str]:  # noqa: N802
+        if any(not v.strip() for v in value):
+            raise serializers.ValidationError("must be non-empty strings.")
+        return [v.strip() for v in value]
+
+
+class ActivateSerializer(BodyObjectSerializer):
+    brandDomain = HostField(required=False, max_length=253)  # noqa: N815
+    brandNames = _brand_names_field()  # noqa: N815
+    markets = BoundedListField(
+        child=ActivateMarketSerializer(),
+        required=False,
+        allow_empty=False,
+        min_length=1,
+        max_length=settings.SERENITY_MAX_ACTIVATE_MARKETS,
+        error_messages={"max_length": "at most {max_length} markets per request."},
+    )
+
+
+class MarketListSerializer(serializers.Serializer):
+    items = MarketSerializer(many=True)
+    nextCursor = serializers.CharField(  # noqa: N815
+        source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
+    )
+
+
+class DeactivateAnswerSerializer(serializers.Serializer):
+    brandId = serializers.UUIDField()  # noqa: N815
+    status = serializers.ChoiceField(
+        choices=[BrandStatus.ACTIVE, BrandStatus.PENDING], help_text="Always `pending`."
+    )
+
+
+class LanguageSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    code = serializers.CharField()
+
+
+class LanguageListSerializer(serializers.Serializer):
+    items = LanguageSerializer(many=True)
+
 
 DEFAULT_ACTIVATE_MARKETS = [{"market": "US", "languageCode": "en"}]
 
@@ -90,21 +180,60 @@ def _market_plans(
 
 
 class MarketCollectionView(SerenityView):
-    query_serializers = {"GET": PageQuerySerializer}
-
-    @schemas.market_list_schema
+    @route(
+        operation_id="marketList",
+        tag="markets",
+        summary="List the brand's markets",
+        description="The brand's markets that are not deleted, by geoTargetId then languageCode.",
+        query=PageQuerySerializer,
+        answers={
+            200: answer(
+                MarketListSerializer,
+                "A page of markets.",
+                {"The last page": {"items": [ex.MARKET], "nextCursor": None}},
+            )
+        },
+    )
     def get(self, request: Request, org_id: str, brand_id: str) -> Response:
         assert self.scope.brand is not None
         query = self.query_parse(request)
         page = market_list(brand=self.scope.brand, cursor=query["cursor"], limit=query["limit"])
         return Response(MarketListSerializer(page).data)
 
-    @schemas.market_create_schema
+    @route(
+        operation_id="marketCreate",
+        tag="markets",
+        summary="Create a market, sync or async",
+        description="Creates (or resumes a draft of) the slice's project, sets its tracked URL "
+        "and publishes it: in the brand's sub-workspace, or in the organization's parent for a "
+        "flat brand. `brandNames` defaults to the brand's name and aliases, `brandDomain` to the "
+        "host of `baseUrl`. `async: true` → 202 `{jobId, jobType, status}`.",
+        body=MarketCreateSerializer,
+        examples={"Async create": {"market": "US", "languageCode": "en", "async": True}},
+        answers={
+            201: answer(
+                MarketCreatedSerializer, "Created and published.", {"Created": ex.MARKET_CREATED}
+            ),
+            202: accepted(JobAcceptedSerializer, ex.JOB_ACCEPTED),
+        },
+        raises=[
+            UnknownMarketError,
+            UnknownLanguageError,
+            NoParentWorkspaceError,
+            SliceExistsError,
+            WorkspaceMisconfiguredError,
+            ProvisioningIncompleteError,
+            QuotaExceededError,
+            ProvisioningInProgressError,
+            *UPSTREAM,
+            *SETTLE,
+            SubworkspaceGoneError,
+            PublishFailedError,
+        ],
+    )
     def post(self, request: Request, org_id: str, brand_id: str) -> Response:
         assert self.scope.brand is not None
-        body = MarketCreateSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
+        data = self.body(request)
         plan = MarketPlan(
             slice=slice_parse(market=data["market"], language_code=data["languageCode"]),
             name=data.get("name"),
@@ -124,7 +253,14 @@ class MarketDetailView(SerenityView):
             deleted_at__isnull=True,
         ).first()
 
-    @schemas.market_get_schema
+    @route(
+        operation_id="marketGet",
+        tag="markets",
+        summary="Read one market",
+        description="One market by slice; none → 404 `marketNotFound`.",
+        answers={200: answer(MarketSerializer, "The market.", {"A market": ex.MARKET})},
+        raises=[MarketNotFoundError],
+    )
     def get(
         self, request: Request, org_id: str, brand_id: str, geo_target_id: str, language_code: str
     ) -> Response:
@@ -133,7 +269,16 @@ class MarketDetailView(SerenityView):
             raise MarketNotFoundError()
         return Response(MarketSerializer(market).data)
 
-    @schemas.market_delete_schema
+    @route(
+        operation_id="marketDelete",
+        tag="markets",
+        summary="Delete a market (idempotent)",
+        description="Deletes the upstream project (an upstream 404 counts as done), then "
+        "tombstones the market; no market → 204. Any other upstream failure → 502 and the market "
+        "is kept; a market still being created → 409 `marketBusy`.",
+        answers={204: answer(None, "Deleted, or there was no such market.")},
+        raises=[MarketBusyError, *UPSTREAM],
+    )
     def delete(
         self, request: Request, org_id: str, brand_id: str, geo_target_id: str, language_code: str
     ) -> Response:
@@ -147,13 +292,54 @@ class MarketDetailView(SerenityView):
 
 
 class ActivateView(SerenityView):
-    @schemas.activate_schema
+    @route(
+        operation_id="brandActivate",
+        tag="activation",
+        summary="Activate a brand or its markets, sync or async",
+        description="The branch comes from the stored brand: A `pending` → `active`; B bare "
+        "re-activation (`active`, no `brandDomain`); C project activation (`active` with "
+        "`brandDomain`). An empty or absent body is valid.",
+        body=ActivateSerializer,
+        examples={"Project activation": ex.ACTIVATE},
+        answers={
+            200: answer(
+                ActivateAnswerSerializer,
+                "Active (every market live).",
+                {"Project activation": ex.ACTIVATED},
+            ),
+            202: accepted(JobAcceptedSerializer, ex.JOB_ACCEPTED),
+            207: answer(
+                ActivateAnswerSerializer,
+                "B: the status write failed; C: some markets are not live.",
+                {"A market failed": ex.ACTIVATED_PARTLY},
+            ),
+            502: answer(
+                ActivationIncompleteSerializer,
+                "Error envelope; `error` is one of `serenityActivationIncomplete` "
+                "(with `brandId`, `status`, `markets`), `serenityUpstreamError`, "
+                "`subworkspaceCreationFailed`, `subworkspaceGone`, `workspaceNotEmpty`.",
+                {"502 serenityActivationIncomplete": ex.ACTIVATION_INCOMPLETE},
+            ),
+        },
+        raises=[
+            ActivationIncompleteError,
+            BaseUrlRequiredError,
+            UnknownMarketError,
+            UnknownLanguageError,
+            ProvisioningInProgressError,
+            NoParentWorkspaceError,
+            AmbiguousWorkspaceError,
+            WorkspaceMisconfiguredError,
+            *UPSTREAM,
+            *SETTLE,
+            SubworkspaceGoneError,
+            WorkspaceNotEmptyError,
+        ],
+    )
     def post(self, request: Request, org_id: str, brand_id: str) -> Response:
         assert self.scope.brand is not None
         # An absent body parses as {}; `null`, a list or a string is not a JSON object: 400.
-        body = ActivateSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
+        data = self.body(request)
         return render(
             activate(
                 brand=self.scope.brand,
@@ -173,14 +359,49 @@ class ActivateView(SerenityView):
 class DeactivateView(OrgScopedView):
     serenity_route = True
 
-    @schemas.deactivate_schema
+    @route(
+        operation_id="brandDeactivate",
+        tag="activation",
+        summary="Decommission the brand's Semrush objects",
+        description="Cancels the brand's pending provisioning work, deletes every project in "
+        "its sub-workspace (never the workspace itself), clears the pointer, tombstones the "
+        "markets and sets the brand `pending`. A failure → 502 with the pointer and status "
+        "untouched.",
+        answers={
+            200: answer(
+                DeactivateAnswerSerializer,
+                "Decommissioned.",
+                {"Deactivated": {"brandId": ex.BRAND_ID, "status": "pending"}},
+            )
+        },
+        # a flat brand's projects are in the parent; a pointer equal to the parent is refused
+        raises=[
+            ProvisioningInProgressError,
+            NoParentWorkspaceError,
+            WorkspaceMisconfiguredError,
+            *UPSTREAM,
+        ],
+    )
     def post(self, request: Request, org_id: str, brand_id: str) -> Response:
         assert self.scope.brand is not None
         return render(deactivate(brand=self.scope.brand), DEACTIVATED)
 
 
 class LanguagesView(OrgScopedView):
-    @schemas.language_list_schema
+    @route(
+        operation_id="languageList",
+        tag="languages",
+        summary="The upstream language catalogue (cached)",
+        description="The languages Semrush accepts for markets, from a cached catalogue.",
+        answers={
+            200: answer(
+                LanguageListSerializer,
+                "The catalogue.",
+                {"Languages": {"items": [{"id": "1", "code": "en"}, {"id": "7", "code": "de"}]}},
+            )
+        },
+        raises=UPSTREAM,
+    )
     def get(self, request: Request, org_id: str) -> Response:
         items = languages_list(organization=self.scope.organization)
         return Response(LanguageListSerializer({"items": items}).data)

@@ -1,7 +1,7 @@
 """Request and response bodies of the webhook routes (SPEC §11.3, §12.2), and the events
 an endpoint receives. The views render with the response classes and the OpenAPI document
-(api.schemas.webhooks) describes the same classes: what is documented is what is
-rendered. The events' `data` are rendered by the classes of `provisioning.serializers` (the
+(the routes' declarations in api.webhooks) describes the same classes: what is documented is
+what is rendered. The events' `data` are rendered by the classes of `provisioning.serializers` (the
 API's own job and onboarding documents); the event classes here document the envelope
 `{type, timestamp, data}` that `webhooks.services` wraps around them, one per event type, and
 tests/api/test_answers_conform.py checks every event actually sent against them."""
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from api.fields import BoundedListField, HttpUrlField, StrictBooleanField
-from api.pagination import PageQuerySerializer
+from api.fields import BoundedListField, StrictBooleanField, WebhookUrlField
+from api.pagination import PageQuerySerializer, status_query
 from api.responses import NEXT_CURSOR_HELP
 from provisioning.serializers import (
     JobSummarySerializer,
@@ -26,8 +26,8 @@ DESCRIPTION_MAX_LENGTH = 500
 # --- Request ------------------------------------------------------------------------------------
 
 
-def _url_field(*, required: bool = True) -> HttpUrlField:
-    return HttpUrlField(
+def _url_field(*, required: bool = True) -> WebhookUrlField:
+    return WebhookUrlField(
         max_length=URL_MAX_LENGTH,
         required=required,
         help_text="`https://` (`http://` only where private addresses are allowed); its host "
@@ -72,7 +72,7 @@ class WebhookUpdateSerializer(serializers.Serializer):
 
 
 class DeliveryListQuerySerializer(PageQuerySerializer):
-    status = serializers.ChoiceField(choices=DeliveryStatus.choices, required=False)
+    status = status_query(DeliveryStatus.choices, "Only deliveries in this status")
 
 
 # --- Responses ----------------------------------------------------------------------------------

@@ -118,18 +118,12 @@ def api_token_revoke(*, token_id: int) -> bool:
 
 
 def brand_update(*, brand: Brand, changes: dict[str, Any]) -> None:
-    """PATCH: `baseUrl`, `urls`, `aliases`, `serenityEnabled`; no upstream call. Only the given
+    """PATCH: `changes` maps the brand's writable fields (by the model's names: the update
+    body's serializer declares which) to their new values; no upstream call. Only the given
     fields are written (an UPDATE of those columns, never a whole-instance save that could
     clobber the provisioning pointer written concurrently by a worker)."""
-    mapping = {
-        "baseUrl": "base_url",
-        "urls": "urls",
-        "aliases": "aliases",
-        "serenityEnabled": "serenity_enabled",
-    }
-    fields = {mapping[key]: value for key, value in changes.items() if key in mapping}
-    if fields:
-        Brand.objects.filter(pk=brand.pk).update(updated_at=timezone.now(), **fields)
+    if changes:
+        Brand.objects.filter(pk=brand.pk).update(updated_at=timezone.now(), **changes)
 
 
 @dataclass(frozen=True)

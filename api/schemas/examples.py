@@ -1,11 +1,13 @@
-"""Example values for the OpenAPI document (SPEC §10.3): one per request body and per
-response, so that Swagger UI and Redoc show what a real exchange looks like."""
+"""Example values for the OpenAPI document (SPEC §10.3): the request bodies and answers the
+routes' declarations show (api.routes), so that Swagger UI and Redoc show what a real exchange
+looks like. The error envelopes' examples are derived from the error classes
+(api.schemas.routes)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiExample
+from webhooks.models import SUBSCRIBABLE_EVENT_TYPES
 
 ORG_ID = "7f3c2a9e-5d41-4b8e-9a36-0c2b7e1f4d58"
 BRAND_ID = "3b8e1c47-9f20-4d6a-b5e3-8a71c0d92f64"
@@ -14,49 +16,6 @@ B = f"/v2/orgs/{ORG_ID}/brands/{BRAND_ID}"
 CREATED_AT = "2026-01-15T09:30:00.123456Z"
 UPDATED_AT = "2026-01-15T09:30:04.654321Z"
 CURSOR = "eyJrIjoiYnJhbmRzIiwidiI6WyJBbHBoYSIsIjNiOGUiXX0:1uX9aB:q1w2e3r4t5y6u7i8o9p0"
-
-# Messages of the error examples; codes not listed get a generic one.
-ERROR_MESSAGES = {
-    "invalidRequest": "market: must be two letters.",
-    "authenticationRequired": "Authentication credentials were not provided or are invalid.",
-    "forbidden": "You are not allowed to do this.",
-    "notFound": "Organization not found.",
-    "brandNotFound": "Brand not found.",
-    "serenityNotActive": "Serenity is not active for this brand.",
-    "jobNotFound": "Job not found.",
-    "webhookNotFound": "Webhook not found.",
-    "brandExists": "A brand with this name already exists in the organization.",
-    "idempotencyKeyInUse": "A request with this Idempotency-Key is still being processed; "
-    "retry after it finishes.",
-    "idempotencyKeyReused": "This Idempotency-Key was already used with a different request body.",
-    "internalServerError": "An unexpected error occurred.",
-    "rateLimited": "Too many requests.",
-    "onboardingLimit": "The organization may have at most 5000 onboarding items in progress; "
-    "4800 are, and this onboarding adds 300.",
-    "requestTooLarge": "The body is larger than 1048576 bytes.",
-}
-
-
-def error_example(status: int, code: str) -> OpenApiExample:
-    value: dict[str, Any] = {
-        "error": code,
-        "message": ERROR_MESSAGES.get(code, f"The request was refused ({code})."),
-    }
-    if code == "invalidRequest":
-        value["details"] = {"field": "market"}
-    if code == "semrush_provisioning_in_progress":
-        # The job already running for this brand: poll it instead of retrying.
-        value["details"] = {"jobId": JOB_ID}
-    return OpenApiExample(f"{status} {code}", value=value, response_only=True)
-
-
-def example(name: str, value: Any, **kwargs: Any) -> OpenApiExample:
-    return OpenApiExample(name, value=value, **kwargs)
-
-
-def request(name: str, value: Any) -> OpenApiExample:
-    return OpenApiExample(name, value=value, request_only=True)
-
 
 BRAND = {
     "id": BRAND_ID,
@@ -145,12 +104,7 @@ JOB_IN_PROGRESS: dict[str, Any] = {
     "result": None,
     "error": None,
     "steps": [
-        {
-            "step": "provisionWorkspace",
-            "status": "COMPLETED",
-            "startedAt": "2026-01-15T09:30:00.200000Z",
-            "finishedAt": "2026-01-15T09:30:00.400000Z",
-        },
+        SETTLE_READ_DONE,
         {
             "step": "provisionWorkspace",
             "status": "PENDING",
@@ -166,12 +120,7 @@ JOB_IN_PROGRESS: dict[str, Any] = {
 JOB_COMPLETED = {
     **JOB_COMPLETED_ITEM,
     "steps": [
-        {
-            "step": "provisionWorkspace",
-            "status": "COMPLETED",
-            "startedAt": "2026-01-15T09:30:00.200000Z",
-            "finishedAt": "2026-01-15T09:30:00.400000Z",
-        },
+        SETTLE_READ_DONE,
         {
             "step": "createMarket",
             "status": "COMPLETED",
@@ -191,3 +140,123 @@ JOB_CANCELLED = {
     "steps": [SETTLE_READ_DONE],
     "finishedAt": UPDATED_AT,
 }
+ORG_JOB_ITEM = {**JOB_COMPLETED_ITEM, "brandId": BRAND_ID}
+BRAND_CREATE = {
+    "name": "Acme",
+    "baseUrl": "https://acme.example",
+    "aliases": ["ACME Corp"],
+    "semrushMarket": {"market": "US", "languageCode": "en"},
+    "async": True,
+}
+BRAND_ACCEPTED = {
+    **BRAND,
+    "semrushSubWorkspaceId": None,
+    "semrushProvisioningStatus": "pending",
+    "jobId": JOB_ID,
+    "jobStatus": "IN_PROGRESS",
+}
+ACTIVATE = {
+    "brandDomain": "acme.example",
+    "markets": [{"market": "US", "languageCode": "en"}],
+    "async": True,
+}
+PROMPTS = {
+    "prompts": [
+        {
+            "text": "best running shoes",
+            "geoTargetId": 2840,
+            "languageCode": "en",
+            "tags": ["shoes"],
+        },
+        {"text": "acme store near me", "geoTargetId": 2840, "languageCode": "en"},
+    ]
+}
+
+# --- Onboardings ---------------------------------------------------------------------------------
+
+ONBOARDING_ID = "2d6f9b13-7c48-4e05-a1b7-5e3c9d0f8a26"
+GLOBEX_ID = "6a0e4c1f-3b7d-4f28-9e51-c2d8a7b04e93"
+ONBOARDING_CREATE = {
+    "brands": [
+        {
+            "name": "Acme",
+            "baseUrl": "https://acme.example",
+            "markets": [{"market": "US", "languageCode": "en"}],
+        },
+        {
+            "name": "Globex",
+            "baseUrl": "https://globex.example",
+            "aliases": ["Globex Corp"],
+            "markets": [
+                {"market": "DE", "languageCode": "de"},
+                {"market": "FR", "languageCode": "fr", "name": "France"},
+            ],
+        },
+    ]
+}
+ONBOARDING_ACCEPTED = {"onboardingId": ONBOARDING_ID, "status": "IN_PROGRESS", "total": 3}
+BRAND_EXISTS = {
+    "code": "brandExists",
+    "message": "A brand with this name already exists in the organization.",
+    "retryable": False,
+}
+ONBOARDING_ITEMS: list[dict[str, Any]] = [
+    {"index": index, "name": name, "brandId": brand, "jobId": job, "status": status}
+    | {"result": result, "error": error}
+    for index, name, brand, job, status, result, error in (
+        (0, "Acme", BRAND_ID, JOB_ID, "COMPLETED", JOB_COMPLETED["result"], None),
+        (1, "Acme", None, None, "FAILED", None, BRAND_EXISTS),
+        (2, "Globex", GLOBEX_ID, "0f8b2e5d-9c16-4a73-b4e0-7d2a6c3f1e85", "IN_PROGRESS", None, None),
+    )
+]
+ONBOARDING: dict[str, Any] = {
+    "onboardingId": ONBOARDING_ID,
+    "status": "IN_PROGRESS",
+    "total": 3,
+    "counts": {"inProgress": 1, "completed": 1, "failed": 1, "cancelled": 0},
+    "createdAt": CREATED_AT,
+    "updatedAt": UPDATED_AT,
+    "finishedAt": None,
+}
+ONBOARDING_DOCUMENT = {**ONBOARDING, "items": ONBOARDING_ITEMS, "nextCursor": None}
+ONBOARDING_CANCELLED = {
+    **ONBOARDING,
+    "status": "CANCELLED",
+    "counts": {"inProgress": 0, "completed": 1, "failed": 1, "cancelled": 1},
+    "finishedAt": UPDATED_AT,
+    "items": ONBOARDING_ITEMS[:2],
+    "nextCursor": None,
+}
+
+# --- Webhooks ------------------------------------------------------------------------------------
+
+URL = "https://hooks.acme.example/serenity"
+WEBHOOK: dict[str, Any] = {
+    "id": "5e0a7c31-2b9d-4f68-8c14-9d3e6a2b7f05",
+    "url": URL,
+    "events": list(SUBSCRIBABLE_EVENT_TYPES),
+    "enabled": True,
+    "disabledReason": None,
+    "description": "Provisioning alerts",
+    "createdAt": CREATED_AT,
+}
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw6xKPUL3FxfM="
+DELIVERY: dict[str, Any] = {
+    "id": "9a4f2d6e-1c7b-5e83-a0d9-3b6f8e2c4d17",
+    "eventId": "e2b7c9d4-8f13-5a6e-b0c2-7d4a1f9e3b68",
+    "type": "job.completed",
+    "status": "pending",
+    "attempts": 1,
+    "lastStatusCode": 503,
+    "lastError": "answered 503",
+    "nextAttemptAt": "2026-01-15T09:30:09.123456Z",
+    "createdAt": CREATED_AT,
+}
+TEST_DELIVERY = {
+    **DELIVERY,
+    "type": "webhook.test",
+    "attempts": 0,
+    "lastStatusCode": None,
+    "lastError": None,
+}
+ATTEMPT = {"at": CREATED_AT, "statusCode": 503, "error": "answered 503", "durationMs": 84}

@@ -1,6 +1,6 @@
-"""drf-spectacular extensions: how our authentication class, our strict boolean field and the
-fields that hold another answer's body are documented. The output serializers themselves are
-documented as they are (`api.responses`, `provisioning.serializers`)."""
+"""drf-spectacular extensions: how our authentication class, our request fields' rules, our
+strict boolean field and the fields that hold another answer's body are documented. The output
+serializers themselves are documented as they are (`api.responses`, `provisioning.serializers`)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,10 @@ from api.responses import (
     PromptsAnswerSerializer,
     WorkspaceReadySerializer,
 )
+
+# Every string of a request body is trimmed, must not be blank and must not contain NUL
+# (DRF's `CharField`: `allow_blank=False`, `ProhibitNullCharactersValidator`).
+NOT_BLANK_PATTERN = "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
@@ -45,6 +49,25 @@ class StrictBooleanFieldExtension(OpenApiSerializerFieldExtension):
             "description": "JSON `true` or `false` only: a string, number or null is "
             "400 `invalidRequest`.",
         }
+
+
+class CharFieldRulesExtension(OpenApiSerializerFieldExtension):
+    """A request string field's rule, from its class (api.fields `openapi`): by default, as
+    DRF's `CharField` checks, not blank (unless `allow_blank`) and without NUL."""
+
+    target_class = "rest_framework.serializers.CharField"
+    match_subclasses = True
+    priority = -1  # a more specific extension (OpenCodeField's) comes first
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        schema: dict[str, Any] = auto_schema._map_serializer_field(
+            self.target, direction, bypass_extensions=True
+        )
+        # A blank-allowing string only refuses NUL: api.schemas.hooks says so after the fact
+        # (drf-spectacular would make a patterned one `oneOf` itself or the empty string).
+        if direction == "request" and not self.target.allow_blank:
+            schema.update({"pattern": NOT_BLANK_PATTERN, **getattr(self.target, "openapi", {})})
+        return schema
 
 
 class OpenCodeFieldExtension(OpenApiSerializerFieldExtension):

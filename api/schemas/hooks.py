@@ -7,42 +7,40 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from drf_spectacular.plumbing import get_lib_doc_excludes
 
-from api.base import OrgScopedView
-from api.fields import (
-    HOST_PATTERN,
-    HTTP_URL_PATTERN,
-    BodyObjectSerializer,
-)
+from api.errors import AuthenticationRequiredError
+from api.fields import BodyObjectSerializer
+from kernel.errors import DomainError, ForbiddenError
 from kernel.pagination import CURSOR_PATTERN
-from serenity.names import REFUSED_NAME_CHARACTERS
 from serenity.selectors import GEO_TARGET_ID_PATTERN
-from serenity.slices import LANGUAGE_CODE_PATTERN, market_pattern
+from serenity.slices import LANGUAGE_CODE_PATTERN
 
 
 def doc_excludes() -> list[type]:
     """`GET_LIB_DOC_EXCLUDES`: drf-spectacular turns class docstrings into descriptions, and
-    stops at these bases. Theirs describe our internals (check order, DRF quirks), not the API."""
-    return [*get_lib_doc_excludes(), OrgScopedView, BodyObjectSerializer]
+    stops at these bases. Theirs describe our internals (DRF quirks), not the API. (An
+    operation's description is its route's, never a view's docstring: api.schemas.routes.)"""
+    return [*get_lib_doc_excludes(), BodyObjectSerializer]
 
 
 # --- Post-processing ----------------------------------------------------------------------------
 
 # URLconf kwarg → (SPEC §4 name, schema, description). Ids are validated after authentication,
 # so a malformed one answers 400 `invalidRequest`, not 404.
+UUID = {"type": "string", "format": "uuid"}
 PATH_PARAMETERS: dict[str, tuple[str, dict[str, Any], str]] = {
-    "org_id": ("orgId", {"type": "string", "format": "uuid"}, "The organization's id."),
-    "brand_id": ("brandId", {"type": "string", "format": "uuid"}, "The brand's id."),
-    "job_id": ("jobId", {"type": "string", "format": "uuid"}, "The job's id."),
-    "webhook_id": ("webhookId", {"type": "string", "format": "uuid"}, "The webhook's id."),
-    "delivery_id": ("deliveryId", {"type": "string", "format": "uuid"}, "The delivery's id."),
-    "onboarding_id": (
-        "onboardingId",
-        {"type": "string", "format": "uuid"},
-        "The onboarding's id (the `onboardingId` of its 202).",
-    ),
+    **{
+        f"{entity}_id": (f"{entity}Id", UUID, f"The {noun}'s id.")
+        for entity, noun in (
+            ("org", "organization"),
+            ("brand", "brand"),
+            ("job", "job"),
+            ("webhook", "webhook"),
+            ("delivery", "delivery"),
+        )
+    },
+    "onboarding_id": ("onboardingId", UUID, "The onboarding's id (the `onboardingId` of its 202)."),
     "geo_target_id": (
         "geoTargetId",
         {"type": "string", "pattern": GEO_TARGET_ID_PATTERN},
@@ -86,15 +84,12 @@ def _json_response(
     }
 
 
-def _error_response(description: str, code: str, message: str) -> dict[str, Any]:
+def _error_response(description: str, error: type[DomainError]) -> dict[str, Any]:
+    value = {"error": error.code, "message": error.default_message}
+    envelope = {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}
     return {
         "description": description,
-        "content": {
-            "application/json": {
-                "schema": {"$ref": "#/components/schemas/ErrorEnvelope"},
-                "examples": {code: {"value": {"error": code, "message": message}}},
-            }
-        },
+        "content": {"application/json": {**envelope, "examples": {error.code: {"value": value}}}},
     }
 
 
@@ -149,13 +144,11 @@ HEALTH_PATHS: dict[str, dict[str, Any]] = {
             "401": _error_response(
                 "SERENITY_METRICS_TOKEN is set and the request does not carry it: "
                 "`authenticationRequired`.",
-                "authenticationRequired",
-                "Authentication credentials were not provided or are invalid.",
+                AuthenticationRequiredError,
             ),
             "403": _error_response(
                 "No SERENITY_METRICS_TOKEN is set and the client is not on loopback: `forbidden`.",
-                "forbidden",
-                "You are not allowed to do this.",
+                ForbiddenError,
             ),
         },
     ),
@@ -195,8 +188,11 @@ def _rename_path(path: str) -> str:
 def _rename_parameters(operation: dict[str, Any], path: str) -> None:
     parameters = operation.get("parameters", [])
     for parameter in parameters:
-        if parameter.get("in") == "query" and parameter["name"] == "cursor":
-            parameter["schema"]["pattern"] = CURSOR_PATTERN
+        if parameter.get("in") == "query":
+            # A blank `?x=` is refused; the pattern or the enum says so already.
+            parameter["schema"].pop("minLength", None)
+            if parameter["name"] == "cursor":
+                parameter["schema"]["pattern"] = CURSOR_PATTERN
         if parameter.get("in") == "path" and parameter["name"] in PATH_PARAMETERS:
             name, schema, description = PATH_PARAMETERS[parameter["name"]]
             parameter.update(name=name, schema=dict(schema), description=description)
@@ -206,73 +202,14 @@ def _rename_parameters(operation: dict[str, Any], path: str) -> None:
     )
 
 
-# Constraints the views check outside the serializers' declared fields (serenity.slices, the
-# validate_* methods, the fields of api/fields.py): declared here so that the schema
-# states what validation refuses (SPEC §10.3). The patterns are the validators' own constants.
-LANGUAGE_PATTERN = LANGUAGE_CODE_PATTERN
-# Every string field of a request body is trimmed, must not be blank and must not contain NUL
-# (DRF's `CharField`: `allow_blank=False`, `ProhibitNullCharactersValidator`).
-NOT_BLANK_PATTERN = "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
-# A brand name (and an alias, and one of a market's brand names): not blank, no control,
-# bidirectional-override or invisible character inside (serenity.names.brand_name_refusal;
-# leading and trailing whitespace is trimmed first).
-BRAND_NAME_PATTERN = (
-    f"^\\s*[^{REFUSED_NAME_CHARACTERS}]*[^\\s{REFUSED_NAME_CHARACTERS}]"
-    f"[^{REFUSED_NAME_CHARACTERS}]*\\s*$"
-)
-
-
-# A webhook's URL: `https://` (`http://` is accepted only where private addresses are allowed,
-# for development, which the document does not describe).
-# A webhook's URL is also parsed to be connected to (webhooks.addresses.target_parse): its port,
-# when given, is a TCP port (0 to 65535), not any run of digits.
-_TCP_PORT = (
-    "(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})?)?"
-)
-HTTPS_URL_PATTERN = HTTP_URL_PATTERN.replace("[Ss]?://", "[Ss]://", 1).replace(
-    "(?::[0-9]*)?", _TCP_PORT, 1
-)
-
-
-WEBHOOK_REQUESTS = ("WebhookCreateRequest", "PatchedWebhookUpdateRequest")
-
-
-def _property_constraints() -> dict[str, dict[str, Any]]:
-    return {
-        "market": {
-            "pattern": market_pattern(),
-            "description": "An ISO 3166-1 alpha-2 country code with an ISO numeric code, any "
-            "case, e.g. `US` or `de`.",
-        },
-        "languageCode": {"pattern": LANGUAGE_PATTERN},
-        "prompts": {"minItems": 1, "maxItems": settings.SERENITY_MAX_PROMPTS},
-        "markets": {"minItems": 1, "maxItems": settings.SERENITY_MAX_ACTIVATE_MARKETS},
-        "brandNames": {"minItems": 1},
-        "baseUrl": {"pattern": HTTP_URL_PATTERN},
-        "brandDomain": {"pattern": HOST_PATTERN},
-        # A webhook's free-text description may be blank (but holds no NUL, as every string).
-        "description": {"pattern": "^[^\\x00]*$"},
-    }
-
-
 def _apply_constraints(components: dict[str, Any]) -> None:
-    constraints = _property_constraints()
+    """A request's string that may be blank (a webhook's description) still holds no NUL (the
+    other strings' rules are their fields': api.schemas.extensions); a brand create's
+    cross-field rules."""
     for name, schema in components.items():
-        if not name.endswith("Request"):
-            continue
-        for prop_name, prop in schema.get("properties", {}).items():
-            if prop_name in constraints and prop.get("type") in ("string", "array"):
-                prop.update(constraints[prop_name])
-            if prop_name == "urls":
-                prop["items"]["pattern"] = HTTP_URL_PATTERN
-            if name in ("BrandCreateRequest", "OnboardingBrandRequest") and prop_name == "name":
-                prop["pattern"] = BRAND_NAME_PATTERN
-            if name in WEBHOOK_REQUESTS and prop_name == "url":
-                prop["pattern"] = HTTPS_URL_PATTERN
-            if prop_name in ("aliases", "brandNames") and prop.get("type") == "array":
-                prop["items"]["pattern"] = BRAND_NAME_PATTERN
-            _not_blank(prop)
-            _not_blank(prop.get("items", {}))
+        for prop in schema.get("properties", {}).values() if name.endswith("Request") else ():
+            if prop.get("type") == "string" and not {"pattern", "enum", "format"} & set(prop):
+                prop["pattern"] = "^[^\\x00]*$"
     if "BrandCreateRequest" in components:
         components["BrandCreateRequest"]["allOf"] = BRAND_CREATE_RULES
 
@@ -306,12 +243,6 @@ BRAND_CREATE_RULES: list[dict[str, Any]] = [
         }
     },
 ]
-
-
-def _not_blank(schema: dict[str, Any]) -> None:
-    """A plain string field (no pattern, enum or format of its own) gets `NOT_BLANK_PATTERN`."""
-    if schema.get("type") == "string" and not {"pattern", "enum", "format"} & set(schema):
-        schema["pattern"] = NOT_BLANK_PATTERN
 
 
 # OpenAPI 3.0.3: `nullable: true` counts only beside a `type` in the same schema object. A

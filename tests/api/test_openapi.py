@@ -364,7 +364,7 @@ def test_every_market_the_pattern_allows_is_accepted_and_no_other(document):
 def test_the_url_pattern_equals_the_url_validation(document, value, accepted):
     import re
 
-    from api.serializers import BrandUpdateSerializer
+    from api.brands import BrandUpdateSerializer
 
     props = _properties(document, "PatchedBrandUpdateRequest")
     assert props["urls"]["items"]["pattern"] == props["baseUrl"]["pattern"]
@@ -389,7 +389,7 @@ def test_the_url_pattern_equals_the_url_validation(document, value, accepted):
 def test_the_brand_domain_pattern_equals_the_host_validation(document, value, accepted):
     import re
 
-    from api.serializers import ActivateSerializer
+    from api.serenity_routes import ActivateSerializer
 
     pattern = _properties(document, "ActivateRequest")["brandDomain"]["pattern"]
     assert bool(re.search(pattern, value)) == accepted
@@ -411,7 +411,7 @@ def test_the_brand_domain_pattern_equals_the_host_validation(document, value, ac
 def test_the_brand_name_pattern_equals_the_name_validation(document, value, accepted):
     import re
 
-    from api.serializers import BrandCreateSerializer
+    from api.brands import BrandCreateSerializer
 
     pattern = _properties(document, "BrandCreateRequest")["name"]["pattern"]
     assert bool(re.search(pattern, value)) == accepted
@@ -475,8 +475,7 @@ def test_a_cursor_outside_the_pattern_is_refused_and_every_issued_cursor_matches
 def test_the_brand_create_rules_equal_the_flows_checks(document, status, base_url, market):
     import jsonschema
 
-    from api.brands import _brand_input
-    from api.serializers import BrandCreateSerializer
+    from api.brands import BrandCreateSerializer, _brand_input
     from kernel.errors import DomainError
     from provisioning.flows.brand_create import brand_input_check
     from serenity.models import Organization
