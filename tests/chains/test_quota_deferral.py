@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def pause_credential(token: str, seconds: float) -> None:
     """What a 429 with Retry-After does: every permit of the credential waits until then."""
-    quota.buckets().pause(
+    quota.store().pause(
         quota.credential_key(token),
         rate=settings.SEMRUSH_RATE_LIMIT_PER_SECOND,
         burst=settings.SEMRUSH_RATE_LIMIT_BURST,
