@@ -104,29 +104,40 @@ def run_step(*, job_id: str) -> None:
     handed to its `on_unexpected` (which records the job's and the attempt's outcome); so is a
     claim taken over after `JOBS_MAX_DELIVERIES` expired ones (a poison step).
     """
-    next_id: uuid.UUID | None = _fairest(uuid.UUID(job_id))
+    job = _claim_fairly(uuid.UUID(job_id))
     first = True
-    while next_id is not None:
-        job = services.job_claim(job_id=next_id)
-        if job is None:
-            logger.info(
-                "delivery ignored: job finished, not due, or claimed"
-                if first
-                else "hand-over ignored: the chained job was cancelled or claimed",
-                extra={"step_job_id": str(next_id)},
-            )
-            return
+    while job is not None:
         first = False
         run = _claimed(job)
         _run_claimed(run, _HANDLERS[job.step])
-        next_id = run.successor
+        if run.successor is None:
+            return
+        job = services.job_claim(job_id=run.successor)
+        if job is None:
+            logger.info(
+                "hand-over ignored: the chained job was cancelled or claimed",
+                extra={"step_job_id": str(run.successor)},
+            )
+    if first:
+        logger.info(
+            "delivery ignored: job finished, not due, or claimed", extra={"step_job_id": job_id}
+        )
 
 
-def _fairest(job_id: uuid.UUID) -> uuid.UUID:
+def _claim_fairly(own_id: uuid.UUID) -> AsyncJob | None:
+    """Claim the job this delivery runs (`run_step`): the fairest due one, else its own. When
+    it runs another job, its own (still due) gets a new message: every due job keeps one, so
+    none waits for the dispatcher's lost-message backstop (a job that another delivery ran
+    had a message of its own, or was a hand-over that its worker then finds claimed)."""
     fair_steps = _fair_steps()
-    if not fair_steps:
-        return job_id
-    return job_fairest_due(job_id=job_id, steps=fair_steps)
+    chosen = job_fairest_due(job_id=own_id, steps=fair_steps) if fair_steps else own_id
+    job = services.job_claim(job_id=chosen) if chosen != own_id else None
+    if job is None:
+        return services.job_claim(job_id=own_id)
+    own_step = AsyncJob.objects.filter(pk=own_id).values_list("step", flat=True).first()
+    if own_step is not None:
+        services.publish_on_commit(job_id=own_id, step=own_step)
+    return job
 
 
 def _claimed(job: AsyncJob) -> StepRun:

@@ -10,6 +10,7 @@ import time
 import uuid
 from datetime import timedelta
 from typing import Any
+from unittest import mock
 
 import pytest
 from django.utils import timezone
@@ -83,6 +84,38 @@ def test_jobs_not_due_or_claimed_are_not_chosen(db):
     running_job(org_b)
     # when / then: nothing else is claimable, the delivery runs its own job
     assert job_fairest_due(job_id=own.id, steps=FAIR) == own.id
+
+
+def test_a_delivery_that_runs_another_org_s_job_gives_its_own_a_new_message(
+    db, django_capture_on_commit_callbacks
+):
+    # given org A with a step running and one due (the delivery's own), and org B's step due
+    from jobs import runner
+    from provisioning import tasks  # noqa: F401 - registers the fair steps
+
+    org_a, org_b = uuid.uuid4(), uuid.uuid4()
+    running_job(org_a)
+    own = due_job(org_a)
+    second = due_job(org_b)
+    ran: list[uuid.UUID] = []
+    published: list[str] = []
+    # when the delivery of A's step runs (the step's handler and the broker recorded)
+    with (
+        mock.patch.object(
+            runner, "_run_claimed", side_effect=lambda run, _: ran.append(run.job.id)
+        ),
+        mock.patch(
+            "jobs.services.publish_job",
+            side_effect=lambda **kw: published.append(str(kw["job_id"])) or True,
+        ),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        runner.run_step(job_id=str(own.id))
+    # then it ran B's step, and A's step (due, unclaimed) has a message of its own again
+    assert ran == [second.id]
+    assert published == [str(own.id)]
+    own.refresh_from_db()
+    assert own.claim_token is None and own.status == "IN_PROGRESS"
 
 
 @pytest.mark.django_db(transaction=True)
