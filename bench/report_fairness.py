@@ -11,8 +11,9 @@ HOW = (
     "(8 clients), org B one async create 2 s after A's first; both orgs use one credential; "
     "the simulator allows 20 requests/s per token, the service paces at 19 (its 5 % margin); "
     "S = 1 s, `publishSeconds` 0, settle back-off `1,2,4,8,16,32` (the learned settle time "
-    "cannot go below the first back-off step); three warm-up creates first (steady state). B's time is from "
-    "its POST to its chain's end, against S + 4 s. One stack per worker configuration."
+    "cannot go below the first back-off step); three warm-up creates first (steady state). "
+    "B's time is from its POST to its chain's end, against S + 4 s. One stack per worker "
+    "configuration."
 )
 
 
