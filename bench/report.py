@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from bench import report_quota
+from bench import report_fairness, report_quota
 from bench.svg import Series, line_chart
 from bench.webhooks import report_section as webhooks_section
 from tests.harness import ROOT
@@ -162,6 +162,7 @@ def _summary_rows(data: dict[str, Any]) -> list[list[str]]:
         ]
     )
     rows.extend(report_quota.summary_rows(data))
+    rows.extend(report_fairness.summary_rows(data))
     quota = _get(data, "current", "quota")
     if quota is not None:
         rows.extend(_quota_rows(quota))
@@ -730,6 +731,7 @@ HOW_TO = """\
 .venv/bin/python -m bench.run quota --no-profile  # the published limits (section 7), 2 runs
 .venv/bin/python -m bench.run quota50 --no-profile  # 1000 creates at 50/s (section 6)
 .venv/bin/python -m bench.run webhooks --no-profile  # webhook latency, flood (section 8)
+.venv/bin/python -m bench.run fairness --no-profile  # second org at 3 worker setups (section 10)
 .venv/bin/python -m bench.run report          # re-render from docs/benchmarks.json
 .venv/bin/python -m bench.chaincpu --chains 50 --rounds 1 --calls  # our calls per chain
 .venv/bin/python -m bench.celerycost          # Celery's own CPU per delivered task
@@ -768,6 +770,7 @@ def write(data: dict[str, Any]) -> None:
         _quota_section(data),
         report_quota.section(data, _table),
         webhooks_section(data),
+        report_fairness.section(data, _table),
         _profile_section(data),
     ]
     if FINDINGS.exists():

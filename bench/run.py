@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Any
 
-from bench import quota, report, scenarios
+from bench import fairness, quota, report, scenarios
 from bench import webhooks as webhook_bench
 from bench.stack import WorkerSetup, cpu_probe_ms, machine_info
 from tests.harness import ROOT
@@ -38,6 +38,7 @@ NAMES = (
     "onboarding",
     "quota50",
     "webhooks",
+    "fairness",
 )
 
 
@@ -128,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
                     workers=workers, count=args.quota_brands, via_onboarding=True
                 )
             }
+        elif name == "fairness":
+            # SPEC §12.5: the shared-credential burst at each worker configuration it names
+            # (the --pool/--concurrency/--processes options do not apply).
+            results = {"fairness": fairness.fairness()}
         elif name == "quota50":
             results = {"quota": scenarios.quota(workers=workers, count=1000)}
         elif name == "polling":

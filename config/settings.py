@@ -258,23 +258,14 @@ SEMRUSH_BASE_URL = env_str("SEMRUSH_BASE_URL", "http://127.0.0.1:8765").rstrip("
 SEMRUSH_API_TOKEN = env_str("SEMRUSH_API_TOKEN", "dev-token")
 # Every upstream call's own bound (connect and each read).
 SEMRUSH_TIMEOUT_SECONDS = 15.0
-# The upstream quota (SPEC §10.6, provisioning.quota): one shared bucket per credential; an org
-# may override rate and burst. A rate of 0 turns the limiter off.
+# The upstream limiter (SPEC §10.6, provisioning.quota / provisioning.limiter): one bucket per
+# credential, in the broker's Redis (in-process for the embedded default); an org may override
+# rate and burst. A rate of 0 turns the limiter off.
 SEMRUSH_RATE_LIMIT_PER_SECOND = env_float("SEMRUSH_RATE_LIMIT_PER_SECOND", 10.0)
 SEMRUSH_RATE_LIMIT_BURST = 20
-# A chained step's first permit within this, else it is re-scheduled; a sync request waits at
-# most this in all, else 503 upstreamBusy.
-SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS = 1.0
+# A sync request waits at most this in all for its permits, else 503 upstreamBusy.
 SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS = 5.0
-# A step's first permit waits behind at most this many permits already reserved.
-SEMRUSH_RATE_LIMIT_STEP_QUEUE = 3.0
-# The bucket paces this fraction below the configured rate (jitter against a sliding window).
-SEMRUSH_RATE_LIMIT_MARGIN = 0.05
-# The limiter's store, derived from the broker: "" chooses Redis (the broker's own) when the
-# broker is Redis, PostgreSQL otherwise, else in-process; the tests name one.
-SEMRUSH_RATE_LIMIT_BACKEND = ""
-SEMRUSH_RATE_LIMIT_REDIS_URL = ""
-# Upstream calls in flight at once per credential (SPEC §11.1, provisioning.slots); 0: no limit.
+# Upstream calls in flight at once per credential (SPEC §11.1, provisioning.limiter); 0: none.
 SEMRUSH_CONCURRENCY_LIMIT = env_int("SEMRUSH_CONCURRENCY_LIMIT", 10)
 # The language catalogue is read at most once per this, per process (SPEC §11.1).
 SEMRUSH_LANGUAGES_CACHE_SECONDS = 86400.0

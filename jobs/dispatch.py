@@ -14,7 +14,7 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import F, Q, Window
+from django.db.models import Case, Exists, F, Q, Sum, Value, When, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
@@ -33,6 +33,40 @@ def job_republish(*, job_id: uuid.UUID) -> bool:
     if job is None:
         return False
     return publish_job(job_id=job.id, task_name=task_name_for(job.step))
+
+
+def job_fairest_due(*, job_id: uuid.UUID, steps: list[str]) -> uuid.UUID:
+    """The job a delivery of `job_id` runs (`jobs.runner.run_step`): among the due, claimable
+    jobs of `steps`, the one whose org has the fewest jobs of `steps` running under a live
+    claim; on a tie `job_id` itself, then the oldest due. `job_id` when it is not one of
+    `steps` (a delivery of another kind of step runs its own job) or nothing else is due.
+
+    So the workers are shared across orgs by what they run now, not by the order of the
+    broker's queue: a second org's first step goes to the next free worker even behind
+    another org's backlog of messages. One read over the due rows (`job_due_idx`; a running
+    job is due too), counting each org's running jobs with a window rather than a subquery per
+    row; the claim that follows is the conditional UPDATE of `jobs.services.job_claim` (two
+    deliveries that pick the same job: one claims it, the other's own job is left to its own
+    message)."""
+    now = timezone.now()
+    live_claim = Q(claim_token__isnull=False, lease_expires_at__gte=now)
+    fairest = (
+        AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, run_after__lte=now, step__in=steps)
+        .filter(Exists(AsyncJob.objects.filter(pk=job_id, step__in=steps)))
+        .annotate(
+            # Running rows stay in the set (the window counts them) and sort last.
+            claimable=Case(When(live_claim, then=Value(0)), default=Value(1)),
+            busy=Window(
+                Sum(Case(When(live_claim, then=Value(1)), default=Value(0))),
+                partition_by=[F("organization_id")],
+            ),
+            other=Case(When(pk=job_id, then=Value(0)), default=Value(1)),
+        )
+        .order_by("-claimable", "busy", "other", "run_after", "id")
+        .values_list("id", "claimable")
+        .first()
+    )
+    return fairest[0] if fairest is not None and fairest[1] else job_id
 
 
 def jobs_dispatch_due(*, limit: int = 500) -> int:

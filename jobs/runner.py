@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError
 
 from jobs import services
+from jobs.dispatch import job_fairest_due
 from jobs.exceptions import PoisonStepError
 from jobs.models import AsyncJob, JobStatus
 from kernel import context
@@ -62,6 +63,9 @@ FailureHandler = Callable[[StepRun, BaseException], None]
 class StepHandlers:
     run: StepHandler
     on_unexpected: FailureHandler
+    # Steps that share workers fairly across orgs (`run_step`): a delivery of one of them runs
+    # the due one whose org has the fewest steps running.
+    fair: bool = False
 
 
 # Filled by the apps that own the steps (`register_step`, at import of their tasks module):
@@ -69,8 +73,14 @@ class StepHandlers:
 _HANDLERS: dict[str, StepHandlers] = {}
 
 
-def register_step(step: str, *, run: StepHandler, on_unexpected: FailureHandler) -> None:
-    _HANDLERS[step] = StepHandlers(run=run, on_unexpected=on_unexpected)
+def register_step(
+    step: str, *, run: StepHandler, on_unexpected: FailureHandler, fair: bool = False
+) -> None:
+    _HANDLERS[step] = StepHandlers(run=run, on_unexpected=on_unexpected, fair=fair)
+
+
+def _fair_steps() -> list[str]:
+    return [step for step, handlers in _HANDLERS.items() if handlers.fair]
 
 
 def run_step(*, job_id: str) -> None:
@@ -82,27 +92,52 @@ def run_step(*, job_id: str) -> None:
     worker. It is claimed like any delivery: one that a cancel finished meanwhile is not run,
     and if this worker dies first, the dispatcher publishes it (it is runnable, unclaimed).
 
+    Fair steps (`register_step(fair=True)`) share the workers across orgs: a delivery runs the
+    due, claimable fair step whose org has the fewest steps running (its own job on a tie,
+    `jobs.dispatch.job_fairest_due`). So a second org's first step is claimed by the next free
+    worker, not after every message of another org's backlog that the broker's FIFO queue holds
+    ahead of it, whatever the pool and its size. Every due job still has its own message (or
+    the dispatcher's), so a job whose message ran another job is run by that job's message.
+
     Database connectivity errors propagate: the claim's lease then expires and the dispatcher
     re-publishes the job, which resumes. Any other exception is the step's unexpected failure,
     handed to its `on_unexpected` (which records the job's and the attempt's outcome); so is a
     claim taken over after `JOBS_MAX_DELIVERIES` expired ones (a poison step).
     """
-    next_id: uuid.UUID | None = uuid.UUID(job_id)
+    job = _claim_fairly(uuid.UUID(job_id))
     first = True
-    while next_id is not None:
-        job = services.job_claim(job_id=next_id)
-        if job is None:
-            logger.info(
-                "delivery ignored: job finished, not due, or claimed"
-                if first
-                else "hand-over ignored: the chained job was cancelled or claimed",
-                extra={"step_job_id": str(next_id)},
-            )
-            return
+    while job is not None:
         first = False
         run = _claimed(job)
         _run_claimed(run, _HANDLERS[job.step])
-        next_id = run.successor
+        if run.successor is None:
+            return
+        job = services.job_claim(job_id=run.successor)
+        if job is None:
+            logger.info(
+                "hand-over ignored: the chained job was cancelled or claimed",
+                extra={"step_job_id": str(run.successor)},
+            )
+    if first:
+        logger.info(
+            "delivery ignored: job finished, not due, or claimed", extra={"step_job_id": job_id}
+        )
+
+
+def _claim_fairly(own_id: uuid.UUID) -> AsyncJob | None:
+    """Claim the job this delivery runs (`run_step`): the fairest due one, else its own. When
+    it runs another job, its own (still due) gets a new message: every due job keeps one, so
+    none waits for the dispatcher's lost-message backstop (a job that another delivery ran
+    had a message of its own, or was a hand-over that its worker then finds claimed)."""
+    fair_steps = _fair_steps()
+    chosen = job_fairest_due(job_id=own_id, steps=fair_steps) if fair_steps else own_id
+    job = services.job_claim(job_id=chosen) if chosen != own_id else None
+    if job is None:
+        return services.job_claim(job_id=own_id)
+    own_step = AsyncJob.objects.filter(pk=own_id).values_list("step", flat=True).first()
+    if own_step is not None:
+        services.publish_on_commit(job_id=own_id, step=own_step)
+    return job
 
 
 def _claimed(job: AsyncJob) -> StepRun:

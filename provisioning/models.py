@@ -95,43 +95,6 @@ class ProvisioningAttempt(models.Model):
         return f"{self.started_by} {self.id} [{self.status}]"
 
 
-class UpstreamBucket(models.Model):
-    """One credential's shared token bucket when PostgreSQL holds it (`provisioning.quota`).
-
-    `key` is a keyed hash of the credential, never the credential; the other columns are
-    `quota.BucketState`. Written only under `select_for_update`."""
-
-    key = models.CharField(primary_key=True, max_length=64)
-    tat = models.FloatField(null=True, blank=True)
-    queue = models.FloatField(null=True, blank=True)
-    grants = models.FloatField(default=0.0)
-    starts = models.FloatField(default=0.0)
-    pause_end = models.FloatField(default=0.0)
-    slow = models.FloatField(default=0.0)
-    slow_at = models.FloatField(default=0.0)
-    # Each waiting org's next place in the credential's queue (round-robin, `quota`).
-    queues = models.JSONField(default=dict)
-    # The org whose lane is open, and until when (`quota`, "Fairness").
-    lane = models.FloatField(default=0.0)
-    lane_org = models.CharField(max_length=64, blank=True, default="")
-
-    def __str__(self) -> str:
-        return self.key
-
-
-class UpstreamSlot(models.Model):
-    """One call in flight on a credential when PostgreSQL holds the concurrency limit
-    (`provisioning.slots`): deleted when the call ends, ignored once `expires_at` (epoch
-    seconds) has passed, so a killed process cannot leak one."""
-
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    key = models.CharField(max_length=64, db_index=True)
-    expires_at = models.FloatField()
-
-    def __str__(self) -> str:
-        return f"{self.key} until {self.expires_at}"
-
-
 # An onboarding's items share the family listing by groups of this many (SPEC §11.2).
 ONBOARDING_GROUP_SIZE = 10
 

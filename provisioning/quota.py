@@ -1,54 +1,38 @@
-"""Upstream quota (SPEC §10.6): one token bucket per Semrush credential, shared by every process.
+"""Upstream quota (SPEC §10.6, §11.1): who asks the credential's limiter for a permit, with
+what patience, and the concurrency slot held after it.
 
-Semrush limits requests per credential. Every upstream call takes a permit first, in
+Every upstream call takes a permit first, in
 :meth:`provisioning.semrush.calls.SemrushCaller._request` (the one place every call goes
 through), from the :class:`CredentialPermits` that :func:`provisioning.upstream.client_for_org`
-gives the client. Nothing else in the code base knows about the quota.
-
-The credential's bucket (its arithmetic, round-robin across orgs, and where it lives: Redis,
-PostgreSQL or in-process) is :mod:`provisioning.buckets`; this module decides who asks for a
-permit with what patience, and holds the concurrency slot after it.
+gives the client. The arithmetic and where it lives (Redis for production, this process for
+the embedded default) is :mod:`provisioning.limiter`.
 
 Patience: who waits, and how long
 ---------------------------------
-- A chained step (:func:`step_permits`): its first permit within
-  ``SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS`` (1 s) and behind at most
-  ``SEMRUSH_RATE_LIMIT_STEP_QUEUE`` (3) permits already reserved, else
-  :class:`PermitDeferredError`: the step is re-scheduled at its place in the queue (a later
-  ``runAfter``, see :func:`provisioning.chain.quota_deferring`) and leaves the worker in
-  milliseconds, without consuming its retry budget or failing the chain. The second bound
-  matters at high rates: at 50/s a whole second of reservations is 50 steps asleep in worker
-  slots, more than a deployment's slots, and a full pool takes the broker queue no faster than
-  the permits come; with it, at most about ten slots per credential wait for a permit, the
-  others take messages and re-schedule the credential's backlog in milliseconds, and another
-  org's message is reached at once. Once a step has made an upstream call, its
-  later permits may wait up to ``SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS``: half-done work is
-  better finished than interrupted (an interrupted step resumes, as after a crash, but its
-  re-run lists what it made, which costs more quota). A refusal even then defers it the same
-  way.
+- A chained step (:func:`step_permits`): its first permit only if it is due within
+  ``STEP_WAIT_SECONDS`` and behind at most ``STEP_QUEUE`` permits already reserved, its slot
+  only if one is free within ``STEP_WAIT_SECONDS``; else :class:`PermitDeferredError`: the step
+  is re-scheduled at its org's place in the queue (a later ``runAfter``, see
+  :func:`provisioning.chain.quota_deferring`) and gives its worker slot back in milliseconds,
+  without consuming its retry budget. So a worker slot never sleeps long for a permit, however
+  few slots there are (Celery's prefork default at 2 or 4 processes included), and the
+  dispatcher's fair claim (:func:`jobs.runner.run_step`) gives the freed slot to the org with
+  the fewest steps running. Once a step has made an upstream call, its later permits may wait up
+  to ``SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS``: half-done work is better finished than interrupted
+  (its re-run lists what it made, which costs more quota).
 - An operator's command that makes many calls (the audit, :func:`patient_permits`): up to
   ``COMPENSATION_WAIT_SECONDS`` for each permit, no budget for the whole; with a ``share``
   below 1 (the audit: ``SERENITY_AUDIT_RATE_SHARE``, half) it also takes at most that share of
   the credential's rate, so provisioning work waiting on the credential keeps the rest.
 - Anything else (a sync request, the sweep): at most
   ``SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS`` (5 s) of waiting in all, then
-  :class:`~provisioning.semrush.errors.SemrushBusyError`, which flows handle like any upstream
-  failure (they compensate: release the reservation, empty a workspace they created) and the
-  API answers 503 ``upstreamBusy`` with ``Retry-After``. The compensation's own calls, after a
-  refusal, may wait up to ``COMPENSATION_WAIT_SECONDS`` each: an orphan upstream is worse than
-  a slower 503.
+  :class:`~provisioning.semrush.errors.SemrushBusyError` (503 ``upstreamBusy`` with
+  ``Retry-After``). The compensation's own calls, after a refusal, may wait up to
+  ``COMPENSATION_WAIT_SECONDS`` each: an orphan upstream is worse than a slower 503.
 
-The broker's FIFO queue could still hold a second org back: a thousand-brand onboarding
-publishes a thousand messages on commit. They drain fast because a step refused for quota
-leaves its worker slot in milliseconds (a claim, one bucket call, a release) and at most
-``SEMRUSH_RATE_LIMIT_STEP_QUEUE`` steps per credential sleep in slots waiting for a permit: the
-other slots keep taking messages. A released step comes back by a countdown message at its
-place; the dispatcher (:func:`jobs.dispatch.jobs_dispatch_due`, the backstop for lost messages)
-publishes due jobs round-robin across orgs too.
-
-The concurrency limit (SPEC §11.1) is :mod:`provisioning.slots`: after its permit, an attempt
-takes one of the credential's slots, polling within its patience (a step: 1 s, then it is
-re-scheduled; a sync request: what is left of its 5 s), and gives it back with its answer.
+The bucket paces ``MARGIN`` (5 %) below the configured rate: an upstream that enforces R
+requests per second over a sliding second answers 429 to a client pacing at exactly R as soon
+as jitter makes one request arrive later than the one R permits after it.
 """
 
 from __future__ import annotations
@@ -66,7 +50,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection
 
 from kernel.metrics import (
     UPSTREAM_PERMIT_DEFERRALS,
@@ -77,68 +60,44 @@ from kernel.metrics import (
     UPSTREAM_SLOT_REFUSALS,
     org_label,
 )
-from provisioning import slots as slots_module
-from provisioning.buckets import Buckets, DatabaseBuckets, MemoryBuckets
-from provisioning.redis_buckets import RedisBuckets
+from provisioning.limiter import MemoryStore, RedisStore, Store
 from provisioning.semrush.errors import SemrushBusyError
 
 # After a refusal, the calls that undo what the refused work made (emptying a workspace this
 # request created) may wait this long each for their permits.
 COMPENSATION_WAIT_SECONDS = 20.0
+# A step's first permit (and its slot) within this, else it is re-scheduled (module docstring).
+STEP_WAIT_SECONDS = 0.25
+# ... and behind at most this many permits already reserved.
+STEP_QUEUE = 3.0
+# The bucket paces this fraction below the configured rate (module docstring).
+MARGIN = 0.05
+# The grace beyond the client's timeout after which a slot expires on its own.
+SLOT_EXPIRY_GRACE_SECONDS = 5.0
 
-
-@dataclass(frozen=True)
-class Stores:
-    """This process's bucket store and slot store, of one backend."""
-
-    buckets: Buckets
-    slots: slots_module.Slots
-
-
-_stores: dict[tuple[int, str], Stores] = {}
+_stores: dict[tuple[int, str], Store] = {}
 _stores_lock = threading.Lock()
 
 
-def backend_name() -> str:
-    """`redis`, `database` or `memory`: `SEMRUSH_RATE_LIMIT_BACKEND`, else from the broker and
-    the database (module docstring)."""
-    chosen = (getattr(settings, "SEMRUSH_RATE_LIMIT_BACKEND", "") or "").strip().lower()
-    if chosen:
-        return chosen
-    if _redis_url().startswith(("redis://", "rediss://", "unix://")):
-        return "redis"
-    if connection.vendor == "postgresql":
-        return "database"
-    return "memory"
-
-
-def _redis_url() -> str:
-    return str(getattr(settings, "SEMRUSH_RATE_LIMIT_REDIS_URL", "") or settings.CELERY_BROKER_URL)
-
-
-def stores() -> Stores:
-    """This process's stores (one per process and backend; a forked child builds its own)."""
-    name = backend_name()
-    cache_key = (os.getpid(), f"{name}:{_redis_url() if name == 'redis' else ''}")
+def store() -> Store:
+    """This process's limiter store: Redis when the broker is Redis (shared by every process
+    and host), else this process's memory (the embedded default). One per process and URL; a
+    forked child builds its own."""
+    url = str(settings.CELERY_BROKER_URL)
+    shared = url.startswith(("redis://", "rediss://", "unix://"))
+    cache_key = (os.getpid(), url if shared else "")
     with _stores_lock:
         found = _stores.get(cache_key)
         if found is None:
-            if name == "redis":
-                bucket_store = RedisBuckets(_redis_url())
-                found = Stores(bucket_store, slots_module.RedisSlots(bucket_store.client))
-            elif name == "database":
-                found = Stores(DatabaseBuckets(), slots_module.DatabaseSlots())
-            elif name == "memory":
-                found = Stores(MemoryBuckets(), slots_module.MemorySlots())
-            else:
-                raise ValueError(f"unknown SEMRUSH_RATE_LIMIT_BACKEND {name!r}")
+            timeout = max(float(settings.JOBS_PUBLISH_TIMEOUT_SECONDS), 0.1)
+            found = RedisStore(url, timeout=timeout) if shared else MemoryStore()
             _stores[cache_key] = found
         return found
 
 
-def buckets() -> Buckets:
-    """This process's buckets."""
-    return stores().buckets
+def slot_ttl() -> float:
+    """How long a slot lives at most: longer than any one attempt (its timeout) can take."""
+    return float(settings.SEMRUSH_TIMEOUT_SECONDS) + SLOT_EXPIRY_GRACE_SECONDS
 
 
 def credential_key(credential: str) -> str:
@@ -213,11 +172,10 @@ class Limits:
 def limits_for(*, rate: float | None, burst: int | None, concurrency: int | None = None) -> Limits:
     """The override where there is one (an org with a credential of its own), else
     `SEMRUSH_RATE_LIMIT_PER_SECOND` / `_BURST` and `SEMRUSH_CONCURRENCY_LIMIT`; the bucket paces
-    `SEMRUSH_RATE_LIMIT_MARGIN` below that rate (module docstring)."""
+    `MARGIN` below that rate (module docstring)."""
     configured = float(rate if rate else settings.SEMRUSH_RATE_LIMIT_PER_SECOND)
-    margin = min(max(float(settings.SEMRUSH_RATE_LIMIT_MARGIN), 0.0), 0.5)
     return Limits(
-        rate=configured * (1.0 - margin),
+        rate=configured * (1.0 - MARGIN),
         burst=max(int(burst if burst else settings.SEMRUSH_RATE_LIMIT_BURST), 1),
         concurrency=max(int(concurrency if concurrency else settings.SEMRUSH_CONCURRENCY_LIMIT), 0),
     )
@@ -235,7 +193,7 @@ class CredentialPermits:
     :class:`~provisioning.semrush.calls.SemrushCaller` calls around every attempt.
 
     `acquire` returns once a permit is due (after sleeping until then) and a slot of the
-    credential's concurrency limit is held (:mod:`provisioning.slots`), or raises
+    credential's concurrency limit is held (:mod:`provisioning.limiter`), or raises
     :class:`PermitDeferredError` (in a step) / :class:`SemrushBusyError` (elsewhere); `release`
     gives the slot back once the attempt has its answer. `pause` records a 429's Retry-After
     (1 s without one) for every process."""
@@ -247,8 +205,7 @@ class CredentialPermits:
         limits: Limits,
         org_id: str,
         in_step: bool | None = None,
-        store: Buckets | None = None,
-        slot_store: slots_module.Slots | None = None,
+        store: Store | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -260,7 +217,6 @@ class CredentialPermits:
         self._patient = _patient.get() and not self._in_step
         self._share = _share.get() if self._patient else 1.0
         self._store = store
-        self._slot_store = slot_store
         self._sleep = sleep
         self._clock = clock
         self._granted = 0
@@ -277,24 +233,17 @@ class CredentialPermits:
         return self._limits
 
     @property
-    def store(self) -> Buckets:
+    def store(self) -> Store:
         if self._store is None:
-            self._store = buckets()
+            self._store = store()
         return self._store
-
-    @property
-    def slot_store(self) -> slots_module.Slots:
-        if self._slot_store is None:
-            self._slot_store = stores().slots
-        return self._slot_store
 
     def _patience(self) -> float:
         sync_wait = float(settings.SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS)
         if self._in_step:
             if self._granted == 0:
                 # Behind at most STEP_QUEUE reserved permits: see "Patience".
-                depth = float(settings.SEMRUSH_RATE_LIMIT_STEP_QUEUE) / self._limits.rate
-                return min(float(settings.SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS), depth)
+                return min(STEP_WAIT_SECONDS, STEP_QUEUE / self._limits.rate)
             return sync_wait
         if self._refused or self._patient:
             return COMPENSATION_WAIT_SECONDS
@@ -315,7 +264,7 @@ class CredentialPermits:
         """The attempt has its answer (or failed): its slot is free for the next call."""
         if self._slot is not None:
             slot, self._slot = self._slot, None
-            self.slot_store.give_back(self._key, slot)
+            self.store.give_back(self._key, slot)
 
     def _refuse(self, operation: str, retry_in: float) -> None:
         """No permit or slot within this caller's patience: defer the step or refuse."""
@@ -328,7 +277,6 @@ class CredentialPermits:
 
     def _acquired(self, operation: str) -> bool:
         patience = self._patience()
-        first_in_step = self._in_step and self._granted == 0
         answer = self.store.reserve(
             self._key,
             rate=self._limits.rate,
@@ -336,10 +284,6 @@ class CredentialPermits:
             max_wait=patience,
             first=self._granted == 0,
             org=self._org,
-            # A step of an org with nothing waiting is not held to the queue's depth.
-            idle_wait=(
-                float(settings.SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS) if first_in_step else 0.0
-            ),
         )
         if not answer.granted:
             self._refuse(operation, max(answer.wait, 0.001))
@@ -369,11 +313,11 @@ class CredentialPermits:
 
     def _take_slot(self, operation: str) -> None:
         """Hold one of the credential's slots, polling within this caller's patience for the
-        slot (a step: `SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS`; a sync request: what is left of
+        slot (a step: `STEP_WAIT_SECONDS`; a sync request: what is left of
         its budget), else refuse as for a late permit."""
-        ttl = slots_module.slot_ttl()
+        ttl = slot_ttl()
         if self._in_step:
-            patience = float(settings.SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS)
+            patience = STEP_WAIT_SECONDS
         elif self._refused or self._patient:
             patience = COMPENSATION_WAIT_SECONDS
         else:
@@ -381,7 +325,7 @@ class CredentialPermits:
         started = self._clock()
         poll = SLOT_POLL_SECONDS
         while True:
-            slot = self.slot_store.take(self._key, limit=self._limits.concurrency, ttl=ttl)
+            slot = self.store.take(self._key, limit=self._limits.concurrency, ttl=ttl)
             if slot is not None:
                 self._slot = slot
                 return

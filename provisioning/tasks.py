@@ -19,31 +19,37 @@ register_step(
     JobStep.PROVISION_WORKSPACE,
     run=chain.quota_deferring(provision.provision_workspace),
     on_unexpected=chain.on_unexpected,
+    fair=True,
 )
 register_step(
     JobStep.CREATE_MARKET,
     run=chain.quota_deferring(market_create.create_market_step),
     on_unexpected=chain.on_unexpected,
+    fair=True,
 )
 register_step(
     JobStep.ACTIVATE_MARKETS,
     run=chain.quota_deferring(activate.activate_markets_step),
     on_unexpected=chain.on_unexpected,
+    fair=True,
 )
 register_step(
     JobStep.ACTIVATE_BRAND_WORKSPACE,
     run=chain.quota_deferring(activate.activate_brand_workspace_step),
     on_unexpected=chain.on_unexpected,
+    fair=True,
 )
 register_step(
     CONFIRM_STEP,
     run=chain.quota_deferring(publish_confirm.confirm_publish_step),
     on_unexpected=publish_confirm.on_unexpected,
+    fair=True,
 )
 register_step(
     JobStep.CLASSIFY_PROMPTS,
     run=chain.quota_deferring(prompts.classify_prompts_step),
     on_unexpected=prompts.on_unexpected,
+    fair=True,
 )
 
 

@@ -40,7 +40,7 @@ def test_a_sync_create_with_no_permit_in_time_is_503_upstream_busy_and_writes_no
     sw_writer, sim, own_bucket
 ):
     # given upstream paused the org's credential for 30 s
-    quota.buckets().pause(own_bucket, rate=10, burst=20, seconds=30)
+    quota.store().pause(own_bucket, rate=10, burst=20, seconds=30)
     # when a sync brand create comes in
     response = sw_writer.post(
         brands_path(sw_writer), {"name": "Acme", "baseUrl": "https://a.example"}
@@ -88,7 +88,7 @@ def test_a_permit_refused_after_the_project_was_made_leaves_nothing_behind(
 def test_within_the_wait_a_sync_request_waits_and_succeeds(sw_writer, sim, own_bucket, settings):
     # given the org's credential paused for a moment shorter than the sync wait
     settings.SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS = 5.0
-    quota.buckets().pause(own_bucket, rate=10, burst=20, seconds=0.3)
+    quota.store().pause(own_bucket, rate=10, burst=20, seconds=0.3)
     # when
     response = sw_writer.post(
         brands_path(sw_writer), {"name": "Acme", "baseUrl": "https://a.example"}

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def pause_credential(token: str, seconds: float) -> None:
     """What a 429 with Retry-After does: every permit of the credential waits until then."""
-    quota.buckets().pause(
+    quota.store().pause(
         quota.credential_key(token),
         rate=settings.SEMRUSH_RATE_LIMIT_PER_SECOND,
         burst=settings.SEMRUSH_RATE_LIMIT_BURST,
@@ -99,6 +99,38 @@ def test_a_step_without_a_permit_within_a_second_is_rescheduled_not_failed(
     assert polled["status"] == "COMPLETED", polled
     assert polled["result"]["status"] == 201
     assert len(sim.state()["projects"]) == 1
+
+
+def test_a_step_whose_permit_is_not_due_soon_gives_its_worker_slot_back_at_once(
+    sw_writer, sim, published
+):
+    # given an async brand create, and its org's credential with its burst spent and 7 more
+    # permits reserved: its next permit is due in about 0.8 s (not a pause, just a busy bucket)
+    sim.configure({"settleSeconds": 0})
+    accepted = start_async_brand_with_market(sw_writer)
+    root_id = accepted["jobId"]
+    key = quota.credential_key(sim.org_token)
+    limits = quota.limits_for(rate=None, burst=None)
+    for _ in range(limits.burst + 7):
+        assert quota.store().reserve(key, rate=limits.rate, burst=limits.burst, max_wait=60).granted
+    start = mark(sim)
+    before = timezone.now()
+    # when its first step is delivered
+    tasks.provision_workspace(root_id)
+    # then it did not sleep in the worker for that permit: it was released at once, due again
+    # at its place, nothing sent upstream, the attempt untouched
+    state = job_state(root_id)
+    assert (state["status"], state["claimed"], state["run_count"]) == (
+        JobStatus.IN_PROGRESS,
+        False,
+        1,
+    )
+    assert published == [root_id, root_id]
+    run_after = AsyncJob.objects.get(pk=root_id).run_after
+    assert run_after is not None and run_after > before
+    assert calls_since(sim, start) == []
+    assert ProvisioningAttempt.objects.get().status == AttemptStatus.PENDING
+    end_pause(sim.org_token)
 
 
 def test_a_permit_refused_between_the_workspace_and_the_project_resumes_later(

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from provisioning import quota
 from provisioning.audit import _family_says_changed
-from provisioning.buckets import Reservation
+from provisioning.limiter import Reservation
 from provisioning.models import AttemptStartedBy
 from serenity.models import Brand, Market, Organization
 from tests.conftest import upstream_calls
@@ -274,11 +274,8 @@ class RecordingBuckets:
         self.asked.append((key, kwargs["rate"], kwargs["burst"]))
         return self.real.reserve(key, **kwargs)  # type: ignore[no-any-return]
 
-    def pause(self, key: str, **kwargs: Any) -> None:
-        self.real.pause(key, **kwargs)
-
-    def pause_remaining(self, key: str) -> float:
-        return self.real.pause_remaining(key)  # type: ignore[no-any-return]
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
 
 
 def test_each_call_takes_a_permit_of_half_the_rate_then_one_of_the_credential(
@@ -286,11 +283,10 @@ def test_each_call_takes_a_permit_of_half_the_rate_then_one_of_the_credential(
 ):
     # given the limiter at 10 requests/s (paced 5 % below), burst 20, the audit's share half
     settings.SEMRUSH_RATE_LIMIT_PER_SECOND = 10.0
-    settings.SEMRUSH_RATE_LIMIT_MARGIN = 0.05
     settings.SEMRUSH_RATE_LIMIT_BURST = 20
     settings.SERENITY_AUDIT_RATE_SHARE = 0.5
-    recording = RecordingBuckets(quota.buckets())
-    monkeypatch.setattr(quota, "buckets", lambda: recording)
+    recording = RecordingBuckets(quota.store())
+    monkeypatch.setattr(quota, "store", lambda: recording)
     # when
     run_audit("--brand", str(world.a1.id))
     # then: the family read and the one listing each took a permit of the audit's own bucket

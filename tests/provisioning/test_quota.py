@@ -1,5 +1,6 @@
-"""The upstream quota's buckets and permits (SPEC §10.6): the same arithmetic in every backend
-(in-process, PostgreSQL, Redis), shared across processes, and the patience of each caller."""
+"""The upstream limiter and permits (SPEC §10.6, §12.3): the limiter's rules once per store (in
+this process for the embedded default, Redis for production), one bucket shared across
+processes, and the patience of each caller."""
 
 from __future__ import annotations
 
@@ -14,11 +15,16 @@ import pytest
 import redis
 from django.conf import settings
 
-from provisioning.buckets import DatabaseBuckets, MemoryBuckets, Reservation
-from provisioning.models import UpstreamBucket
-from provisioning.quota import CredentialPermits, Limits, PermitDeferredError, credential_key
+from provisioning.limiter import SLOW_DECAY, SLOW_STEP, MemoryStore, RedisStore, Reservation
+from provisioning.quota import (
+    STEP_QUEUE,
+    STEP_WAIT_SECONDS,
+    CredentialPermits,
+    Limits,
+    PermitDeferredError,
+    credential_key,
+)
 from provisioning.quota import limits_for as quota_limits
-from provisioning.redis_buckets import RedisBuckets
 from provisioning.semrush import SemrushBusyError
 from tests.conftest import ROOT, TEST_BROKER_URL
 
@@ -35,14 +41,36 @@ def _key() -> str:
     return credential_key(f"token-{uuid.uuid4()}")
 
 
-# --- the arithmetic, on a clock the test drives (in-process and PostgreSQL) --------------------
+# --- the rules, once per store, on a clock the test drives --------------------------------------
 
 
-@pytest.fixture(params=["memory", "database"])
-def clocked(request, db):  # type: ignore[no-untyped-def]
+@pytest.fixture
+def redis_keys():  # type: ignore[no-untyped-def]
+    keys: list[str] = []
+    yield keys
+    if keys:
+        redis.Redis.from_url(TEST_BROKER_URL).delete(*keys)
+
+
+def store_on(name: str, clock: FakeClock, redis_keys: list[str]) -> Any:
+    """The store `name` on `clock`; its keys (from `_key`) are deleted after the test."""
+    if name == "memory":
+        return MemoryStore(clock)
+    store = RedisStore(TEST_BROKER_URL, timeout=2.0, clock=clock)
+    real_apply = store.apply
+
+    def apply(key: str, change: Any, fallback: Any) -> Any:
+        redis_keys.append(key)
+        return real_apply(key, change, fallback)
+
+    store.apply = apply  # type: ignore[method-assign]
+    return store
+
+
+@pytest.fixture(params=["memory", "redis"])
+def clocked(request, redis_keys):  # type: ignore[no-untyped-def]
     clock = FakeClock()
-    store = MemoryBuckets(clock) if request.param == "memory" else DatabaseBuckets(clock)
-    return store, clock
+    return store_on(request.param, clock, redis_keys), clock
 
 
 def test_a_burst_is_granted_at_once_then_one_permit_per_interval(clocked):
@@ -118,58 +146,29 @@ def test_a_pause_holds_every_permit_until_it_ends(clocked):
     assert refused.granted is False and refused.wait >= 30.0
 
 
-def test_the_database_bucket_is_a_row_keyed_by_a_hash(db):
+def test_the_redis_state_is_one_expiring_key_named_by_a_hash(redis_keys):
     # given
     token = f"secret-token-{uuid.uuid4()}"
     key = credential_key(token)
+    redis_keys.append(key)
+    store = RedisStore(TEST_BROKER_URL, timeout=2.0)
     # when
-    DatabaseBuckets(FakeClock()).reserve(key, rate=1.0, burst=1, max_wait=0.0)
-    # then one row, whose key says nothing of the credential
-    row = UpstreamBucket.objects.get()
-    assert row.key == key and token not in row.key and len(row.key) <= 64
-    assert row.tat == pytest.approx(1_000_001.0)
-
-
-# --- Redis: the clock is the server's ----------------------------------------------------------
-
-
-@pytest.fixture
-def redis_store():  # type: ignore[no-untyped-def]
-    store = RedisBuckets(TEST_BROKER_URL)
-    keys: list[str] = []
-    yield store, keys
-    if keys:
-        redis.Redis.from_url(TEST_BROKER_URL).delete(*keys)
-
-
-def test_redis_bucket_burst_interval_refusal_and_pause(redis_store):
-    store, keys = redis_store
-    key = _key()
-    keys.append(key)
-    # a burst of 2 at once, then the next permit one interval (100 s) later
-    assert store.reserve(key, rate=0.01, burst=2, max_wait=0.0) == Reservation(True, 0.0)
-    assert store.reserve(key, rate=0.01, burst=2, max_wait=0.0) == Reservation(True, 0.0)
-    late = store.reserve(key, rate=0.01, burst=2, max_wait=200.0)
-    assert late.granted is True and late.wait == pytest.approx(100.0, abs=1.0)
-    # a refusal gets the next place, 200 s away, and reserves nothing
-    refused = store.reserve(key, rate=0.01, burst=2, max_wait=1.0)
-    assert refused.granted is False and refused.wait == pytest.approx(200.0, abs=1.0)
-    # a pause of 1000 s moves every permit behind it
-    store.pause(key, rate=0.01, burst=2, seconds=1000.0)
-    assert store.pause_remaining(key) == pytest.approx(1000.0, abs=1.0)
-    after = store.reserve(key, rate=0.01, burst=2, max_wait=2000.0)
-    # (the 429 slowed the pace by 5 %: one interval is 105 s now)
-    assert after.granted is True and after.wait == pytest.approx(1005.0, abs=1.0)
-    # the key expires once idle, and holds no credential
+    store.reserve(key, rate=1.0, burst=1, max_wait=0.0)
+    # then one key, whose name says nothing of the credential, that expires once idle
     client = redis.Redis.from_url(TEST_BROKER_URL)
-    assert client.pttl(key) > 0 and key.startswith("serenity:quota:")
+    assert key.startswith("serenity:quota:") and token not in key and len(key) <= 64
+    assert json.loads(client.get(key))["tat"] > 0
+    assert 0 < client.pttl(key) <= 62_000
 
 
 def test_redis_unreachable_lets_calls_through():
     # given a Redis that does not answer
-    store = RedisBuckets("redis://127.0.0.1:1/0")
+    store = RedisStore("redis://127.0.0.1:1/0", timeout=0.5)
+    key = _key()
     # when / then: the limiter fails open (upstream's 429 is the backstop)
-    assert store.reserve(_key(), rate=1.0, burst=1, max_wait=0.0) == Reservation(True, 0.0)
+    assert store.reserve(key, rate=1.0, burst=1, max_wait=0.0) == Reservation(True, 0.0)
+    assert store.take(key, limit=1, ttl=5.0) is not None
+    assert store.pause_remaining(key) == 0.0
 
 
 # --- one bucket across real processes ----------------------------------------------------------
@@ -178,31 +177,25 @@ _GRAB = """
 import json, sys, time
 import django
 django.setup()
-from provisioning.quota import buckets, credential_key
+from provisioning.quota import credential_key, store
 key = credential_key(sys.argv[1])
 due = []
 for _ in range(4):
-    answer = buckets().reserve(key, rate=2.0, burst=1, max_wait=60.0)
+    answer = store().reserve(key, rate=2.0, burst=1, max_wait=60.0)
     due.append(time.time() + answer.wait)
 print(json.dumps(due))
 """
 
 
-@pytest.mark.parametrize("backend", ["redis", "database"])
-def test_two_processes_share_one_bucket_per_credential(backend, transactional_db):
-    from django.db import connection
-
+def test_two_processes_share_one_bucket_per_credential():
     # given two real processes taking permits for one credential at rate 2/s, burst 1
     token = f"shared-{uuid.uuid4()}"
     env = {
         **__import__("os").environ,
-        "DATABASE_URL": f"postgres://root@127.0.0.1:5432/{connection.settings_dict['NAME']}",
         "CELERY_BROKER_URL": TEST_BROKER_URL,
         "SECRET_KEY": settings.SECRET_KEY,
         "DJANGO_SETTINGS_MODULE": "config.settings_test",
-        "SERENITY_TEST_SETTINGS": json.dumps(
-            {"SEMRUSH_RATE_LIMIT_BACKEND": backend, "SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS": 60}
-        ),
+        "SERENITY_TEST_SETTINGS": json.dumps({"SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS": 60}),
     }
     # when each reserves four permits at the same time (the answer says when each is due)
     procs = [
@@ -226,8 +219,7 @@ def test_two_processes_share_one_bucket_per_credential(backend, transactional_db
     gaps = [b - a for a, b in itertools.pairwise(due)]
     assert len(due) == 8
     assert min(gaps) > 0.4, gaps
-    if backend == "redis":
-        redis.Redis.from_url(TEST_BROKER_URL).delete(credential_key(token))
+    redis.Redis.from_url(TEST_BROKER_URL).delete(credential_key(token))
 
 
 # --- permits: who waits, and how long ----------------------------------------------------------
@@ -250,7 +242,6 @@ class ScriptedStore:
         max_wait: float,
         first: bool = False,
         org: str = "",
-        idle_wait: float = 0.0,
     ) -> Reservation:
         self.asked.append(max_wait)
         answer = self.answers.pop(0)
@@ -271,7 +262,7 @@ def _permits(store: ScriptedStore, *, in_step: bool, sleeps: list[float]) -> Cre
         limits=Limits(rate=10.0, burst=20),
         org_id="org-1",
         in_step=in_step,
-        store=store,
+        store=store,  # type: ignore[arg-type]
         sleep=sleeps.append,
     )
 
@@ -294,20 +285,22 @@ def test_a_sync_request_waits_at_most_five_seconds_in_all_then_is_busy(settings)
     assert store.asked[-1] == 20.0
 
 
-def test_a_step_waits_one_second_for_its_first_permit_else_is_deferred(settings):
-    settings.SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS = 1.0
-    settings.SEMRUSH_RATE_LIMIT_STEP_QUEUE = 10  # a second of permits at 10/s: not the bound
+def test_a_step_takes_its_first_permit_only_if_it_is_due_soon_else_is_deferred():
+    # given a step whose first permit is 4.2 s away (rate 10/s: STEP_QUEUE permits are 0.3 s)
     store = ScriptedStore(Reservation(False, 4.2))
-    permits = _permits(store, in_step=True, sleeps=[])
+    sleeps: list[float] = []
+    permits = _permits(store, in_step=True, sleeps=sleeps)
+    # when it asks
     with pytest.raises(PermitDeferredError) as raised:
         permits.acquire("list_family")
+    # then it was offered a quarter of a second at most, slept not at all, and is re-scheduled
+    # at its place: its worker slot is free at once
     assert raised.value.retry_in == 4.2
-    assert store.asked == [1.0]
+    assert store.asked == [min(STEP_WAIT_SECONDS, STEP_QUEUE / 10.0)] == [0.25]
+    assert sleeps == []
 
 
 def test_a_step_that_has_started_waits_up_to_the_sync_wait(settings):
-    settings.SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS = 1.0
-    settings.SEMRUSH_RATE_LIMIT_STEP_QUEUE = 10
     settings.SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS = 5.0
     store = ScriptedStore(Reservation(True, 0.0), Reservation(False, 3.0), Reservation(False, 9))
     sleeps: list[float] = []
@@ -316,38 +309,43 @@ def test_a_step_that_has_started_waits_up_to_the_sync_wait(settings):
     permits.acquire("set_tracked_url")
     with pytest.raises(PermitDeferredError):
         permits.acquire("publish_project")
-    assert store.asked == [1.0, 5.0, 5.0]
+    assert store.asked == [0.25, 5.0, 5.0]
     assert sleeps == [3.0]
 
 
 def test_a_rate_of_zero_turns_the_limiter_off():
     store = ScriptedStore()
     permits = CredentialPermits(
-        key="k", limits=Limits(rate=0.0, burst=1), org_id="o", in_step=False, store=store
+        key="k",
+        limits=Limits(rate=0.0, burst=1),
+        org_id="o",
+        in_step=False,
+        store=store,  # type: ignore[arg-type]
     )
     permits.acquire("list_family")
     assert store.asked == []
 
 
-def test_at_a_high_rate_a_step_waits_behind_at_most_ten_reserved_permits(settings):
-    # given rate 50/s: ten permits are 0.2 s
-    settings.SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS = 1.0
-    settings.SEMRUSH_RATE_LIMIT_STEP_QUEUE = 10
-    store = ScriptedStore(Reservation(False, 0.5))
+def test_at_a_high_rate_a_step_waits_behind_at_most_three_reserved_permits():
+    # given rate 50/s: three permits are 0.06 s
+    store = ScriptedStore(Reservation(False, 0.2))
     permits = CredentialPermits(
-        key="k", limits=Limits(rate=50.0, burst=1), org_id="o", in_step=True, store=store
+        key="k",
+        limits=Limits(rate=50.0, burst=1),
+        org_id="o",
+        in_step=True,
+        store=store,  # type: ignore[arg-type]
     )
-    # when its first permit is half a second away
+    # when its first permit is 0.2 s away
     with pytest.raises(PermitDeferredError):
         permits.acquire("list_family")
-    # then it was offered 0.2 s, not 1 s: it leaves the slot to another message
-    assert store.asked == [pytest.approx(0.2)]
+    # then it was offered 0.06 s, not a quarter of a second: it leaves the slot to another step
+    assert store.asked == [pytest.approx(0.06)]
 
 
 def test_the_org_override_and_the_margin(settings):
     settings.SEMRUSH_RATE_LIMIT_PER_SECOND = 10
     settings.SEMRUSH_RATE_LIMIT_BURST = 20
-    settings.SEMRUSH_RATE_LIMIT_MARGIN = 0.05
     settings.SEMRUSH_CONCURRENCY_LIMIT = 10
     assert quota_limits(rate=None, burst=None) == Limits(rate=9.5, burst=20, concurrency=10)
     assert quota_limits(rate=50.0, burst=1, concurrency=3) == Limits(
@@ -363,7 +361,11 @@ def test_an_operator_command_waits_for_each_permit_without_a_total_budget(settin
     sleeps: list[float] = []
     with patient_permits():
         permits = CredentialPermits(
-            key="k", limits=Limits(10.0, 20), org_id="o", store=store, sleep=sleeps.append
+            key="k",
+            limits=Limits(10.0, 20),
+            org_id="o",
+            store=store,  # type: ignore[arg-type]
+            sleep=sleeps.append,
         )
     for _ in range(3):
         permits.acquire("list_projects")
@@ -376,7 +378,7 @@ def test_a_permit_granted_before_a_pause_is_not_sent_into_it(settings):
     # (Retry-After 3 s)
     settings.SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS = 10.0
     clock = FakeClock()
-    store = MemoryBuckets(clock)
+    store = MemoryStore(clock)
     key = _key()
     store.reserve(key, rate=2.0, burst=1, max_wait=0.0)
     sleeps: list[float] = []
@@ -400,8 +402,6 @@ def test_a_permit_granted_before_a_pause_is_not_sent_into_it(settings):
 
 
 def test_after_a_429_the_bucket_paces_slower_for_a_while(clocked):
-    from provisioning.buckets import SLOW_DECAY, SLOW_STEP
-
     store, clock = clocked
     key = _key()
     # given an idle bucket at 10/s, burst 1
@@ -418,15 +418,3 @@ def test_after_a_429_the_bucket_paces_slower_for_a_while(clocked):
     a = store.reserve(key, rate=10.0, burst=1, max_wait=5.0)
     b = store.reserve(key, rate=10.0, burst=1, max_wait=5.0)
     assert b.wait - a.wait == pytest.approx(0.1)
-
-
-def test_redis_bucket_slows_after_a_429(redis_store):
-    store, keys = redis_store
-    key = _key()
-    keys.append(key)
-    store.pause(key, rate=0.01, burst=1, seconds=10.0)
-    store.pause(key, rate=0.01, burst=1, seconds=10.0)
-    first = store.reserve(key, rate=0.01, burst=1, max_wait=1000.0)
-    second = store.reserve(key, rate=0.01, burst=1, max_wait=1000.0)
-    assert first.wait == pytest.approx(15.0, abs=1.0)
-    assert second.wait - first.wait == pytest.approx(105.0, abs=1.0)

@@ -1,6 +1,6 @@
 """SPEC §11.1's upstream limits: the credential's queue served round-robin across the orgs that
-wait on it, the concurrency limit (slots shared by every process, expiring on their own), the
-pause after a 429 without Retry-After, and one set of limits per credential."""
+wait on it and the concurrency limit (slots expiring on their own), once per store; slots shared
+by every process, the pause after a 429 without Retry-After, one set of limits per credential."""
 
 from __future__ import annotations
 
@@ -20,17 +20,22 @@ import redis
 import requests
 from django.conf import settings
 
-from provisioning import buckets
-from provisioning.buckets import DatabaseBuckets, MemoryBuckets
-from provisioning.quota import CredentialPermits, Limits, PermitDeferredError, credential_key
-from provisioning.redis_buckets import RedisBuckets
+from provisioning.limiter import MemoryStore, RedisStore
+from provisioning.quota import (
+    CredentialPermits,
+    Limits,
+    PermitDeferredError,
+    credential_key,
+    slot_ttl,
+)
 from provisioning.semrush import SemrushBusyError, semrush_client_for
 from provisioning.simulator import SemrushSimulator
-from provisioning.slots import DatabaseSlots, MemorySlots, RedisSlots
 from provisioning.upstream import client_for_org
 from tests.conftest import ROOT, TEST_BROKER_URL
 from tests.factories import OrganizationFactory
-from tests.provisioning.test_quota import FakeClock, _key
+from tests.provisioning.test_quota import FakeClock, _key, redis_keys, store_on
+
+__all__ = ["redis_keys"]  # the fixture, shared with test_quota
 
 
 @contextlib.contextmanager
@@ -41,24 +46,12 @@ def override_base_url(base_url: str):  # type: ignore[no-untyped-def]
         yield
 
 
-@pytest.fixture
-def redis_keys():  # type: ignore[no-untyped-def]
-    keys: list[str] = []
-    yield keys
-    if keys:
-        redis.Redis.from_url(TEST_BROKER_URL).delete(*keys, *[f"{k}:slots" for k in keys])
-
-
 # --- round-robin across the orgs waiting on one credential ------------------------------------
 
 
-@pytest.fixture(params=["memory", "database", "redis"])
-def bucket_store(request, db, redis_keys):  # type: ignore[no-untyped-def]
-    if request.param == "memory":
-        return MemoryBuckets(FakeClock())
-    if request.param == "database":
-        return DatabaseBuckets(FakeClock())
-    return RedisBuckets(TEST_BROKER_URL)
+@pytest.fixture(params=["memory", "redis"])
+def bucket_store(request, redis_keys):  # type: ignore[no-untyped-def]
+    return store_on(request.param, FakeClock(), redis_keys)
 
 
 def test_a_second_org_is_not_queued_behind_the_first_org_s_backlog(bucket_store, redis_keys):
@@ -82,70 +75,6 @@ def test_a_second_org_is_not_queued_behind_the_first_org_s_backlog(bucket_store,
     assert second_b - place_b == pytest.approx(2.0, abs=0.5)
 
 
-def test_a_step_of_an_org_with_nothing_waiting_is_not_held_to_the_queue_s_depth(
-    bucket_store, redis_keys
-):
-    # given one credential at 10 permits/s (burst 1) with 5 permits reserved (0.5 s ahead),
-    # and org A's next step refused at a depth of 0.3 s: A has a place in the queue (an org
-    # with nothing waiting is held to the depth only by a caller that has no other patience)
-    key = _key()
-    redis_keys.append(key)
-    for _ in range(5):
-        assert bucket_store.reserve(key, rate=10.0, burst=1, max_wait=1.0, org="a").granted
-    refused_a = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.3, org="a")
-    # when org B, with nothing waiting, asks with the same depth and a patience of 1 s
-    granted_b = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.3, idle_wait=1.0, org="b")
-    # then A is still held to the depth (its steps wait in the queue), B is granted the next
-    # permit, and B's later steps, with nothing of B waiting, are granted too
-    again_a = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.3, idle_wait=1.0, org="a")
-    assert not refused_a.granted
-    assert granted_b.granted
-    assert granted_b.wait == pytest.approx(0.5, abs=0.05)
-    assert not again_a.granted
-    later_b = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.3, idle_wait=1.0, org="b")
-    assert later_b.granted
-
-
-def test_while_an_idle_org_s_lane_is_open_a_backlogged_org_is_held_to_one_permit(
-    bucket_store, redis_keys
-):
-    # given one credential at 10 permits/s (burst 1), org A with a step refused (A waits in
-    # the queue), then org B, with nothing waiting, granted a permit: B's lane is open
-    key = _key()
-    redis_keys.append(key)
-    for _ in range(2):
-        assert bucket_store.reserve(key, rate=10.0, burst=1, max_wait=1.0, org="a").granted
-    assert not bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.05, org="a").granted
-    granted_b = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.3, idle_wait=1.0, org="b")
-    # when A's next step asks with a depth of 0.5 s while its permit is 0.3 s away
-    step_a = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.5, idle_wait=1.0, org="a")
-    # then B was granted at once behind what was reserved, and A is held to one permit of
-    # depth: refused, so that B's next call does not wait behind A's
-    assert granted_b.granted
-    assert granted_b.wait == pytest.approx(0.2, abs=0.05)
-    assert not step_a.granted
-
-
-def test_a_lane_closes_after_a_second():
-    # given org A with 30 steps refused (its queue reaches about 3 s ahead), then org B granted
-    # a permit with nothing of B waiting: B's lane is open
-    clock = FakeClock()
-    store = MemoryBuckets(clock)
-    key = _key()
-    assert store.reserve(key, rate=10.0, burst=1, max_wait=1.0, org="a").granted
-    for _ in range(30):
-        assert not store.reserve(key, rate=10.0, burst=1, max_wait=0.0, org="a").granted
-    assert store.reserve(key, rate=10.0, burst=1, max_wait=0.3, idle_wait=1.0, org="b").granted
-    # when the lane has closed, and A's running steps have reserved 3 permits (0.3 s ahead)
-    clock.now += buckets.LANE_SECONDS + 0.01
-    for _ in range(3):
-        assert store.reserve(key, rate=10.0, burst=1, max_wait=5.0, org="a").granted
-    # then A's next step is held to its own depth again (0.5 s), not to one permit
-    step_a = store.reserve(key, rate=10.0, burst=1, max_wait=0.5, idle_wait=1.0, org="a")
-    assert step_a.granted
-    assert step_a.wait == pytest.approx(0.3, abs=0.05)
-
-
 def test_an_org_alone_gets_places_one_interval_apart(bucket_store, redis_keys):
     key = _key()
     redis_keys.append(key)
@@ -159,15 +88,10 @@ def test_an_org_alone_gets_places_one_interval_apart(bucket_store, redis_keys):
 # --- slots: the concurrency limit --------------------------------------------------------------
 
 
-@pytest.fixture(params=["memory", "database", "redis"])
-def slot_store(request, db, redis_keys):  # type: ignore[no-untyped-def]
-    if request.param == "memory":
-        clock = FakeClock()
-        return MemorySlots(clock), clock
-    if request.param == "database":
-        clock = FakeClock()
-        return DatabaseSlots(clock), clock
-    return RedisSlots(redis.Redis.from_url(TEST_BROKER_URL)), None
+@pytest.fixture(params=["memory", "redis"])
+def slot_store(request, redis_keys):  # type: ignore[no-untyped-def]
+    clock = FakeClock()
+    return store_on(request.param, clock, redis_keys), clock
 
 
 def test_slots_up_to_the_limit_then_none_until_one_is_given_back(slot_store, redis_keys):
@@ -190,30 +114,21 @@ def test_a_slot_expires_on_its_own(slot_store, redis_keys):
     key = _key()
     redis_keys.append(key)
     # given the one slot held by a call whose process died (never given back)
-    assert store.take(key, limit=1, ttl=0.3 if clock is None else 5.0) is not None
+    assert store.take(key, limit=1, ttl=5.0) is not None
     assert store.take(key, limit=1, ttl=5.0) is None
     # when its time runs out
-    if clock is None:
-        time.sleep(0.4)
-    else:
-        clock.now += 5.01
+    clock.now += 5.01
     # then it is free again
     assert store.held(key) == 0
     assert store.take(key, limit=1, ttl=5.0) is not None
-
-
-def test_redis_unreachable_lets_calls_through_for_slots():
-    store = RedisSlots(redis.Redis.from_url("redis://127.0.0.1:1/0"))
-    assert store.take(_key(), limit=1, ttl=5.0) is not None
 
 
 _HOLD_AND_DIE = """
 import sys, time
 import django
 django.setup()
-import redis
-from provisioning.slots import RedisSlots
-store = RedisSlots(redis.Redis.from_url(sys.argv[1]))
+from provisioning.limiter import RedisStore
+store = RedisStore(sys.argv[1], timeout=2.0)
 assert store.take(sys.argv[2], limit=1, ttl=float(sys.argv[3])) is not None
 print("held", flush=True)
 time.sleep(60)
@@ -232,7 +147,7 @@ def test_a_killed_process_s_slot_comes_back(redis_keys):
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == b"held"
-    store = RedisSlots(redis.Redis.from_url(TEST_BROKER_URL))
+    store = RedisStore(TEST_BROKER_URL, timeout=2.0)
     assert store.take(key, limit=1, ttl=5.0) is None
     # when it is killed in the middle of its call (it never gives the slot back)
     proc.send_signal(signal.SIGKILL)
@@ -248,8 +163,6 @@ def test_a_killed_process_s_slot_comes_back(redis_keys):
 
 
 def test_the_slot_lives_longer_than_any_one_call(settings):
-    from provisioning.slots import slot_ttl
-
     settings.SEMRUSH_TIMEOUT_SECONDS = 15
     assert slot_ttl() == 20.0
 
@@ -332,7 +245,7 @@ def test_two_processes_never_exceed_the_concurrency_limit_together(transactional
         log = requests.get(f"{sim.base_url}/__sim/requests", timeout=5).json()
     finally:
         sim.stop()
-        redis.Redis.from_url(TEST_BROKER_URL).delete(f"{credential_key('limit-token')}:slots")
+        redis.Redis.from_url(TEST_BROKER_URL).delete(credential_key("limit-token"))
     # then upstream never refused one (no 429), and never more than 3 were in flight at once
     assert [entry["status"] for entry in log] == [200] * 36
     assert _in_flight_peak(log) <= 3
@@ -354,33 +267,32 @@ class Clock:
         self.now += seconds
 
 
-def _full(limit: int) -> tuple[MemorySlots, str, list[str]]:
-    store = MemorySlots()
+def _full(limit: int) -> tuple[MemoryStore, str, list[str]]:
+    store = MemoryStore()
     key = _key()
     held = [store.take(key, limit=limit, ttl=60.0) for _ in range(limit)]
     assert None not in held
     return store, key, [slot for slot in held if slot is not None]
 
 
-def _slot_permits(store: MemorySlots, key: str, clock: Clock, *, in_step: bool) -> Any:
+def _slot_permits(store: MemoryStore, key: str, clock: Clock, *, in_step: bool) -> Any:
     return CredentialPermits(
         key=key,
         limits=Limits(rate=0.0, burst=1, concurrency=2),
         org_id="org-1",
         in_step=in_step,
-        slot_store=store,
+        store=store,
         sleep=clock.sleep,
         clock=clock,
     )
 
 
-def test_a_step_with_no_slot_within_a_second_is_deferred(settings):
-    settings.SEMRUSH_RATE_LIMIT_STEP_WAIT_SECONDS = 1.0
+def test_a_step_with_no_slot_within_a_quarter_second_is_deferred():
     store, key, _ = _full(2)
     clock = Clock()
     with pytest.raises(PermitDeferredError) as deferred:
         _slot_permits(store, key, clock, in_step=True).acquire("create_project")
-    assert clock.now <= 1.0
+    assert clock.now <= 0.25
     assert 0.5 <= deferred.value.retry_in <= 1.0
 
 
@@ -454,7 +366,7 @@ def test_a_429_without_retry_after_from_upstream_pauses_every_caller(redis_keys)
             limits=Limits(rate=100.0, burst=100),
             org_id="o",
             in_step=False,
-            store=RedisBuckets(TEST_BROKER_URL),
+            store=RedisStore(TEST_BROKER_URL, timeout=2.0),
         )
         # when a call meets it
         with override_base_url(sim.base_url):
@@ -473,7 +385,6 @@ def test_orgs_on_the_service_credential_share_its_limits_whatever_their_override
     settings.SEMRUSH_RATE_LIMIT_PER_SECOND = 10
     settings.SEMRUSH_RATE_LIMIT_BURST = 20
     settings.SEMRUSH_CONCURRENCY_LIMIT = 10
-    settings.SEMRUSH_RATE_LIMIT_MARGIN = 0.0
     shared = OrganizationFactory(
         semrush_rate_limit_per_second=50, semrush_rate_limit_burst=5, semrush_concurrency_limit=3
     )
@@ -486,7 +397,7 @@ def test_orgs_on_the_service_credential_share_its_limits_whatever_their_override
     own_permits = client_for_org(own).permits
     assert isinstance(shared_permits, CredentialPermits)
     assert isinstance(own_permits, CredentialPermits)
-    assert shared_permits.limits == Limits(rate=10.0, burst=20, concurrency=10)
-    assert own_permits.limits == Limits(rate=50.0, burst=5, concurrency=3)
+    assert shared_permits.limits == Limits(rate=9.5, burst=20, concurrency=10)
+    assert own_permits.limits == Limits(rate=47.5, burst=5, concurrency=3)
     assert shared_permits.key == credential_key(settings.SEMRUSH_API_TOKEN)
     assert own_permits.key == credential_key("own-token")

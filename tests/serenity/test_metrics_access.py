@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from provisioning.buckets import MemoryBuckets
+from provisioning.limiter import MemoryStore
 from provisioning.quota import CredentialPermits, Limits
 
 TOKEN = "metrics-token-of-the-scraper-0123456789"
@@ -96,7 +96,7 @@ def _permit(org_id: str) -> None:
         limits=Limits(rate=1000.0, burst=10),
         org_id=org_id,
         in_step=False,
-        store=MemoryBuckets(),
+        store=MemoryStore(),
     )
     permits.acquire("op")
 
