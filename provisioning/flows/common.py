@@ -223,7 +223,7 @@ def chained_stand_down(run: StepRun, stood_down: chain.StoodDown, plans: list[Ma
     Before the step's end, not after it: a permit deferred on the way re-schedules the step,
     which then stands down again and discards, where after its end nothing would run again
     and the project would be left (SPEC §7: nothing orphaned)."""
-    if run.job.run_count > 1:
+    if run.job.run_count > 1 and plans:
         _unrecorded_projects_discard(run, stood_down.attempt, plans)
     chain.step_end(run, stood_down.attempt, stood_down)
 
