@@ -232,7 +232,7 @@ def _decide(
             states.touch(attempt_id=attempt_id)
         return JobDefer(delay_seconds=end.delay_seconds)
     if isinstance(end, Finished) and end.outcome is not None:
-        return _answered(attempt, end.outcome, decided)
+        return _answered(run, attempt, end.outcome, decided)
     if isinstance(end, StoodDown | Finished | Discarded | Crashed):
         decided.cleanup = isinstance(end, StoodDown | Crashed)
         return _final(run, attempt, end)
@@ -261,13 +261,14 @@ def _settle_later(attempt: ProvisioningAttempt, end: SettleLater) -> JobEnding |
 
 
 def _answered(
-    attempt: ProvisioningAttempt | None, outcome: Outcome, decided: _Decided
+    run: StepRun, attempt: ProvisioningAttempt | None, outcome: Outcome, decided: _Decided
 ) -> JobEnding | None:
     """The chained work answered: its market rows' final writes (SPEC §11.5,
     `markets.market_writes_commit`), the attempt `ready` and the job COMPLETED with the answer.
     A row goes live only while the chain may still write (`still_valid`: the attempt pending,
     the brand pointing at its workspace) and the reservation is still the chain's; otherwise
-    nothing of the transaction stands (`_Redo.ANSWER_REFUSED`)."""
+    nothing of the transaction stands (`_Redo.ANSWER_REFUSED`). A step with a successor that
+    answered a success hands over to it instead (the attempt stays pending)."""
     valid = (
         still_valid(attempt.id, attempt.brand_id, attempt.candidate_workspace_id or "")
         if attempt is not None
@@ -276,6 +277,9 @@ def _answered(
     if not market_writes_commit(outcome.market_writes, still_valid=valid):
         decided.redo = _Redo.ANSWER_REFUSED
         return None
+    if run.job.next_id is not None and outcome.label != "failed" and outcome.job_failure is None:
+        # Not the chain's last step: the next one runs, under the same (pending) attempt.
+        return Continue(result=outcome.as_job_result())
     if attempt is not None:
         states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
     if outcome.job_failure is not None:

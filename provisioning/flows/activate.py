@@ -170,7 +170,7 @@ def _begin_async(
     ) as begun:
         assert begun.attempt is not None
         job = chain_create(
-            brand=brand, root_id=root_id, attempt=begun.attempt, market=None, chained=chained
+            brand=brand, root_id=root_id, attempt=begun.attempt, market=None, chained=[chained]
         )
     return Accepted(job=job)
 

@@ -110,9 +110,9 @@ def _begin_async(*, organization: Organization, data: BrandInput, status: str) -
             assert attempt is not None  # the table exists: the brand was just written with it
             market = _reserve(brand, data.market, owner=attempt.id)
             chained = (
-                (JobStep.CREATE_MARKET, data.market.as_metadata())
+                [(JobStep.CREATE_MARKET, data.market.as_metadata())]
                 if data.market is not None
-                else None
+                else []
             )
             job = chain_create(
                 brand=brand, root_id=root_id, attempt=attempt, market=market, chained=chained

@@ -107,7 +107,7 @@ def _begin_async(*, brand: Brand, plan: MarketPlan, parent_id: str) -> Accepted:
                 root_id=root_id,
                 attempt=begun.attempt,
                 market=market,
-                chained=(JobStep.CREATE_MARKET, plan.as_metadata()),
+                chained=[(JobStep.CREATE_MARKET, plan.as_metadata())],
             )
     except IntegrityError:
         # The brand's lock serializes begins; a market row can only conflict with a create of
