@@ -5,6 +5,7 @@ runs its chained steps in order, each handing over to the next. Counts and rows,
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 from django.db import connection, transaction
@@ -20,7 +21,7 @@ from tests.chains.helpers import start_async_brand_with_market
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def claimed_root(accepted: dict) -> StepRun:  # type: ignore[type-arg]
+def claimed_root(accepted: dict[str, Any]) -> StepRun:
     job = job_services.job_claim(job_id=uuid.UUID(accepted["jobId"]))
     assert job is not None and job.claim_token is not None
     return StepRun(job=job, claim_token=job.claim_token)
