@@ -137,22 +137,15 @@ def _begin_async(
     brand_names: list[str] | None,
     plans: list[MarketPlan],
 ) -> Accepted:
-    chained: tuple[JobStep, dict[str, Any]]
+    # A, A+C: the chained step flips the brand `active` first.
+    step = JobStep.ACTIVATE_BRAND_WORKSPACE
+    inputs: dict[str, Any] = {"wasPending": branch.was_pending}
     if branch.creates_markets:
-        chained = (
-            JobStep.ACTIVATE_MARKETS,
-            {
-                "markets": [plan.as_metadata() for plan in plans],
-                "brandNames": brand_names,
-                "brandDomain": brand_domain,
-                # A+C: the chained step flips the brand `active` first.
-                "wasPending": branch is Branch.PENDING_THEN_PROJECTS,
-            },
-        )
-    else:
-        chained = (
-            JobStep.ACTIVATE_BRAND_WORKSPACE,
-            {"wasPending": branch.was_pending},
+        step = JobStep.ACTIVATE_MARKETS
+        inputs.update(
+            markets=[plan.as_metadata() for plan in plans],
+            brandNames=brand_names,
+            brandDomain=brand_domain,
         )
     parent_id = brand.organization.semrush_parent_workspace_id
     root_id = uuid.uuid4()
@@ -170,7 +163,11 @@ def _begin_async(
     ) as begun:
         assert begun.attempt is not None
         job = chain_create(
-            brand=brand, root_id=root_id, attempt=begun.attempt, market=None, chained=[chained]
+            brand=brand,
+            root_id=root_id,
+            attempt=begun.attempt,
+            market=None,
+            chained=[(step, inputs)],
         )
     return Accepted(job=job)
 
@@ -356,20 +353,13 @@ def _activate_flat(
 # --- the chained steps --------------------------------------------------------------------------
 
 
-def activate_markets_step(run: StepRun) -> None:
-    """The chain's `activateMarkets` step (C, A+C): `activation_in_workspace` with its plans."""
-    plans = [MarketPlan.from_metadata(m) for m in run.job.metadata.get("markets", [])]
-    _activation_step(run, plans)
-
-
-def activate_brand_workspace_step(run: StepRun) -> None:
-    """The chain's `activateBrandWorkspace` step (A, B): `activation_in_workspace`, no plans."""
-    _activation_step(run, None)
-
-
-def _activation_step(run: StepRun, plans: list[MarketPlan] | None) -> None:
-    """A chained activate step: the chain's checks (a chain that lost the brand stands down),
-    then the work the sync request does, its rows' final writes left to the step's ending."""
+def activation_step(run: StepRun) -> None:
+    """The chain's activate step, `activateMarkets` (C, A+C: its `markets`) and
+    `activateBrandWorkspace` (A, B: none): the chain's checks (a chain that lost the brand
+    stands down), then the work the sync request does, its rows' final writes left to the
+    step's ending."""
+    markets = run.job.metadata.get("markets")
+    plans = [MarketPlan.from_metadata(m) for m in markets] if markets is not None else None
     checked = chain.chained_preflight(run)
     if isinstance(checked, chain.StoodDown):
         chained_stand_down(run, checked, plans or [])
