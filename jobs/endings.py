@@ -1,10 +1,11 @@
 """How a step ends: a value saying what happened, and the one function that commits it.
 
-A step handler decides; `step_commit` writes. Every ending is one transaction holding the
-domain's own writes (`effects`: move the attempt, set the pointer, release a reservation), then
-the job's write, conditional on the claim token. `effects` returning False means the domain
-refused (the attempt was cancelled or reconciled meanwhile): nothing of the transaction stays,
-and the caller learns it lost.
+A step handler decides; `step_commit_decided` writes, once. Every ending is one transaction
+holding the domain's own writes (`decide`: move the attempt, set the pointer, release a
+reservation, and answer the job's ending from the rows as they are inside the transaction),
+then the job's write, conditional on the claim token. `decide` answering None means the domain
+refused: nothing of the transaction stays, and the caller learns it lost. `step_commit` is the
+same with an ending known beforehand (`effects` returning False refuses).
 
     Finish     the chain ends with this step: COMPLETED / FAILED / CANCELLED, result or error
     Continue   this row is COMPLETED and the chained successor becomes runnable (hand-over)
@@ -59,23 +60,36 @@ JobEnding = Finish | Continue | Repeat | Defer
 def step_commit(
     run: StepRun, ending: JobEnding, *, effects: Callable[[], bool] | None = None
 ) -> bool:
-    """Commit `ending` for the claimed `run`, with `effects` in the same transaction.
+    """Commit a fixed `ending` for the claimed `run`, with `effects` in the same transaction
+    (`step_commit_decided` with a decision that is known beforehand). False, with nothing
+    written, when `effects` refused or the claim was lost."""
 
-    Returns False, with nothing written, when `effects` refused or the claim was lost (another
-    worker holds the job, or a cancel finished it). A `Continue` whose successor this worker
-    may run itself (`JOBS_HAND_OVER_INLINE`) is handed over to the runner instead of published
-    (the dispatcher publishes it if this worker dies first)."""
+    def decide() -> JobEnding | None:
+        return ending if effects is None or effects() else None
+
+    return step_commit_decided(run, decide)
+
+
+def step_commit_decided(run: StepRun, decide: Callable[[], JobEnding | None]) -> bool:
+    """Commit the ending `decide` returns for the claimed `run`, in one transaction.
+
+    `decide` runs inside the transaction: it makes the domain's writes and answers the job's
+    ending from the rows as they are then (an attempt that ended meanwhile decides a different
+    ending in the same transaction, never a second pass). None: the domain refused; nothing of
+    the transaction stays. Returns False, with nothing written, when `decide` refused or the
+    claim was lost (another worker holds the job, or a cancel finished it). A `Continue` whose
+    successor this worker may run itself (`JOBS_HAND_OVER_INLINE`) is handed over to the
+    runner instead of published (the dispatcher publishes it if this worker dies first)."""
     inline = settings.JOBS_HAND_OVER_INLINE
     # Durable: the successor handed over (or published) below must see this commit, so the
     # ending may never be folded into a caller's transaction that commits later.
     with transaction.atomic(durable=True):
-        if effects is not None and not effects():
-            transaction.set_rollback(True)
-            return False
-        written = _write(run, ending, publish_successor=not inline)
+        ending = decide()
+        written = _write(run, ending, publish_successor=not inline) if ending is not None else False
         if not written:
             transaction.set_rollback(True)
             return False
+    assert ending is not None
     if isinstance(ending, Finish):
         run.finished_status = ending.status
     if isinstance(written, uuid.UUID) and inline:

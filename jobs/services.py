@@ -9,6 +9,7 @@ Callers that combine a job write with a business write wrap both in one transact
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
@@ -60,14 +61,15 @@ def publish_on_commit(
 
 @dataclass(frozen=True)
 class ChainSpec:
-    """One chain to create: its first step and optional chained step, with a root id chosen by
-    the caller (so that its other rows can point at it before the jobs exist)."""
+    """One chain to create: its first step and its chained steps (none, one, or several run in
+    order), with a root id chosen by the caller (so that its other rows can point at it before
+    the jobs exist)."""
 
     organization_id: uuid.UUID
     brand_id: uuid.UUID | None
     job_type: JobType
     first: StepSpec
-    then: StepSpec | None = None
+    then: StepSpec | Sequence[StepSpec] | None = None
     root_id: uuid.UUID = field(default_factory=uuid.uuid4)
 
 
@@ -77,13 +79,13 @@ def job_chain_create(
     brand_id: uuid.UUID | None,
     job_type: JobType,
     first: StepSpec,
-    then: StepSpec | None = None,
+    then: StepSpec | Sequence[StepSpec] | None = None,
     root_id: uuid.UUID | None = None,
 ) -> AsyncJob:
-    """Create a chain's root (runnable now) and its optional chained job (not runnable until the
-    root hands over). Must run inside the caller's transaction; publishes the root on commit.
-    `root_id` lets the caller reference the job (e.g. from its attempt) before the rows exist
-    (foreign keys are checked at commit).
+    """Create a chain's root (runnable now) and its chained jobs (each not runnable until the
+    one before it hands over). Must run inside the caller's transaction; publishes the root on
+    commit. `root_id` lets the caller reference the job (e.g. from its attempt) before the rows
+    exist (foreign keys are checked at commit).
 
     Every row of the chain records the request that started it (`metadata.requestId`, from
     the log context): the worker puts it on every line it writes for the chain."""
@@ -106,7 +108,8 @@ def job_chains_create(specs: list[ChainSpec]) -> list[AsyncJob]:
     roots: list[AsyncJob] = []
     rows: list[AsyncJob] = []
     for spec in specs:
-        chained_id = uuid.uuid4() if spec.then is not None else None
+        chained = [spec.then] if isinstance(spec.then, StepSpec) else list(spec.then or ())
+        ids = [uuid.uuid4() for _ in chained]
         # `published_at` is set now: the on-commit publish then needs no UPDATE, and clears it
         # when it fails so that the dispatcher re-sends at once.
         root = AsyncJob(
@@ -116,7 +119,7 @@ def job_chains_create(specs: list[ChainSpec]) -> list[AsyncJob]:
             job_type=spec.job_type,
             step=spec.first.step,
             metadata={**spec.first.metadata, **origin},
-            next_id=chained_id,
+            next_id=ids[0] if ids else None,
             current_id=spec.root_id,
             position=0,
             run_after=now,
@@ -124,20 +127,21 @@ def job_chains_create(specs: list[ChainSpec]) -> list[AsyncJob]:
         )
         roots.append(root)
         rows.append(root)
-        if spec.then is not None:
-            rows.append(
-                AsyncJob(
-                    id=chained_id,
-                    organization_id=spec.organization_id,
-                    brand_id=spec.brand_id,
-                    job_type=spec.job_type,
-                    step=spec.then.step,
-                    metadata={**spec.then.metadata, **origin},
-                    root_id=spec.root_id,
-                    position=CHAINED_POSITION,
-                    run_after=None,
-                )
+        rows.extend(
+            AsyncJob(
+                id=ids[index],
+                organization_id=spec.organization_id,
+                brand_id=spec.brand_id,
+                job_type=spec.job_type,
+                step=step.step,
+                metadata={**step.metadata, **origin},
+                next_id=ids[index + 1] if index + 1 < len(ids) else None,
+                root_id=spec.root_id,
+                position=CHAINED_POSITION + index,
+                run_after=None,
             )
+            for index, step in enumerate(chained)
+        )
     AsyncJob.objects.bulk_create(rows)
     if len(roots) == 1:
         publish_on_commit(job_id=roots[0].id, step=roots[0].step, premarked=True)

@@ -2,10 +2,11 @@
 chained step makes before and at its end. The steps themselves are flows (the first one,
 provision-workspace, is `flows.provision`).
 
-A step decides what happened and returns it as a value (`StepEnd`); `step_end` turns it into the
-writes of one transaction through `jobs.endings.step_commit`: the job's end, the attempt's move,
-the final writes of the chain's market rows (or the release of its reservation), the hand-over
-to the chained job.
+A step decides what happened and returns it as a value (`StepEnd`); `step_end` commits it once,
+in one transaction (`jobs.endings.step_commit_decided`): the job's end, the attempt's move, the
+final writes of the chain's market rows (or the release of its reservation), the hand-over to
+the chained job. The job's ending is decided inside that transaction, so an attempt that ended
+meanwhile ends the step there and then; nothing calls back into `step_end`.
 
     Promoted      the candidate is ready: pointer set, attempt promoted, chained job runnable
                   (no chained job: the attempt is ready and the chain COMPLETED)
@@ -31,6 +32,7 @@ credential's queue (a later `runAfter`, and a countdown message for then).
 
 from __future__ import annotations
 
+import enum
 import logging
 import uuid
 from collections.abc import Callable
@@ -40,7 +42,7 @@ from django.db import IntegrityError
 from django.utils import timezone
 
 from jobs import services as job_services
-from jobs.endings import Continue, Finish, JobEnding, Repeat, step_commit
+from jobs.endings import Continue, Finish, JobEnding, Repeat, step_commit_decided
 from jobs.endings import Defer as JobDefer
 from jobs.models import JobStatus
 from jobs.runner import StepHandler, StepRun
@@ -127,12 +129,12 @@ def quota_deferring(handler: StepHandler) -> StepHandler:
     """`handler` with a chained step's upstream patience (`quota.step_permits`): a permit not
     due within it re-schedules the step instead of holding the worker slot.
 
-    The release is one conditional write on the claim (`Defer`): the row stays IN_PROGRESS with
-    a later `runAfter` (its place in the credential's queue) and a countdown message for then,
-    the attempt and the chain are untouched, and no retry is consumed (the refused call was
-    never sent). The refusal can come in the middle of the step: it then leaves
-    exactly what an interrupted worker leaves (every write so far committed, none half-made),
-    and the re-run resumes from there as after a crash (SPEC §4.6)."""
+    The release is one conditional write on the claim (`RetryLater`): the row stays
+    IN_PROGRESS with a later `runAfter` (its place in the credential's queue) and a countdown
+    message for then, the attempt and the chain are untouched, and no retry is consumed (the
+    refused call was never sent). The refusal can come in the middle of the step: it then
+    leaves exactly what an interrupted worker leaves (every write so far committed, none
+    half-made), and the re-run resumes from there as after a crash (SPEC §4.6)."""
 
     def run_with_permits(run: StepRun) -> None:
         with quota.step_permits():
@@ -143,25 +145,9 @@ def quota_deferring(handler: StepHandler) -> StepHandler:
                     "step re-scheduled for the upstream quota",
                     extra={"retry_in_s": round(deferred.retry_in, 3)},
                 )
-                step_commit(
-                    run, JobDefer(delay_seconds=deferred.retry_in), effects=_attempt_touched(run)
-                )
+                step_end(run, None, RetryLater(deferred.retry_in))
 
     return run_with_permits
-
-
-def _attempt_touched(run: StepRun) -> Callable[[], bool]:
-    """Effects of a re-scheduled step: its attempt's `updatedAt` is bumped (every step run
-    does, SPEC §11.1: an operator sees the chain moving); an attempt that has ended is left
-    alone and the re-run stands down."""
-
-    def touch() -> bool:
-        attempt_id = run.job.metadata.get("attemptId")
-        if attempt_id:
-            states.touch(attempt_id=attempt_id)
-        return True
-
-    return touch
 
 
 def attempt_of(run: StepRun) -> ProvisioningAttempt | None:
@@ -175,74 +161,130 @@ def attempt_of(run: StepRun) -> ProvisioningAttempt | None:
         return None
 
 
+class _Redo(enum.Enum):
+    """Why an ending's transaction could not stand and the step must end otherwise (the only
+    two: each needs work that cannot happen inside that transaction)."""
+
+    # The promotion met another brand's pointer: the transaction is spoiled (a unique
+    # violation, or the promotion's own rollback); the step ends Failed in a new one.
+    SUPERSEDED = "superseded"
+    # The answer's final write was refused (a deactivate or cancel won): its projects must be
+    # deleted upstream (outside any transaction) before the step ends Discarded.
+    ANSWER_REFUSED = "answerRefused"
+
+
+@dataclass
+class _Decided:
+    """What the ending's transaction decided, read after it: whether a candidate may need
+    emptying (the attempt failed or the chain stood down), and what must be redone."""
+
+    cleanup: bool = False
+    redo: _Redo | None = None
+
+
 def step_end(run: StepRun, attempt: ProvisioningAttempt | None, end: StepEnd) -> None:
-    """Commit `end` for the claimed step: the only way a step of the chain ends."""
-    if isinstance(end, Promoted):
-        _end_promoted(run, attempt, end.workspace_id)
-        return
-    if isinstance(end, SettleLater):
-        assert attempt is not None
-        repeat = Repeat(
-            result={"workspaceStatus": "notRead" if end.first_read_deferred else "notReady"},
-            delay_seconds=end.delay_seconds,
-            metadata={
-                SETTLE_AGE: _workspace_age(attempt) + end.delay_seconds,
-                **({FIRST_READ_DEFERRED: True} if end.first_read_deferred else {}),
-            },
-        )
-        if not step_commit(run, repeat, effects=lambda: states.touch(attempt_id=attempt.id)):
-            _stand_down_if_ended(run, attempt)
-        return
-    if isinstance(end, Failed):
-        _end_failed(run, attempt, end.error)
-        return
+    """Commit `end` for the claimed step: the only way a step of the chain ends.
+
+    One transaction (`jobs.endings.step_commit_decided`) whose job write is decided inside it
+    from the rows as they are then: an attempt that ended meanwhile (cancelled, reconciled)
+    ends the step as it says, in that same transaction. Two endings cannot stand as decided
+    (`_Redo`); each is redone once, here, as a different ending: nothing re-enters this
+    function. A failed attempt's fresh candidate is emptied after the commit (upstream)."""
     if isinstance(end, Finished) and end.outcome is not None and end.outcome.confirm_in:
         # A publish not confirmed yet (SPEC §12.1): the same step reads it again then.
         end = RetryLater(end.outcome.confirm_in)
-    if isinstance(end, RetryLater):
-        step_commit(run, JobDefer(delay_seconds=end.delay_seconds), effects=_attempt_touched(run))
-        return
-    if isinstance(end, Finished) and end.outcome is not None:
-        _end_answered(run, attempt, end.outcome)
-        return
-    ending, effects = _final(run, attempt, end)
-    step_commit(run, ending, effects=effects)
-    if isinstance(end, StoodDown | Crashed) and attempt is not None:
+    decided = _commit(run, attempt, end)
+    if decided.redo is _Redo.SUPERSEDED:
+        logger.warning("promotion superseded: the brand points elsewhere")
+        error = UpstreamError("The brand's workspace changed meanwhile.")
+        decided = _commit(run, attempt, Failed(error))
+    elif decided.redo is _Redo.ANSWER_REFUSED:
+        assert isinstance(end, Finished) and end.outcome is not None
+        writes = end.outcome.market_writes
+        instead = market_writes_refused(client=_client_of(run, attempt), writes=writes)
+        decided = _commit(run, attempt, Discarded(instead))
+    if decided.cleanup and attempt is not None:
+        # A terminal workspace is left alone (it can be neither used nor emptied).
         cleanup_candidate(attempt_id=attempt.id)
 
 
-def _end_answered(run: StepRun, attempt: ProvisioningAttempt | None, outcome: Outcome) -> None:
-    """The chained work answered: in one transaction, its market rows' final writes (SPEC
-    §11.5, `markets.market_writes_commit`), the attempt `ready` and the job COMPLETED with the
-    answer. A row goes live only while the chain may still write (`still_valid`: the attempt
-    pending, the brand pointing at its workspace) and the reservation is still the chain's;
-    otherwise nothing of the transaction stands, the projects that were going live are deleted
-    upstream, and the step ends `Discarded`. A lost claim writes nothing (the holder ends it)."""
-    refused = False
+def _commit(run: StepRun, attempt: ProvisioningAttempt | None, end: StepEnd) -> _Decided:
+    """One transaction for `end`: its writes and the job's ending, decided inside it."""
+    decided = _Decided()
+    try:
+        step_commit_decided(run, lambda: _decide(run, attempt, end, decided))
+    except IntegrityError:
+        # Only a promotion writes a unique value (the pointer): nothing of it was written.
+        decided.redo = _Redo.SUPERSEDED
+    return decided
 
-    def effects() -> bool:
-        nonlocal refused
-        valid = (
-            still_valid(attempt.id, attempt.brand_id, attempt.candidate_workspace_id or "")
-            if attempt is not None
-            else None
-        )
-        if not market_writes_commit(outcome.market_writes, still_valid=valid):
-            refused = True
-            return False
-        if attempt is not None:
-            states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
-        return True
 
-    completed = (
-        Finish(JobStatus.FAILED, error=job_error(outcome.job_failure))
-        if outcome.job_failure is not None
-        else Finish(JobStatus.COMPLETED, result=outcome.as_job_result())
+def _decide(
+    run: StepRun, attempt: ProvisioningAttempt | None, end: StepEnd, decided: _Decided
+) -> JobEnding | None:
+    """Inside the ending's transaction: `end`'s writes, and the job's ending to write (None:
+    roll back)."""
+    if isinstance(end, RetryLater):
+        attempt_id = run.job.metadata.get("attemptId")
+        if attempt_id:
+            # Every step run bumps its attempt (SPEC §11.1: an operator sees the chain
+            # moving); an attempt that has ended is left alone and the re-run stands down.
+            states.touch(attempt_id=attempt_id)
+        return JobDefer(delay_seconds=end.delay_seconds)
+    if isinstance(end, Finished) and end.outcome is not None:
+        return _answered(run, attempt, end.outcome, decided)
+    if isinstance(end, StoodDown | Finished | Discarded | Crashed):
+        decided.cleanup = isinstance(end, StoodDown | Crashed)
+        return _final(run, attempt, end)
+    assert attempt is not None
+    if isinstance(end, Promoted):
+        ending = _promoted(run, attempt, end.workspace_id, decided)
+    elif isinstance(end, SettleLater):
+        ending = _settle_later(attempt, end)
+    else:
+        ending = _failed(attempt, end.error, decided)
+    return ending if ending is not None else _stood_down_if_ended(run, attempt, decided)
+
+
+def _settle_later(attempt: ProvisioningAttempt, end: SettleLater) -> JobEnding | None:
+    """The next status read after the backoff, while the attempt is pending."""
+    if not states.touch(attempt_id=attempt.id):
+        return None
+    return Repeat(
+        result={"workspaceStatus": "notRead" if end.first_read_deferred else "notReady"},
+        delay_seconds=end.delay_seconds,
+        metadata={
+            SETTLE_AGE: _workspace_age(attempt) + end.delay_seconds,
+            **({FIRST_READ_DEFERRED: True} if end.first_read_deferred else {}),
+        },
     )
-    if step_commit(run, completed, effects=effects) or not refused:
-        return
-    instead = market_writes_refused(client=_client_of(run, attempt), writes=outcome.market_writes)
-    step_end(run, attempt, Discarded(instead))
+
+
+def _answered(
+    run: StepRun, attempt: ProvisioningAttempt | None, outcome: Outcome, decided: _Decided
+) -> JobEnding | None:
+    """The chained work answered: its market rows' final writes (SPEC §11.5,
+    `markets.market_writes_commit`), the attempt `ready` and the job COMPLETED with the answer.
+    A row goes live only while the chain may still write (`still_valid`: the attempt pending,
+    the brand pointing at its workspace) and the reservation is still the chain's; otherwise
+    nothing of the transaction stands (`_Redo.ANSWER_REFUSED`). A step with a successor that
+    answered a success hands over to it instead (the attempt stays pending)."""
+    valid = (
+        still_valid(attempt.id, attempt.brand_id, attempt.candidate_workspace_id or "")
+        if attempt is not None
+        else None
+    )
+    if not market_writes_commit(outcome.market_writes, still_valid=valid):
+        decided.redo = _Redo.ANSWER_REFUSED
+        return None
+    if run.job.next_id is not None and outcome.label != "failed" and outcome.job_failure is None:
+        # Not the chain's last step: the next one runs, under the same (pending) attempt.
+        return Continue(result=outcome.as_job_result())
+    if attempt is not None:
+        states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
+    if outcome.job_failure is not None:
+        return Finish(JobStatus.FAILED, error=job_error(outcome.job_failure))
+    return Finish(JobStatus.COMPLETED, result=outcome.as_job_result())
 
 
 def _client_of(run: StepRun, attempt: ProvisioningAttempt | None) -> SemrushClient:
@@ -263,19 +305,16 @@ def _final(
     run: StepRun,
     attempt: ProvisioningAttempt | None,
     end: StoodDown | Finished | Discarded | Crashed,
-) -> tuple[JobEnding, Callable[[], bool]]:
+) -> JobEnding:
     """The last job write of the chain and the writes that go with it (the attempt's move, the
     chain's market rows), when the chained work did not answer."""
     promoted = attempt is not None and attempt.workspace_promoted
     # The chained step got as far as its final write (Finished(None): it found nothing left
     # to write): the attempt is ready whatever else happened, as after an answer.
     reached_its_end = isinstance(end, Finished | Discarded)
-
-    def effects() -> bool:
-        if isinstance(end, Discarded):
-            market_writes_commit(end.market_writes)
-        if attempt is None:
-            return True
+    if isinstance(end, Discarded):
+        market_writes_commit(end.market_writes)
+    if attempt is not None:
         if (promoted and attempt.status == AttemptStatus.PENDING) or reached_its_end:
             # Once promotion has succeeded, the chain's end (but a cancellation, which has
             # already finished the attempt) makes it ready: the workspace is valid and stays.
@@ -292,60 +331,37 @@ def _final(
             # finished or freed its markets itself): its slice is free again (SPEC §3); a
             # reservation with a project stays resumable.
             services.release_reservations(owner=attempt.id)
-        return True
-
-    if isinstance(end, Finished | Discarded):
-        return Finish(JobStatus.CANCELLED, error=job_services.cancelled_error()), effects
     if isinstance(end, Crashed):
         error = {"code": "jobFailed", "message": JOB_FAILED_MESSAGE, "retryable": promoted}
-        return Finish(JobStatus.FAILED, error=error), effects
-    ended = end.attempt
+        return Finish(JobStatus.FAILED, error=error)
+    ended = end.attempt if isinstance(end, StoodDown) else None
     if ended is not None and ended.reason == AttemptReason.STALE:
-        return Finish(JobStatus.FAILED, error=services.stale_error()), effects
-    return Finish(JobStatus.CANCELLED, error=job_services.cancelled_error()), effects
+        return Finish(JobStatus.FAILED, error=services.stale_error())
+    return Finish(JobStatus.CANCELLED, error=job_services.cancelled_error())
 
 
-def _end_promoted(run: StepRun, attempt: ProvisioningAttempt | None, workspace_id: str) -> None:
-    assert attempt is not None
-    brand = attempt.brand
-    promotion = Promotion.PROMOTED
+def _promoted(
+    run: StepRun, attempt: ProvisioningAttempt, workspace_id: str, decided: _Decided
+) -> JobEnding | None:
+    """Promotion (`workspace_promote`) and the hand-over to the chained job, or (none) the
+    chain COMPLETED with the attempt ready. None: the attempt ended meanwhile."""
     chained = run.job.next_id is not None
-
-    def promote() -> bool:
-        nonlocal promotion
-        promotion = workspace_promote(
-            attempt_id=attempt.id,
-            brand_id=brand.pk,
-            workspace_id=workspace_id,
-            settle_seconds=_settle_sample(run, attempt),
-        )
-        if promotion is Promotion.PROMOTED and not chained:
-            states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
-        return promotion is Promotion.PROMOTED
-
-    ending: JobEnding = (
-        Continue(result={"workspaceStatus": "ready"})
-        if chained
-        else Finish(
-            JobStatus.COMPLETED,
-            result=Outcome(
-                200, {"brandId": str(brand.pk), "provisioningStatus": "ready"}
-            ).as_job_result(),
-        )
+    promotion = workspace_promote(
+        attempt_id=attempt.id,
+        brand_id=attempt.brand_id,
+        workspace_id=workspace_id,
+        settle_seconds=_settle_sample(run, attempt),
     )
-    try:
-        if step_commit(run, ending, effects=promote):
-            return
-    except IntegrityError:
-        # Another brand points at the workspace: nothing of the ending was written.
-        promotion = Promotion.SUPERSEDED
+    if promotion is Promotion.SUPERSEDED:
+        decided.redo = _Redo.SUPERSEDED
+        return None
     if promotion is Promotion.ATTEMPT_ENDED:
-        _stand_down_if_ended(run, attempt)
-    elif promotion is Promotion.SUPERSEDED:
-        logger.warning(
-            "promotion superseded: the brand points elsewhere", extra={"workspace_id": workspace_id}
-        )
-        _end_failed(run, attempt, UpstreamError("The brand's workspace changed meanwhile."))
+        return None
+    if chained:
+        return Continue(result={"workspaceStatus": "ready"})
+    states.transition(attempt_id=attempt.id, to=AttemptStatus.READY)
+    body = {"brandId": str(attempt.brand_id), "provisioningStatus": "ready"}
+    return Finish(JobStatus.COMPLETED, result=Outcome(200, body).as_job_result())
 
 
 def _workspace_age(attempt: ProvisioningAttempt) -> float:
@@ -366,33 +382,34 @@ def _settle_sample(run: StepRun, attempt: ProvisioningAttempt) -> float | None:
     return float(age)
 
 
-def _end_failed(run: StepRun, attempt: ProvisioningAttempt | None, error: DomainError) -> None:
-    assert attempt is not None
-
-    def fail() -> bool:
-        failed = states.transition(
-            attempt_id=attempt.id,
-            to=AttemptStatus.FAILED,
-            reason=attempt_reason(error),
-            error=error.message,
-        )
-        if failed:
-            services.release_reservations(owner=attempt.id)
-        return failed
-
-    if not step_commit(run, Finish(JobStatus.FAILED, error=job_error(error)), effects=fail):
-        _stand_down_if_ended(run, attempt)
-        return
-    # A terminal workspace is left alone (it can be neither used nor emptied).
-    cleanup_candidate(attempt_id=attempt.id)
+def _failed(
+    attempt: ProvisioningAttempt, error: DomainError, decided: _Decided
+) -> JobEnding | None:
+    """Before promotion: the attempt fails with the error's reason (its reservations freed),
+    the chain with the error's code. None: the attempt ended meanwhile."""
+    if not states.transition(
+        attempt_id=attempt.id,
+        to=AttemptStatus.FAILED,
+        reason=attempt_reason(error),
+        error=error.message,
+    ):
+        return None
+    services.release_reservations(owner=attempt.id)
+    decided.cleanup = True
+    return Finish(JobStatus.FAILED, error=job_error(error))
 
 
-def _stand_down_if_ended(run: StepRun, attempt: ProvisioningAttempt) -> None:
-    """A write refused: if the attempt has ended meanwhile (cancelled, reconciled), end the
-    step as it says; otherwise the claim was lost and the holder of the job ends it."""
+def _stood_down_if_ended(
+    run: StepRun, attempt: ProvisioningAttempt, decided: _Decided
+) -> JobEnding | None:
+    """A write refused inside the ending's transaction: if the attempt has ended meanwhile
+    (cancelled, reconciled), the step stands down as it says, in this same transaction;
+    otherwise (None) the claim was lost and the holder of the job ends it."""
     current = ProvisioningAttempt.objects.filter(pk=attempt.id).first()
-    if current is not None and current.status != AttemptStatus.PENDING:
-        step_end(run, current, StoodDown(current))
+    if current is None or current.status == AttemptStatus.PENDING:
+        return None
+    decided.cleanup = True
+    return _final(run, current, StoodDown(current))
 
 
 # --- chained steps ----------------------------------------------------------------------------

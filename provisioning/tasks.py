@@ -29,13 +29,13 @@ register_step(
 )
 register_step(
     JobStep.ACTIVATE_MARKETS,
-    run=chain.quota_deferring(activate.activate_markets_step),
+    run=chain.quota_deferring(activate.activation_step),
     on_unexpected=chain.on_unexpected,
     fair=True,
 )
 register_step(
     JobStep.ACTIVATE_BRAND_WORKSPACE,
-    run=chain.quota_deferring(activate.activate_brand_workspace_step),
+    run=chain.quota_deferring(activate.activation_step),
     on_unexpected=chain.on_unexpected,
     fair=True,
 )

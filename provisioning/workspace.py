@@ -13,7 +13,7 @@ import enum
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -56,34 +56,37 @@ def workspace_read_readiness(*, client: SemrushClient, workspace_id: str) -> Rea
         raise translate_upstream(exc) from exc
 
 
+def settle_next(readiness: Readiness, *, reads_done: int, delays: Sequence[float]) -> float | None:
+    """The one settle rule, for the chain and a sync request alike (their patience differs:
+    `delays`, the waits between reads). After a status read that found `readiness`, with
+    `reads_done` reads made before it: None when the workspace is ready, else the seconds until
+    the next read. A terminal status → 502 `subworkspaceCreationFailed`; no wait left → 504
+    `subworkspaceCreationTimeout`."""
+    if readiness is Readiness.READY:
+        return None
+    if readiness is Readiness.TERMINAL:
+        raise SubworkspaceCreationFailedError()
+    if reads_done < len(delays):
+        return delays[reads_done]
+    raise SubworkspaceCreationTimeoutError()
+
+
 def workspace_settle(
     *,
     client: SemrushClient,
     workspace_id: str,
-    attempts: int | None = None,
-    interval_seconds: float | None = None,
     sleep: Callable[[float], None] = time.sleep,
-    on_read: Callable[[], object] | None = None,
 ) -> None:
-    """Poll mode: read the status until ready. A terminal status fails at once (502
-    `subworkspaceCreationFailed`); the budget running out → 504 `subworkspaceCreationTimeout`."""
-    attempts = attempts or settings.SERENITY_SETTLE_POLL_ATTEMPTS
-    interval = (
-        interval_seconds
-        if interval_seconds is not None
-        else settings.SERENITY_SETTLE_POLL_INTERVAL_MS / 1000.0
-    )
-    for index in range(attempts):
+    """Poll mode, a sync request's patience (SPEC §4: `SERENITY_SETTLE_POLL_ATTEMPTS` reads,
+    `SERENITY_SETTLE_POLL_INTERVAL_MS` apart): read the status until ready (`settle_next`)."""
+    interval = settings.SERENITY_SETTLE_POLL_INTERVAL_MS / 1000.0
+    delays = (interval,) * (settings.SERENITY_SETTLE_POLL_ATTEMPTS - 1)
+    for reads_done in range(len(delays) + 1):
         readiness = workspace_read_readiness(client=client, workspace_id=workspace_id)
-        if on_read is not None:
-            on_read()
-        if readiness is Readiness.READY:
+        wait = settle_next(readiness, reads_done=reads_done, delays=delays)
+        if wait is None:
             return
-        if readiness is Readiness.TERMINAL:
-            raise SubworkspaceCreationFailedError()
-        if index + 1 < attempts:
-            sleep(interval)
-    raise SubworkspaceCreationTimeoutError()
+        sleep(wait)
 
 
 def workspace_empty(*, client: SemrushClient, workspace_id: str, parent_id: str | None) -> int:

@@ -119,22 +119,13 @@ def _activate_sync(*, brand: Brand, branch: Branch, plans: list[MarketPlan]) -> 
                 return _activation_incomplete(brand)
             raise
         held.workspace_ready()
-        if branch is Branch.PENDING_THEN_PROJECTS:
-            flipped = brand_workspace_activate(
-                brand=brand, workspace_id=workspace.id, was_pending=True
-            )
-            if flipped.status != 200:
-                return flipped
-        if branch.creates_markets:
-            return activate_markets_in_workspace(
-                client=client,
-                brand=brand,
-                workspace_id=workspace.id,
-                owner=held.owner,
-                plans=plans,
-            )
-        return brand_workspace_activate(
-            brand=brand, workspace_id=workspace.id, was_pending=branch.was_pending
+        return activation_in_workspace(
+            client=client,
+            brand=brand,
+            workspace_id=workspace.id,
+            owner=held.owner,
+            was_pending=branch.was_pending,
+            plans=plans if branch.creates_markets else None,
         )
 
 
@@ -146,22 +137,15 @@ def _begin_async(
     brand_names: list[str] | None,
     plans: list[MarketPlan],
 ) -> Accepted:
-    chained: tuple[JobStep, dict[str, Any]]
+    # A, A+C: the chained step flips the brand `active` first.
+    step = JobStep.ACTIVATE_BRAND_WORKSPACE
+    inputs: dict[str, Any] = {"wasPending": branch.was_pending}
     if branch.creates_markets:
-        chained = (
-            JobStep.ACTIVATE_MARKETS,
-            {
-                "markets": [plan.as_metadata() for plan in plans],
-                "brandNames": brand_names,
-                "brandDomain": brand_domain,
-                # A+C: the chained step flips the brand `active` first.
-                "wasPending": branch is Branch.PENDING_THEN_PROJECTS,
-            },
-        )
-    else:
-        chained = (
-            JobStep.ACTIVATE_BRAND_WORKSPACE,
-            {"wasPending": branch.was_pending},
+        step = JobStep.ACTIVATE_MARKETS
+        inputs.update(
+            markets=[plan.as_metadata() for plan in plans],
+            brandNames=brand_names,
+            brandDomain=brand_domain,
         )
     parent_id = brand.organization.semrush_parent_workspace_id
     root_id = uuid.uuid4()
@@ -179,7 +163,11 @@ def _begin_async(
     ) as begun:
         assert begun.attempt is not None
         job = chain_create(
-            brand=brand, root_id=root_id, attempt=begun.attempt, market=None, chained=chained
+            brand=brand,
+            root_id=root_id,
+            attempt=begun.attempt,
+            market=None,
+            chained=[(step, inputs)],
         )
     return Accepted(job=job)
 
@@ -204,6 +192,40 @@ def _activation_incomplete(brand: Brand) -> Outcome:
     error = ActivationIncompleteError()
     return Outcome(
         502, {"brandId": str(brand.pk), "status": "pending", **error.as_body(), "markets": []}
+    )
+
+
+def activation_in_workspace(
+    *,
+    client: SemrushClient | None,
+    brand: Brand,
+    workspace_id: str,
+    owner: uuid.UUID,
+    was_pending: bool,
+    plans: list[MarketPlan] | None,
+    flat: bool = False,
+    **options: Any,
+) -> Outcome:
+    """Activate's work once the brand's workspace is in place, the same for the sync request,
+    the chained step (`options`: the chained step's, SPEC §11.5) and flat mode (`flat`: the
+    parent is `workspace_id`). No `plans` (A, B): flip the brand `active`. With `plans` (C):
+    its markets; a pending brand (A+C) is flipped `active` first, and a refused flip is the
+    answer."""
+    if plans is None or was_pending:
+        flipped = brand_workspace_activate(
+            brand=brand, workspace_id=None if flat else workspace_id, was_pending=was_pending
+        )
+        if plans is None or flipped.status != 200:
+            return flipped
+    assert client is not None  # the markets' calls need one
+    return activate_markets_in_workspace(
+        client=client,
+        brand=brand,
+        workspace_id=workspace_id,
+        owner=owner,
+        plans=plans,
+        owned_workspace=not flat,
+        **options,
     )
 
 
@@ -311,68 +333,56 @@ def _activate_one(
 def _activate_flat(
     *, brand: Brand, branch: Branch, plans: list[MarketPlan], parent_id: str
 ) -> Outcome:
-    if not branch.creates_markets:
-        return brand_workspace_activate(
-            brand=brand, workspace_id=None, was_pending=branch.was_pending
-        )
-    if branch is Branch.PENDING_THEN_PROJECTS:
-        flipped = brand_workspace_activate(brand=brand, workspace_id=None, was_pending=True)
-        if flipped.status != 200:
-            return flipped
-    client = client_for_org(brand.organization, brand_id=str(brand.pk))
-    return activate_markets_in_workspace(
-        client=client,
+    """Flat mode: the same work, its markets' projects in the parent (no workspace, no
+    attempt); the flip is not conditional on a pointer."""
+    return activation_in_workspace(
+        client=(
+            client_for_org(brand.organization, brand_id=str(brand.pk))
+            if branch.creates_markets
+            else None
+        ),
         brand=brand,
         workspace_id=parent_id,
         owner=uuid.uuid4(),
-        plans=plans,
-        owned_workspace=False,
+        was_pending=branch.was_pending,
+        plans=plans if branch.creates_markets else None,
+        flat=True,
     )
 
 
 # --- the chained steps --------------------------------------------------------------------------
 
 
-def activate_markets_step(run: StepRun) -> None:
-    plans = [MarketPlan.from_metadata(m) for m in run.job.metadata.get("markets", [])]
+def activation_step(run: StepRun) -> None:
+    """The chain's activate step, `activateMarkets` (C, A+C: its `markets`) and
+    `activateBrandWorkspace` (A, B: none): the chain's checks (a chain that lost the brand
+    stands down), then the work the sync request does, its rows' final writes left to the
+    step's ending."""
+    markets = run.job.metadata.get("markets")
+    plans = [MarketPlan.from_metadata(m) for m in markets] if markets is not None else None
     checked = chain.chained_preflight(run)
     if isinstance(checked, chain.StoodDown):
-        chained_stand_down(run, checked, plans)
+        chained_stand_down(run, checked, plans or [])
         return
     attempt, brand = checked.attempt, checked.brand
-    if run.job.metadata.get("wasPending"):
-        flipped = brand_workspace_activate(
-            brand=brand, workspace_id=checked.workspace_id, was_pending=True
-        )
-        if flipped.status != 200:
-            chain.step_end(run, attempt, chain.Finished(flipped))
-            return
-    client = client_for_org(
-        brand.organization,
-        brand_id=str(brand.pk),
-        attempt_id=str(attempt.id),
-        step_job_id=str(run.job.id),
-    )
-    outcome = activate_markets_in_workspace(
-        client=client,
+    outcome = activation_in_workspace(
+        # A client only for markets: a flip makes no upstream call.
+        client=(
+            client_for_org(
+                brand.organization,
+                brand_id=str(brand.pk),
+                attempt_id=str(attempt.id),
+                step_job_id=str(run.job.id),
+            )
+            if plans is not None
+            else None
+        ),
         brand=brand,
         workspace_id=checked.workspace_id,
         owner=attempt.id,
+        was_pending=bool(run.job.metadata.get("wasPending")),
         plans=plans,
         chained=True,
         renew=run.keep_alive,
     )
     chain.step_end(run, attempt, chain.Finished(outcome))
-
-
-def activate_brand_workspace_step(run: StepRun) -> None:
-    checked = chain.chained_preflight(run)
-    if isinstance(checked, chain.StoodDown):
-        chain.step_end(run, checked.attempt, checked)
-        return
-    outcome = brand_workspace_activate(
-        brand=checked.brand,
-        workspace_id=checked.workspace_id,
-        was_pending=bool(run.job.metadata.get("wasPending")),
-    )
-    chain.step_end(run, checked.attempt, chain.Finished(outcome))

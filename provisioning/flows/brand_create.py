@@ -19,9 +19,15 @@ from kernel.errors import DomainError, InvalidRequestError
 from provisioning import guard
 from provisioning.exceptions import UpstreamBusyError
 from provisioning.family import Workspace
-from provisioning.flows.common import MarketPlan, chain_create, market_request_for, require_parent
+from provisioning.flows.common import (
+    MarketPlan,
+    chain_create,
+    market_provision_planned,
+    market_request_for,
+    require_parent,
+)
 from provisioning.flows.market_create import market_create_flat
-from provisioning.markets import MarketRequest, market_outcome_commit, market_provision
+from provisioning.markets import market_outcome_commit
 from provisioning.models import AttemptStartedBy
 from provisioning.outcome import Accepted
 from provisioning.reservations import market_reserve
@@ -110,9 +116,9 @@ def _begin_async(*, organization: Organization, data: BrandInput, status: str) -
             assert attempt is not None  # the table exists: the brand was just written with it
             market = _reserve(brand, data.market, owner=attempt.id)
             chained = (
-                (JobStep.CREATE_MARKET, data.market.as_metadata())
+                [(JobStep.CREATE_MARKET, data.market.as_metadata())]
                 if data.market is not None
-                else None
+                else []
             )
             job = chain_create(
                 brand=brand, root_id=root_id, attempt=attempt, market=market, chained=chained
@@ -213,16 +219,15 @@ def _provision_sync(*, organization: Organization, data: BrandInput, status: str
         client = client_for_org(organization, brand_id=str(brand.pk), attempt_id=str(held.owner))
         # The language is resolved before any workspace exists: an unknown one is a 400 that
         # must not leave an empty sub-workspace behind.
-        request = (
-            market_request_for(client=client, brand=brand, plan=plan) if plan is not None else None
-        )
+        if plan is not None:
+            market_request_for(client=client, brand=brand, plan=plan)
         workspace = workspace_ensure(
             client=client, brand=brand, attempt_id=held.attempt_id, settle=plan is not None
         )
-        if request is not None and held.market is not None:
+        if plan is not None and held.market is not None:
             try:
                 _market_in_new_workspace(
-                    client=client, brand=brand, held=held, workspace=workspace, request=request
+                    client=client, brand=brand, held=held, workspace=workspace, plan=plan
                 )
             except Exception:
                 if workspace.freshly_created:
@@ -239,18 +244,19 @@ def _market_in_new_workspace(
     brand: Brand,
     held: guard.SyncAttempt,
     workspace: Workspace,
-    request: MarketRequest,
+    plan: MarketPlan,
 ) -> None:
-    """The brand create's market, in the workspace just ensured. Raises the market's error
-    (503 `upstreamBusy` keeps its `Retry-After`)."""
+    """The brand create's market in the workspace just ensured: the chained step's own market
+    work (`createMarket`), with the request's patience. Raises the market's error (503
+    `upstreamBusy` keeps its `Retry-After`)."""
     assert held.market is not None
-    outcome = market_provision(
+    outcome = market_provision_planned(
         client=client,
         brand=brand,
-        market=held.market,
+        plan=plan,
+        reservation=held.market,
         owner=held.owner,
         workspace_id=workspace.id,
-        request=request,
         owned_workspace=True,
         delete_on_failure=not workspace.freshly_created,
     )

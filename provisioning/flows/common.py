@@ -4,6 +4,7 @@ catalogue, the chain an async request starts, and the checks every flow makes fi
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -197,10 +198,11 @@ def chain_create(
     root_id: uuid.UUID,
     attempt: ProvisioningAttempt,
     market: Market | None,
-    chained: tuple[JobStep, dict[str, Any]] | None,
+    chained: Sequence[tuple[JobStep, dict[str, Any]]],
 ) -> AsyncJob:
-    """The provision-workspace job and its chained job, inside the caller's transaction. Steps
-    read their inputs from the database: every row carries the attempt (and the reservation)."""
+    """The provision-workspace job and its chained jobs (run in order), inside the caller's
+    transaction. Steps read their inputs from the database: every row carries the attempt (and
+    the reservation)."""
     refs: dict[str, Any] = {"attemptId": str(attempt.id)}
     if market is not None:
         refs["marketId"] = str(market.pk)
@@ -210,7 +212,7 @@ def chain_create(
         job_type=JobType.PROVISION_WORKSPACE,
         root_id=root_id,
         first=job_services.StepSpec(JobStep.PROVISION_WORKSPACE, refs),
-        then=job_services.StepSpec(chained[0], {**chained[1], **refs}) if chained else None,
+        then=[job_services.StepSpec(step, {**inputs, **refs}) for step, inputs in chained],
     )
 
 
@@ -223,7 +225,7 @@ def chained_stand_down(run: StepRun, stood_down: chain.StoodDown, plans: list[Ma
     Before the step's end, not after it: a permit deferred on the way re-schedules the step,
     which then stands down again and discards, where after its end nothing would run again
     and the project would be left (SPEC §7: nothing orphaned)."""
-    if run.job.run_count > 1:
+    if run.job.run_count > 1 and plans:
         _unrecorded_projects_discard(run, stood_down.attempt, plans)
     chain.step_end(run, stood_down.attempt, stood_down)
 

@@ -28,12 +28,11 @@ from provisioning.flows.common import (
     chain_create,
     chained_stand_down,
     check_market_cap,
-    healed_if_gone,
     market_provision_planned,
     market_request_for,
     require_parent,
 )
-from provisioning.markets import market_outcome_commit, market_provision
+from provisioning.markets import market_outcome_commit
 from provisioning.models import AttemptStartedBy
 from provisioning.outcome import Accepted, Outcome
 from provisioning.reservations import market_release, market_reserve, slice_market_in, slice_taken
@@ -107,7 +106,7 @@ def _begin_async(*, brand: Brand, plan: MarketPlan, parent_id: str) -> Accepted:
                 root_id=root_id,
                 attempt=begun.attempt,
                 market=market,
-                chained=(JobStep.CREATE_MARKET, plan.as_metadata()),
+                chained=[(JobStep.CREATE_MARKET, plan.as_metadata())],
             )
     except IntegrityError:
         # The brand's lock serializes begins; a market row can only conflict with a create of
@@ -135,7 +134,8 @@ def _create_sync(*, brand: Brand, plan: MarketPlan, parent_id: str) -> Outcome:
         failure_reason=lambda error: getattr(error, "reason", None),
     ) as held:
         try:
-            request = market_request_for(client=client, brand=brand, plan=plan)
+            # The language first (cached catalogue): a 400 writes nothing, reads no status.
+            market_request_for(client=client, brand=brand, plan=plan)
         except Exception:
             held.withdraw()
             raise
@@ -147,19 +147,13 @@ def _create_sync(*, brand: Brand, plan: MarketPlan, parent_id: str) -> Outcome:
             parent_id=parent_id,
             settle=True,
         )
-        outcome = healed_if_gone(
-            market_provision(
-                client=client,
-                brand=brand,
-                market=held.market,
-                owner=held.owner,
-                workspace_id=held.pointer,
-                request=request,
-                owned_workspace=True,
-                delete_on_failure=False,
-            ),
+        # The chained step's own market work (`createMarket`), with the request's patience.
+        outcome = market_provision_planned(
             client=client,
             brand=brand,
+            plan=plan,
+            reservation=held.market,
+            owner=held.owner,
             workspace_id=held.pointer,
             owned_workspace=True,
         )

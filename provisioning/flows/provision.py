@@ -28,8 +28,6 @@ from provisioning.chain import (
     step_end,
 )
 from provisioning.exceptions import (
-    SubworkspaceCreationFailedError,
-    SubworkspaceCreationTimeoutError,
     SubworkspaceGoneError,
     UpstreamRateLimitedError,
 )
@@ -49,6 +47,7 @@ from provisioning.workspace import (
     brand_pointer,
     candidate_record,
     empty_quietly,
+    settle_next,
     workspace_gone_recover,
     workspace_read_readiness,
 )
@@ -136,17 +135,17 @@ def _candidate_read(
 
 
 def _after_read(run: StepRun, candidate: str, readiness: Readiness) -> StepEnd:
-    """What one status read decides: promote, fail, or read again after the backoff."""
-    if readiness is Readiness.READY:
-        return Promoted(candidate)
-    if readiness is Readiness.TERMINAL:
-        return Failed(SubworkspaceCreationFailedError())
-    backoff = settings.SERENITY_PROVISION_BACKOFF_SECONDS
+    """What one status read decides (`workspace.settle_next`, with the chain's patience: the
+    backoff, SPEC §6.3): promote, fail, or read again after the backoff (a new row)."""
     # Settle reads are positions 0, 1, 2, ... (1, 2, ... when the first hop deferred its read).
     reads_done = run.job.position - (1 if run.job.metadata.get(FIRST_READ_DEFERRED) else 0)
-    if reads_done < len(backoff):
-        return SettleLater(backoff[reads_done])
-    return Failed(SubworkspaceCreationTimeoutError())
+    try:
+        wait = settle_next(
+            readiness, reads_done=reads_done, delays=settings.SERENITY_PROVISION_BACKOFF_SECONDS
+        )
+    except DomainError as error:
+        return Failed(error)
+    return Promoted(candidate) if wait is None else SettleLater(wait)
 
 
 def _first_read_delay(organization: Organization, found: Workspace) -> SettleLater | None:

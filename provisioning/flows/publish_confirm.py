@@ -12,7 +12,7 @@ import uuid
 
 from django.db.models import QuerySet
 
-from jobs.endings import Defer, Finish, step_commit
+from jobs.endings import Defer, Finish, step_commit, step_commit_decided
 from jobs.models import JobStatus
 from jobs.runner import StepRun
 from jobs.services import cancelled_error
@@ -48,15 +48,16 @@ def confirm_publish_step(run: StepRun) -> None:
         step_commit(run, Defer(delay_seconds=outcome.confirm_in))
         return
 
-    def still_owned_then_written() -> bool:
+    def decide() -> Finish | None:
         # Locked, so a deactivate's tombstone either comes first (and wins) or waits.
-        owned = _owned_rows(run).select_for_update().exists()
-        return owned and market_writes_commit(outcome.market_writes)
+        if not _owned_rows(run).select_for_update().exists():
+            # The row is no longer the job's (a deactivate or a delete tombstoned it meanwhile).
+            return Finish(JobStatus.CANCELLED, error=cancelled_error())
+        if not market_writes_commit(outcome.market_writes):
+            return None  # not expected under the lock: nothing stands, the re-run decides
+        return Finish(JobStatus.COMPLETED, result=outcome.as_job_result())
 
-    completed = Finish(JobStatus.COMPLETED, result=outcome.as_job_result())
-    if not step_commit(run, completed, effects=still_owned_then_written):
-        # The row is no longer the job's (a deactivate or a delete tombstoned it meanwhile).
-        step_commit(run, Finish(JobStatus.CANCELLED, error=cancelled_error()))
+    step_commit_decided(run, decide)
 
 
 def on_unexpected(run: StepRun, exc: BaseException) -> None:
