@@ -106,20 +106,38 @@ def read_family(
 
 def list_workspaces(view: ParentView, *, on_listed: Callable[[], None]) -> None:
     """One listing per workspace of `view.to_list` (more only for a workspace whose projects
-    span several pages); `on_listed` after each. A failure on one workspace marks the view
-    failed but keeps what was read, and the others are still listed."""
+    span several pages); `on_listed` after each. A workspace whose listing failed (after the
+    client's own retries) is tried once more at the end, when a passing fault has had time to
+    clear; a second failure marks the view failed but keeps what was read."""
     if view.client is None:
         return
+    failed = []
     for workspace_id in view.to_list:
-        try:
-            view.projects[workspace_id] = view.client.list_projects(workspace_id=workspace_id)
-        except SemrushForbiddenError:
-            # Deleted between the family read and this one: it holds nothing any more.
-            view.projects[workspace_id] = []
-        except SemrushError as exc:
-            view.error = view.error or _error_text(exc)
-            logger.warning(
-                "audit: could not list a workspace's projects",
-                extra={"workspace_id": workspace_id, "error_class": type(exc).__name__},
-            )
+        if not _listed(view, workspace_id, last_try=False):
+            failed.append(workspace_id)
         on_listed()
+    for workspace_id in failed:
+        _listed(view, workspace_id, last_try=True)
+
+
+def _listed(view: ParentView, workspace_id: str, *, last_try: bool) -> bool:
+    """List one workspace's projects into the view; whether that worked."""
+    assert view.client is not None
+    try:
+        view.projects[workspace_id] = view.client.list_projects(workspace_id=workspace_id)
+    except SemrushForbiddenError:
+        # Deleted between the family read and this one: it holds nothing any more.
+        view.projects[workspace_id] = []
+    except SemrushError as exc:
+        if last_try:
+            view.error = view.error or _error_text(exc)
+        logger.warning(
+            "audit: could not list a workspace's projects",
+            extra={
+                "workspace_id": workspace_id,
+                "error_class": type(exc).__name__,
+                "final": last_try,
+            },
+        )
+        return False
+    return True

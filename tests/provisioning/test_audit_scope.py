@@ -20,8 +20,10 @@ from django.utils import timezone
 
 from provisioning import quota
 from provisioning.audit import _family_says_changed
+from provisioning.audit_upstream import ParentView, list_workspaces
 from provisioning.limiter import Reservation
 from provisioning.models import AttemptStartedBy
+from provisioning.semrush.errors import SemrushServerError
 from serenity.models import Brand, Market, Organization
 from tests.conftest import upstream_calls
 from tests.factories import BrandFactory, OrganizationFactory, ProvisioningAttemptFactory
@@ -389,3 +391,38 @@ def test_the_workspaces_of_live_work_are_not_listed(world, sim):
 def test_a_brandless_child_is_judged_by_its_family_dates(entry, listed_since):
     since = datetime(2026, 2, 1, tzinfo=UTC)
     assert _family_says_changed({"id": "w", **entry}, since) is listed_since
+
+
+# --- a listing that failed is tried once more at the end ----------------------------------------
+
+
+class FlakyLister:
+    """A client whose listing of each named workspace fails the given number of times."""
+
+    def __init__(self, failures: dict[str, int]) -> None:
+        self.failures = dict(failures)
+        self.calls: list[str] = []
+
+    def list_projects(self, *, workspace_id: str) -> list[dict[str, Any]]:
+        self.calls.append(workspace_id)
+        if self.failures.get(workspace_id, 0) > 0:
+            self.failures[workspace_id] -= 1
+            raise SemrushServerError(operation="list_projects", status=503)
+        return [{"id": f"p-{workspace_id}"}]
+
+
+@pytest.mark.parametrize(("failures", "error"), [(1, False), (2, True)])
+def test_a_failed_listing_is_tried_once_more_after_the_others(failures, error):
+    # given two workspaces, the first of which fails its listing `failures` times
+    client = FlakyLister({"w1": failures})
+    view = ParentView(parent_id="p", orgs=[], to_list=["w1", "w2"], client=client)  # type: ignore[arg-type]
+    ticks: list[None] = []
+    # when
+    list_workspaces(view, on_listed=lambda: ticks.append(None))
+    # then: w1 is tried again after w2; one failure is absorbed, a second marks the view
+    assert client.calls == ["w1", "w2", "w1"]
+    assert len(ticks) == 2
+    assert view.projects == (
+        {"w2": [{"id": "p-w2"}]} if error else {"w1": [{"id": "p-w1"}], "w2": [{"id": "p-w2"}]}
+    )
+    assert (view.error is not None) is error
