@@ -272,9 +272,15 @@ class WorkerProcess:
     """A real `celery worker` subprocess on the test database, queue and simulator."""
 
     def __init__(
-        self, env: dict[str, str], log_path: Path, concurrency: int = 2, pool: str | None = None
+        self,
+        env: dict[str, str],
+        log_path: Path,
+        concurrency: int = 2,
+        pool: str | None = None,
+        queues: str = f"{TEST_QUEUE},{TEST_QUEUE}.webhooks",
     ) -> None:
         self.env = env
+        self.queues = queues
         self.log_path = log_path
         self.concurrency = concurrency
         # None: Celery's default (prefork); "threads" is the README's recommended pool.
@@ -292,7 +298,7 @@ class WorkerProcess:
                 "config",
                 "worker",
                 "-Q",
-                f"{TEST_QUEUE},{TEST_QUEUE}.webhooks",
+                self.queues,
                 "-c",
                 str(self.concurrency),
                 *(["-P", self.pool] if self.pool else []),
@@ -335,13 +341,20 @@ class WorkerProcess:
 
 @pytest.fixture(scope="session")
 def celery_worker(django_db_setup, django_db_blocker, simulator, tmp_path_factory):  # type: ignore[no-untyped-def]
-    """One real worker per test session, pointed at the test database."""
+    """One real worker per test session, pointed at the test database: Celery's default pool
+    on the steps' queue, and beside it a thread-pool worker for the webhook deliveries' queue,
+    as deploy/Procfile runs them (`worker` and `webhooks`)."""
     from django.db import connection
 
     db_name = connection.settings_dict["NAME"]
-    log_path = tmp_path_factory.mktemp("worker") / "worker.log"
-    worker = WorkerProcess(worker_env(simulator=simulator, db_name=db_name), log_path).start()
+    env = worker_env(simulator=simulator, db_name=db_name)
+    folder = tmp_path_factory.mktemp("worker")
+    worker = WorkerProcess(env, folder / "worker.log", queues=TEST_QUEUE).start()
+    deliveries = WorkerProcess(
+        env, folder / "webhooks.log", concurrency=4, pool="threads", queues=f"{TEST_QUEUE}.webhooks"
+    ).start()
     yield worker
+    deliveries.stop()
     worker.stop()
 
 

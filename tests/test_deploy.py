@@ -203,7 +203,7 @@ def test_the_nginx_snippet_sets_the_headers_the_service_believes():
     # then: one proxy appending X-Forwarded-For (SERENITY_NUM_PROXIES=1), the scheme in
     # SECURE_PROXY_SSL_HEADER, the host for ALLOWED_HOSTS, to where `web` listens
     example = (DEPLOY / "production.env.example").read_text().splitlines()
-    assert "SECURE_PROXY_SSL_HEADER=X-Forwarded-Proto" in example
+    assert "SERENITY_TLS=true" in example  # X-Forwarded-Proto is trusted with TLS on
     assert {
         "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for",
         "proxy_set_header X-Forwarded-Proto $scheme",

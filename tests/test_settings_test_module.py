@@ -64,7 +64,7 @@ def test_overrides_reach_the_process_and_what_follows_from_them():
     # then
     assert printed == {
         "queue": "q-1",
-        "queues": ["q-1", "q-1.periodic"],
+        "queues": ["q-1", "q-1.periodic", "q-1.webhooks"],
         "dispatch": {
             "task": "jobs.dispatch_due_jobs",
             "schedule": 0.5,
