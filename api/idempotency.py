@@ -75,7 +75,7 @@ class IdempotencyMixin(APIView):
         if isinstance(exc, AnswerReplayedError):
             answer = exc.answer
             body = answer.body
-            if self.idempotency_withheld and isinstance(body, dict):
+            if self.idempotency_withheld and answer.status < 300 and isinstance(body, dict):
                 body = self.idempotency_withheld_fill(body)
             return Response(
                 body,

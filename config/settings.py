@@ -330,7 +330,7 @@ SERENITY_WEBHOOK_ALLOW_PRIVATE = DEBUG
 # with the address rule (development: a local receiver on any port) and in the test settings.
 WEBHOOK_STANDARD_PORTS_ONLY = not SERENITY_WEBHOOK_ALLOW_PRIVATE
 # Every attempt ends within this many seconds of wall clock, connect to status line (SPEC §12.4);
-# the job's lease (JOBS_LEASE_SECONDS) must outlive it (a system check says so).
+# before it starts, the attempt's job lease is renewed past it (webhooks.delivery).
 WEBHOOK_ATTEMPT_DEADLINE_SECONDS = 10.0
 # An org's pending deliveries; past it, the oldest pending end `failed` with `overflow`.
 WEBHOOK_PENDING_MAX_PER_ORG = 10_000

@@ -629,6 +629,14 @@ class Stack:
         self.workers[index] = fresh
         return fresh.wait_ready(self.config.startup_timeout)
 
+    def restart_webhook_worker(self) -> ManagedProcess:
+        """SIGKILL the deliveries' worker (an attempt in flight is lost with it: its job stays
+        claimed until its lease expires) and start a fresh one in its place."""
+        assert self.webhook_worker is not None, "the stack runs no worker"
+        self.webhook_worker.kill()
+        self.webhook_worker = self._webhook_worker_process().start()
+        return self.webhook_worker.wait_ready(self.config.startup_timeout)
+
     def pause_workers(self) -> None:
         """SIGSTOP every worker (and its pool): messages wait in the broker (or in a paused
         worker's socket) until `resume_workers()`."""

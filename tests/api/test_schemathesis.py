@@ -119,7 +119,11 @@ def test_generated_requests_get_no_server_error_and_conform_to_the_schema(stack,
     (tmp_path / "st-report.txt").write_text(completed.stdout + completed.stderr)
     print(completed.stdout[-6000:])
     # then no failure of any check
-    report = completed.stdout[-20000:] + completed.stderr[-5000:]
+    # (with the API's server errors, tracebacks included: the stack's logs go when it stops)
+    server_errors = [
+        line for line in (stack.log_dir / "api.log").read_text().splitlines() if '"ERROR"' in line
+    ]
+    report = "\n".join([completed.stdout[-20000:], completed.stderr[-5000:], *server_errors[-5:]])
     assert completed.returncode == 0, report
     counts = re.search(
         r"(\d+) generated, (\d+) passed(?:, \d+ skipped)?\s*$", completed.stdout, re.MULTILINE

@@ -1,6 +1,7 @@
-"""Issue 24: SIGKILL the worker while a webhook attempt is in flight (the receiver holds the
-request), then start a new one: the delivery is made again (same `webhook-id`, signed) and
-recorded delivered: at least once, never lost."""
+"""Issue 24: SIGKILL the deliveries' worker (`-Q <queue>.webhooks`, deploy/Procfile's
+`webhooks`) while a webhook attempt is in flight (the receiver holds the request), then start a
+new one: the delivery is made again (same `webhook-id`, signed) and recorded delivered: at least
+once, never lost."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ pytestmark = pytest.mark.chaos
 
 
 def test_a_worker_killed_in_the_middle_of_a_delivery(make_stack):
-    # given a receiver on the loopback that holds the first request far longer than a lease ...
+    # given a receiver on the loopback that holds the first request past the attempt's deadline
+    # (the worker is killed well before it) ...
     receiver = receiver_start(holds=[30.0])
     try:
         stack = make_stack(workers=1, settings={"SERENITY_WEBHOOK_ALLOW_PRIVATE": True})
@@ -30,9 +32,8 @@ def test_a_worker_killed_in_the_middle_of_a_delivery(make_stack):
         chain = create_brand_async(api, "Hooked", ("US", "en"))
         assert poll_until_finished(api, chain.brand_id, chain.job_id)["status"] == "COMPLETED"
         receiver.wait_for(1, timeout=30, arrived=True)  # the first attempt is in flight
-        # when the worker dies in the middle of it, and a new one starts
-        stack.kill_worker(0)
-        stack.restart_worker(0)
+        # when the deliveries' worker dies in the middle of it, and a new one starts
+        stack.restart_webhook_worker()
         # then the attempt is made again (the lease expired; the dispatcher re-published it) ...
         first, again = receiver.wait_for(2, timeout=60, arrived=True)[:2]
 

@@ -169,3 +169,25 @@ def test_register_is_idempotent_with_a_key(writer, allow_private):
     assert again.json() == first.json()
     assert again["Idempotent-Replayed"] == "true"
     assert Webhook.objects.count() == 1
+
+
+def test_a_refused_register_replays_its_refusal_with_the_same_key(writer, allow_private):
+    # given a register refused for its URL, under a key
+    headers = {"HTTP_IDEMPOTENCY_KEY": "hook-refused"}
+    body = {"url": "https://+%4a=%3e%79:65507/x", "events": ["job.failed"]}
+    first = writer.post(webhooks_path(writer), body, **headers)
+    # when the same request is sent again with the key
+    again = writer.post(webhooks_path(writer), body, **headers)
+    # then the same 400 is answered again (no secret to re-read), and nothing was written
+    assert first.status_code == again.status_code == 400
+    assert (
+        again.json()
+        == first.json()
+        == {
+            "error": "invalidRequest",
+            "message": "url: the host does not resolve.",
+            "details": {"field": "url"},
+        }
+    )
+    assert again["Idempotent-Replayed"] == "true"
+    assert Webhook.objects.count() == 0
