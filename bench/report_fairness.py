@@ -1,78 +1,80 @@
-"""The SPEC §12.5 fairness section of docs/benchmarks.md (`bench.fairness`), rendered from
-docs/benchmarks.json."""
+"""The fairness measurements of docs/benchmarks.md (`bench.run fairness`, bench.fairness), one
+per worker configuration SPEC §12.5 names, read from docs/benchmarks.json."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-HOW = (
-    "`python -m bench.run fairness --no-profile`: org A sends 60 async creates with a market "
-    "(8 clients), org B one async create 2 s after A's first; both orgs use one credential; "
-    "the simulator allows 20 requests/s per token, the service paces at 19 (its 5 % margin); "
-    "S = 1 s, `publishSeconds` 0, settle back-off `1,2,4,8,16,32` (the learned settle time "
-    "cannot go below the first back-off step); three warm-up creates first (steady state). "
-    "B's time is from its POST to its chain's end, against S + 4 s. One stack per worker "
-    "configuration."
+from bench.report_parts import Entry, Figure, Measurement
+
+WHAT = (
+    "Org A sends 60 async brand creates with a market (8 clients); org B sends one async create "
+    "2 s after A's first. Both orgs use one credential; the simulator allows 20 requests/s per "
+    "token and the service paces at 19 (its 5 % margin); S = 1 s, `publishSeconds` 0; three "
+    "warm-up creates first (steady state). B's time runs from its POST to its chain's end. One "
+    "stack per worker configuration."
+)
+COMMAND = ".venv/bin/python -m bench.run fairness"
+# bench.fairness' keys for the configurations of SPEC §12.5.
+CONFIGURATIONS = (
+    ("prefork_1x2", "Celery's default pool (prefork), `-c 2`"),
+    ("prefork_1x4", "Celery's default pool (prefork), `-c 4`"),
+    ("threads_2x16", "the README's workers (2 x threads, `-c 16`)"),
 )
 
 
-def _runs(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    value = data.get("current", {}).get("fairness")
-    if not isinstance(value, dict):
-        return {}
-    return {k: v for k, v in value.items() if isinstance(v, list)}
+def _runs(entry: Entry, config: str) -> list[dict[str, Any]] | None:
+    runs = entry.get(config)
+    if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) for r in runs):
+        return None
+    return runs
 
 
-def summary_rows(data: dict[str, Any]) -> list[list[str]]:
-    rows = []
-    for runs in _runs(data).values():
+def _figure(config: str) -> Callable[[Entry], Figure | None]:
+    def read(entry: Entry) -> Figure | None:
+        runs = _runs(entry, config)
+        if runs is None:
+            return None
+        text = ", ".join(
+            f"{r['second_org_s']} s ({(r.get('second_org') or {}).get('status')})" for r in runs
+        )
+        details = []
         for run in runs:
-            rows.append(
-                [
-                    f"Second org on a shared credential, {run['workers']}",
-                    f"≤ {run['bound_s']} s",
-                    f"{run['second_org_s']} s",
-                    "—",
-                    "✅" if run["within_bound"] else "❌",
-                ]
-            )
-    return rows
-
-
-def section(data: dict[str, Any], table: Callable[[list[str], list[list[str]]], str]) -> str:
-    runs = _runs(data)
-    out = ["## 10. Fairness at any worker configuration (SPEC §12.5)\n", HOW + "\n"]
-    if not runs:
-        return "\n".join([*out, "Not measured yet.\n"])
-    rows = []
-    for measured in runs.values():
-        for run in measured:
             steps = (run.get("second_org") or {}).get("steps") or []
-            rows.append(
-                [
-                    run["workers"],
-                    f"{run['second_org_s']} s",
-                    f"{run['bound_s']} s",
-                    "**met**" if run["within_bound"] else "**not met**",
-                    str(run.get("burst_wall_s")),
-                    str(run.get("upstream_calls")),
-                    str(run.get("limited_429")),
-                    ", ".join(
-                        f"{s['step']} {s['started_s']}→{s['finished_s']} s ({s['run_count']} runs)"
-                        for s in steps
-                    ),
-                ]
+            details.append(
+                f"A's burst: {run.get('burst_wall_s')} s, {run.get('upstream_calls')} calls, "
+                f"{run.get('limited_429')} x 429. B's steps (started → finished, seconds from "
+                "its POST): "
+                + ", ".join(
+                    f"{s['step']} {s['started_s']} → {s['finished_s']} ({s['run_count']} claims)"
+                    for s in steps
+                )
+                + "."
             )
-    header = [
-        "workers",
-        "second org",
-        "bound",
-        "",
-        "burst wall (s)",
-        "calls",
-        "429",
-        "second org's steps (started → finished, from its POST)",
-    ]
-    out.append(table(header, rows))
-    return "\n".join(out)
+        return Figure(text, all(r["within_bound"] for r in runs), tuple(details))
+
+    return read
+
+
+def _workers(config: str) -> Callable[[Entry], str | None]:
+    def read(entry: Entry) -> str | None:
+        runs = _runs(entry, config)
+        return str(runs[0]["workers"]) if runs else None
+
+    return read
+
+
+MEASUREMENTS = tuple(
+    Measurement(
+        section="Fairness at the worker configurations of SPEC §12.5",
+        title=f"Fairness: a second org's create mid-burst, {name}",
+        what=WHAT,
+        bound="≤ S + 4 s = 5 s (S = 1 s; SPEC §12.5)",
+        key="fairness",
+        command=COMMAND,
+        figure=_figure(config),
+        workers=_workers(config),
+    )
+    for config, name in CONFIGURATIONS
+)

@@ -5,6 +5,9 @@ cancels, and another org's single async create must still complete within S + 4 
 
     .venv/bin/python -m bench.webhooks flood
 
+`bench.run webhooks` runs both and stores them in docs/benchmarks.json, which
+bench/report_webhooks.py renders in docs/benchmarks.md.
+
 A stack with production tunables delivers to a receiver on the loopback in this process
 (`SERENITY_WEBHOOK_ALLOW_PRIVATE=true`). Events are published by a subprocess with the stack's
 environment, through the product's own `webhook_event_publish` in committed transactions (what
@@ -117,93 +120,6 @@ def webhooks(
         "bound_idle_p50_ms": 1000,
         "met": idle_summary["p50_ms"] <= 1000,
     }
-
-
-def report_section(data: dict[str, Any]) -> str:
-    """The webhooks section of docs/benchmarks.md (bench.report)."""
-    w = (data.get("current") or {}).get("webhooks")
-    out = ["## 8. Webhooks (SPEC §11.3, §12.5)\n"]
-    out.extend(_flood_section((data.get("current") or {}).get("webhook_flood")))
-    if not w:
-        out.append("Not measured yet: `.venv/bin/python -m bench.run webhooks --no-profile`.\n")
-        return "\n".join(out)
-    idle, queued = w["idle"], w["queued"]
-    met = "met" if w["met"] else "**not met**"
-    out.append(
-        f"{w['workers']}, production tunables, a receiver on the loopback answering 204 at once. "
-        "An event's latency is its first attempt's arrival at the receiver minus the event's "
-        "`timestamp` (taken in the publishing transaction, before its commit and the publish "
-        "after it).\n"
-    )
-    rows = [
-        [
-            f"at idle ({idle['events']} events, 0.3 s apart)",
-            _ms(idle["p50_ms"]),
-            _ms(idle["p90_ms"]),
-            _ms(idle["p99_ms"]),
-            _ms(idle["max_ms"]),
-        ],
-        [
-            f"{queued['events']} events queued in one transaction",
-            _ms(queued["p50_ms"]),
-            _ms(queued["p90_ms"]),
-            _ms(queued["p99_ms"]),
-            _ms(queued["max_ms"]),
-        ],
-    ]
-    out.append("| event → first attempt | p50 ms | p90 ms | p99 ms | max ms |")
-    out.append("|---|---|---|---|---|")
-    out.extend("| " + " | ".join(row) + " |" for row in rows)
-    out.append(
-        f"\nTarget at idle: p50 ≤ 1000 ms — {met} ({_ms(idle['p50_ms'])} ms). Throughput: "
-        f"{queued['events']} deliveries in {queued['drain_s']} s from the commit, "
-        f"{queued['deliveries_per_s']} deliveries/s (each attempt a new connection, signed; "
-        "the publisher's 1,000 messages and the workers share the machine's two cores). "
-        f"Deliveries at the end: {w['deliveries']}; attempts repeated: "
-        f"{w['repeated_attempts']}.\n"
-    )
-    return "\n".join(out)
-
-
-def _flood_section(f: dict[str, Any] | None) -> list[str]:
-    """The flood (SPEC §12.5: deliveries isolated from provisioning work)."""
-    out = ["### A flood of slow receivers beside provisioning\n"]
-    if not f:
-        out.append("Not measured yet: `.venv/bin/python -m bench.run webhooks --no-profile`.\n")
-        return out
-    met = "met" if f["met"] else "**not met**"
-    queued = f["queued_at_second_create"]
-    out.append(
-        f"{f['workers']} for provisioning and deploy/Procfile's `webhooks` worker "
-        "(`-P threads -c 16 -Q <queue>.webhooks`), production tunables, S = "
-        f"{f['bound_s'] - 4:g} s. Org A registers {f['endpoints']} endpoints on a receiver that "
-        f"holds every request {f['hold_s']:g} s, onboards {f['brands']} brands and cancels "
-        f"(the cancel answered {f['cancel_status']} after {f['cancel_s']} s); once the events' "
-        f"deliveries are written ({f['deliveries']}; {queued['webhooks']} messages on the "
-        f"deliveries' queue, {queued['steps']} on the steps' queue), org B (its own credential) "
-        "makes one async brand create with a market, timed from its POST to its end.\n"
-    )
-    out.append("| org B's async create | seconds | bound |")
-    out.append("|---|---|---|")
-    out.append(f"| at idle, before the flood | {f['idle_create_s']} | — |")
-    out.append(
-        f"| during the flood | {f['second_create_s']} ({f['second_status']}) | "
-        f"≤ S + 4 s = {f['bound_s']:g} — {met} |"
-    )
-    out.append(
-        f"\nBefore this change (deliveries on the steps' queue and workers) the same create took "
-        "108.7 s. Each attempt ends at its 10 s deadline. Deleting A's endpoints afterwards left "
-        f"{f['delivery_jobs_left_after_delete']} delivery jobs unfinished (the attempts running "
-        "at that moment, which end their own jobs; 9,582 were left queued before). The machine "
-        "is shared with other test suites and benchmarks (load average often above 10 on 2 "
-        "cores): the idle and flood figures move by a second between runs.\n"
-    )
-    out.append("### Latency and throughput to a fast receiver\n")
-    return out
-
-
-def _ms(value: float) -> str:
-    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
 
 
 def publish_main(args: dict[str, Any]) -> dict[str, Any]:
