@@ -41,13 +41,11 @@ def shared_burst(
     stack = BenchStack(
         workers=workers,
         settle_seconds=settle_seconds,
-        env={
-            "SEMRUSH_RATE_LIMIT_PER_SECOND": str(rate),
-            # The learned settle time is the age at which a read found the workspace ready, so
-            # it cannot learn less than the first back-off step (production's is 5 s): with
-            # S = 1 s, the warm-up creates teach it ~1 s only with a back-off starting at 1 s.
-            "SERENITY_PROVISION_BACKOFF_SECONDS": "1,2,4,8,16,32",
-        },
+        env={"SEMRUSH_RATE_LIMIT_PER_SECOND": str(rate)},
+        # The learned settle time is the age at which a read found the workspace ready, so it
+        # cannot learn less than the first back-off step (production's is 5 s): with S = 1 s,
+        # the warm-up creates teach it ~1 s only with a back-off starting at 1 s.
+        settings={"SERENITY_PROVISION_BACKOFF_SECONDS": [1, 2, 4, 8, 16, 32]},
     )
     with started(stack):
         stack.sim_config(rateLimitPerSecond=rate, publishSeconds=0)

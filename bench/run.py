@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import subprocess
 import sys
 import time
 from typing import Any
@@ -82,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     profile_dir = None if args.no_profile else PROFILES / args.label
     data = load_data()
     data.setdefault("machine", machine_info())
+    commit = _commit()
     for name in wanted:
+        measured_at = time.strftime("%Y-%m-%d")
         started = time.monotonic()
         probe_before = cpu_probe_ms()
         print(f"==> {name} ({workers.describe()}, label {args.label})", flush=True)
@@ -151,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             value["elapsed_s"] = round(time.monotonic() - started, 1)
             value["loadavg_after"] = [round(x, 2) for x in __import__("os").getloadavg()]
             value["cpu_probe_ms"] = [probe_before, cpu_probe_ms()]
+            value["measured_at"], value["commit"] = measured_at, commit
             data.setdefault(args.label, {})[key] = value
             print(f"    {key}: {_line(value)}", flush=True)
         data["machine"] = machine_info()
@@ -178,6 +183,16 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
         for r in runs
     ]
     return median
+
+
+def _commit() -> str:
+    """The code measured: HEAD's short hash, `-dirty` when the work tree has changes."""
+    git = shutil.which("git") or "git"
+    head = subprocess.run(  # noqa: S603 - fixed argv
+        [git, "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run([git, "diff", "--quiet", "HEAD"], cwd=ROOT)  # noqa: S603 - fixed argv
+    return f"{head}-dirty" if dirty.returncode != 0 else head
 
 
 def _line(value: dict[str, Any]) -> str:

@@ -8,8 +8,8 @@ cancels, and another org's single async create must still complete within S + 4 
 `bench.run webhooks` runs both and stores them in docs/benchmarks.json, which
 bench/report_webhooks.py renders in docs/benchmarks.md.
 
-A stack with production tunables delivers to a receiver on the loopback in this process
-(`SERENITY_WEBHOOK_ALLOW_PRIVATE=true`). Events are published by a subprocess with the stack's
+A stack with production tunables delivers to a receiver on the loopback in this process (the
+setting `SERENITY_WEBHOOK_ALLOW_PRIVATE` on). Events are published by a subprocess with the stack's
 environment, through the product's own `webhook_event_publish` in committed transactions (what
 a chain's ending does): the latency of one event is its arrival at the receiver minus the
 event's `timestamp` (taken inside the publishing transaction, before its commit).
@@ -216,7 +216,7 @@ def flood(
     stack = BenchStack(
         workers=workers,
         settle_seconds=SETTLE_SECONDS,
-        env={"SERENITY_WEBHOOK_ALLOW_PRIVATE": "true"},
+        settings={"SERENITY_WEBHOOK_ALLOW_PRIVATE": True},
     )
     with started(stack):
         tokens = [f"flood-{uuid.uuid4().hex}" for _ in range(2)]
