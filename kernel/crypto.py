@@ -1,4 +1,4 @@
-"""Symmetric encryption for secrets at rest (the org's Semrush credential).
+"""Symmetric encryption for secrets at rest (org Semrush credentials, webhook signing secrets).
 
 Keys come from FIELD_ENCRYPTION_KEYS (settings; comma-separated passphrases): the first one
 encrypts, every one decrypts, so a key is rotated by putting the new one first, running
@@ -17,12 +17,14 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
+from django.db.models import QuerySet
 
 # Fixed, public derivation parameters: changing either changes every key.
 _HKDF_SALT = b"serenity-field-encryption"
@@ -74,3 +76,30 @@ def reencrypt_secret(ciphertext: str) -> str:
         return _configured_keyring().rotate(ciphertext.encode()).decode()
     except InvalidToken as exc:
         raise ValueError("secret cannot be decrypted with FIELD_ENCRYPTION_KEYS") from exc
+
+
+@dataclass(frozen=True)
+class Reencryption:
+    """What `column_reencrypt` did: the values it re-encrypted, and the rows whose value no
+    configured key decrypts (left as they are)."""
+
+    rotated: int
+    undecryptable: list[str] = field(default_factory=list)
+
+
+def column_reencrypt(rows: QuerySet, column: str) -> Reencryption:
+    """Re-encrypt `column` of every row of `rows` (empty values skipped) with the first key.
+
+    Idempotent. Each row is written with a conditional update on the ciphertext it read, so a
+    value changed meanwhile (encrypted with the first key already) is left alone. No plaintext
+    is returned or logged."""
+    rotated, undecryptable = 0, []
+    found = rows.exclude(**{column: ""}).order_by("pk").values_list("pk", column)
+    for pk, ciphertext in found.iterator():
+        try:
+            fresh = reencrypt_secret(ciphertext)
+        except ValueError:
+            undecryptable.append(str(pk))
+            continue
+        rotated += rows.filter(pk=pk, **{column: ciphertext}).update(**{column: fresh})
+    return Reencryption(rotated=rotated, undecryptable=undecryptable)

@@ -6,7 +6,6 @@ module holds the tenancy set-up used by the management commands and the admin.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -14,7 +13,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from kernel.crypto import reencrypt_secret
+from kernel.crypto import Reencryption, column_reencrypt
 from kernel.errors import InvalidRequestError
 from serenity.models import ApiToken, Brand, Membership, Organization, Role, WorkspaceMode
 from serenity.tokens import generate_token, token_digest
@@ -126,37 +125,7 @@ def brand_update(*, brand: Brand, changes: dict[str, Any]) -> None:
         Brand.objects.filter(pk=brand.pk).update(updated_at=timezone.now(), **changes)
 
 
-@dataclass(frozen=True)
-class CredentialRotation:
-    """What `organization_credentials_rotate` did: how many credentials it re-encrypted, and
-    the orgs whose credential no configured key decrypts (left as they are)."""
-
-    rotated: int
-    undecryptable_org_ids: list[str] = field(default_factory=list)
-
-
-def organization_credentials_rotate() -> CredentialRotation:
-    """Re-encrypt every stored org credential with the first of FIELD_ENCRYPTION_KEYS.
-
-    Idempotent (a credential already under the first key is encrypted again, harmlessly).
-    Each row is written with a conditional update on the ciphertext it read, so a credential
-    changed meanwhile (which the admin encrypted with the first key already) is left alone.
-    No plaintext is returned or logged.
-    """
-    rotated = 0
-    undecryptable: list[str] = []
-    rows = (
-        Organization.objects.exclude(semrush_credential_encrypted="")
-        .order_by("pk")
-        .values_list("pk", "semrush_credential_encrypted")
-    )
-    for org_id, ciphertext in rows.iterator():
-        try:
-            fresh = reencrypt_secret(ciphertext)
-        except ValueError:
-            undecryptable.append(str(org_id))
-            continue
-        rotated += Organization.objects.filter(
-            pk=org_id, semrush_credential_encrypted=ciphertext
-        ).update(semrush_credential_encrypted=fresh)
-    return CredentialRotation(rotated=rotated, undecryptable_org_ids=undecryptable)
+def organization_credentials_rotate() -> Reencryption:
+    """Re-encrypt every stored org credential with the first of FIELD_ENCRYPTION_KEYS (the
+    orgs no configured key decrypts are reported, left as they are)."""
+    return column_reencrypt(Organization.objects.all(), "semrush_credential_encrypted")

@@ -25,6 +25,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs.outbox import outbox_job_run_now, outbox_jobs_cancel, outbox_jobs_create
+from kernel.crypto import Reencryption, column_reencrypt
 from serenity.models import Organization
 from webhooks.addresses import AddressRefusedError, addresses_resolve, target_parse
 from webhooks.exceptions import (
@@ -199,6 +200,21 @@ def webhook_secret_rotate(*, webhook: Webhook) -> WebhookCreated:
         )
     webhook = locked
     return WebhookCreated(webhook=webhook, secret=secret)
+
+
+def webhook_secrets_reencrypt() -> Reencryption:
+    """Re-encrypt every endpoint's signing secret with the first of FIELD_ENCRYPTION_KEYS, and
+    a replaced secret while it still signs (an expired one is never read again); the endpoints
+    no configured key decrypts are reported, left as they are."""
+    current = column_reencrypt(Webhook.objects.all(), "secret_encrypted")
+    previous = column_reencrypt(
+        Webhook.objects.filter(previous_secret_expires_at__gt=timezone.now()),
+        "previous_secret_encrypted",
+    )
+    return Reencryption(
+        rotated=current.rotated + previous.rotated,
+        undecryptable=sorted({*current.undecryptable, *previous.undecryptable}),
+    )
 
 
 def webhook_test_send(*, webhook: Webhook) -> WebhookDelivery:
