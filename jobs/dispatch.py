@@ -38,7 +38,9 @@ def job_republish(*, job_id: uuid.UUID) -> bool:
 def job_fairest_due(*, job_id: uuid.UUID, steps: list[str]) -> uuid.UUID:
     """The job a delivery of `job_id` runs (`jobs.runner.run_step`): among the due, claimable
     jobs of `steps`, the one whose org has the fewest jobs of `steps` running under a live
-    claim; on a tie `job_id` itself, then the oldest due. `job_id` when it is not one of
+    claim, then the fewest due (a short step holds no claim for long, so an org's backlog
+    breaks the tie: a burst's steps do not go before a second org's one); on a tie `job_id`
+    itself, then the oldest due. `job_id` when it is not one of
     `steps` (a delivery of another kind of step runs its own job) or nothing else is due.
 
     So the workers are shared across orgs by what they run now, not by the order of the
@@ -60,9 +62,13 @@ def job_fairest_due(*, job_id: uuid.UUID, steps: list[str]) -> uuid.UUID:
                 Sum(Case(When(live_claim, then=Value(1)), default=Value(0))),
                 partition_by=[F("organization_id")],
             ),
+            backlog=Window(
+                Sum(Case(When(live_claim, then=Value(0)), default=Value(1))),
+                partition_by=[F("organization_id")],
+            ),
             other=Case(When(pk=job_id, then=Value(0)), default=Value(1)),
         )
-        .order_by("-claimable", "busy", "other", "run_after", "id")
+        .order_by("-claimable", "busy", "backlog", "other", "run_after", "id")
         .values_list("id", "claimable")
         .first()
     )

@@ -93,11 +93,12 @@ def run_step(*, job_id: str) -> None:
     and if this worker dies first, the dispatcher publishes it (it is runnable, unclaimed).
 
     Fair steps (`register_step(fair=True)`) share the workers across orgs: a delivery runs the
-    due, claimable fair step whose org has the fewest steps running (its own job on a tie,
-    `jobs.dispatch.job_fairest_due`). So a second org's first step is claimed by the next free
-    worker, not after every message of another org's backlog that the broker's FIFO queue holds
-    ahead of it, whatever the pool and its size. Every due job still has its own message (or
-    the dispatcher's), so a job whose message ran another job is run by that job's message.
+    due, claimable fair step whose org has the fewest steps running, then the fewest due (its
+    own job on a tie, `jobs.dispatch.job_fairest_due`). So a second org's first step is claimed
+    by the next free worker, not after every message of another org's backlog that the broker's
+    FIFO queue holds ahead of it, whatever the pool and its size. Every due job still has its
+    own message (or the dispatcher's), so a job whose message ran another job is run by that
+    job's message.
 
     Database connectivity errors propagate: the claim's lease then expires and the dispatcher
     re-publishes the job, which resumes. Any other exception is the step's unexpected failure,

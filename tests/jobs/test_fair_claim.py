@@ -4,16 +4,23 @@ another org's backlog of messages, whatever the pool and its size."""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
 from unittest import mock
 
+import pytest
 from django.utils import timezone
 
 from jobs.dispatch import job_fairest_due
 from jobs.models import AsyncJob, JobStep
-from tests.factories import AsyncJobFactory
+from serenity.models import Role
+from tests.chains.helpers import brands_path
+from tests.conftest import make_caller
+from tests.factories import AsyncJobFactory, OrganizationFactory
 
 FAIR = [JobStep.PROVISION_WORKSPACE, JobStep.CREATE_MARKET]
 
@@ -43,6 +50,18 @@ def test_a_delivery_runs_the_due_job_of_the_org_with_the_fewest_steps_running(db
     # when a delivery of A's oldest due step asks which job it runs
     chosen = job_fairest_due(job_id=backlog[0].id, steps=FAIR)
     # then it runs B's step, not its own
+    assert chosen == second.id
+
+
+def test_with_nothing_running_the_org_with_the_smaller_backlog_goes_first(db):
+    # given org A's backlog of five due steps (older) and org B's one, nothing running (short
+    # steps hold their claim only briefly)
+    org_a, org_b = uuid.uuid4(), uuid.uuid4()
+    backlog = [due_job(org_a, run_after=timezone.now() - timedelta(seconds=30)) for _ in range(5)]
+    second = due_job(org_b)
+    # when a delivery of A's oldest due step asks which job it runs
+    chosen = job_fairest_due(job_id=backlog[0].id, steps=FAIR)
+    # then it runs B's step
     assert chosen == second.id
 
 
@@ -109,3 +128,44 @@ def test_a_delivery_that_runs_another_org_s_job_gives_its_own_a_new_message(
     assert published == [str(own.id)]
     own.refresh_from_db()
     assert own.claim_token is None and own.status == "IN_PROGRESS"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_second_org_s_step_is_claimed_before_another_org_s_backlog(worker, sw_writer, sim):
+    # given the session's worker (Celery's default prefork pool, --concurrency 2) stopped, org
+    # A's 10 async brand creates queued (upstream answers each call in 0.4 s, so each step
+    # holds its worker slot), then org B's one create queued behind them
+    sim.configure({"settleSeconds": 0, "latencyMs": 400})
+    org_b = OrganizationFactory(
+        serenity_enabled=True,
+        semrush_parent_workspace_id=sim.parent_id,
+        workspace_mode="subworkspace",
+    )
+    second = make_caller(org_b, Role.WRITER)
+    assert worker.proc is not None
+    os.killpg(worker.proc.pid, signal.SIGSTOP)
+    try:
+        for n in range(10):
+            created = sw_writer.post(
+                brands_path(sw_writer),
+                {"name": f"A{n}", "baseUrl": f"https://a{n}.example", "async": True},
+            )
+            assert created.status_code == 202, created.json()
+        created = second.post(
+            brands_path(second), {"name": "B", "baseUrl": "https://b.example", "async": True}
+        )
+        assert created.status_code == 202, created.json()
+        b_job = created.json()["jobId"]
+    finally:
+        os.killpg(worker.proc.pid, signal.SIGCONT)
+    # when the worker takes the messages (FIFO: A's ten, then B's)
+    deadline = time.monotonic() + 60
+    while AsyncJob.objects.get(pk=b_job).started_at is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    b_started = AsyncJob.objects.get(pk=b_job).started_at
+    assert b_started is not None
+    # then B's step was claimed as soon as a slot came free: at most the two A steps the pool
+    # took first (and a third, had both slots claimed at once) started before it
+    a_roots = AsyncJob.objects.filter(organization_id=sw_writer.org.id, root__isnull=True)
+    assert a_roots.count() == 10
+    assert a_roots.filter(started_at__lte=b_started).count() <= 3
