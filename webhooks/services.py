@@ -223,20 +223,31 @@ def webhook_test_send(*, webhook: Webhook) -> WebhookDelivery:
     new deliveries)."""
     if not webhook.enabled:
         raise WebhookDisabledError()
-    data = {"webhookId": str(webhook.pk)}
+    event = Event(
+        type=WebhookEventType.WEBHOOK_TEST,
+        data={"webhookId": str(webhook.pk)},
+        event_id=uuid.uuid4(),
+    )
+    delivery = _delivery_new(event, hook_id=webhook.pk, now=timezone.now())
     with transaction.atomic():
-        [delivery_id] = _deliveries_create(
-            organization_id=webhook.organization_id,
-            hooks=[webhook.pk],
-            type=WebhookEventType.WEBHOOK_TEST,
-            data=data,
-            event_id=uuid.uuid4(),
+        [delivery_id] = _deliveries_insert(
+            organization_id=webhook.organization_id, deliveries=[delivery]
         )
     return WebhookDelivery.objects.select_related("webhook").get(pk=delivery_id)
 
 
 def _timestamp(value: datetime) -> str:
     return value.isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event to publish: its type, its `data`, and its id (every attempt's
+    `webhook-id`)."""
+
+    type: str
+    data: dict[str, Any]
+    event_id: uuid.UUID
 
 
 def webhook_event_publish(
@@ -246,63 +257,48 @@ def webhook_event_publish(
     data: dict[str, Any],
     event_id: uuid.UUID | None = None,
 ) -> list[uuid.UUID]:
-    """Emit the event `type` with `data` to every endpoint of the org subscribed to it: one
-    delivery (body `{type, timestamp, data}`) and its outbox job per endpoint, inside the
-    caller's transaction (call it in the transaction that makes the event happen), published
-    after commit. Returns the deliveries' ids (none: no endpoint subscribed).
+    """Emit the event `type` with `data` to every endpoint of the org subscribed to it
+    (`webhook_events_publish` of this one event). `event_id` defaults to a new id; an event
+    published again with the same `event_id` creates nothing twice (idempotent), so callers
+    that may emit one event twice pass a stable id."""
+    return webhook_events_publish(
+        organization_id=organization_id,
+        events=[Event(type=type, data=data, event_id=event_id or uuid.uuid4())],
+    )
 
-    `event_id` (the `webhook-id` of every attempt) defaults to a new id; an event published
-    again with the same `event_id` creates nothing twice (idempotent), so callers that may
-    emit one event twice pass a stable id."""
-    if type not in WebhookEventType.values:
-        raise ValueError(f"unknown webhook event type {type!r}")
-    hooks = [
-        hook_id
-        for hook_id, events in Webhook.objects.filter(organization_id=organization_id, enabled=True)
+
+def webhook_events_publish(*, organization_id: uuid.UUID, events: list[Event]) -> list[uuid.UUID]:
+    """Emit `events` to every endpoint of the org subscribed to each: one delivery (body
+    `{type, timestamp, data}`) and its outbox job per event and endpoint, inside the caller's
+    transaction (call it in the transaction that makes the events happen), published after
+    commit. Set-based whatever the number of events (an onboarding's cancel ends a thousand
+    chains at once): one read of the endpoints, one insert of the deliveries, one of their
+    jobs, one overflow check. Returns the deliveries' ids (none: no endpoint subscribed)."""
+    unknown = [event.type for event in events if event.type not in WebhookEventType.values]
+    if unknown:
+        raise ValueError(f"unknown webhook event type {unknown[0]!r}")
+    hooks = list(
+        Webhook.objects.filter(organization_id=organization_id, enabled=True)
         .order_by()
         .values_list("id", "events")
-        if type in events
-    ]
-    if not hooks:
-        return []
-    return _deliveries_create(
-        organization_id=organization_id,
-        hooks=hooks,
-        type=type,
-        data=data,
-        event_id=event_id or uuid.uuid4(),
     )
-
-
-def _deliveries_create(
-    *,
-    organization_id: uuid.UUID,
-    hooks: list[uuid.UUID],
-    type: str,
-    data: dict[str, Any],
-    event_id: uuid.UUID,
-) -> list[uuid.UUID]:
-    """One delivery of the event and its outbox job per endpoint, in the caller's
-    transaction."""
     now = timezone.now()
-    body = json.dumps(
-        {"type": type, "timestamp": _timestamp(now), "data": data},
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
     deliveries = [
-        WebhookDelivery(
-            id=uuid.uuid5(event_id, str(hook_id)),
-            webhook_id=hook_id,
-            event_id=event_id,
-            event_type=type,
-            body=body,
-            next_attempt_at=now,
-        )
-        for hook_id in hooks
+        _delivery_new(event, hook_id=hook_id, now=now)
+        for event in events
+        for hook_id, subscribed in hooks
+        if event.type in subscribed
     ]
-    for delivery in deliveries:
-        delivery.job_id = delivery.id
+    return _deliveries_insert(organization_id=organization_id, deliveries=deliveries)
+
+
+def _deliveries_insert(
+    *, organization_id: uuid.UUID, deliveries: list[WebhookDelivery]
+) -> list[uuid.UUID]:
+    """The deliveries and their outbox jobs, in the caller's transaction; then the org's
+    pending cap."""
+    if not deliveries:
+        return []
     WebhookDelivery.objects.bulk_create(deliveries, ignore_conflicts=True)
     outbox_jobs_create(
         organization_id=organization_id,
@@ -312,6 +308,26 @@ def _deliveries_create(
     )
     deliveries_overflow(organization_id=organization_id)
     return [d.id for d in deliveries]
+
+
+def _delivery_new(event: Event, *, hook_id: uuid.UUID, now: datetime) -> WebhookDelivery:
+    """The event's delivery to one endpoint (its id derived from both: published twice, one
+    row), carried by the job of the same id."""
+    body = json.dumps(
+        {"type": event.type, "timestamp": _timestamp(now), "data": event.data},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    delivery_id = uuid.uuid5(event.event_id, str(hook_id))
+    return WebhookDelivery(
+        id=delivery_id,
+        webhook_id=hook_id,
+        event_id=event.event_id,
+        event_type=event.type,
+        body=body,
+        next_attempt_at=now,
+        job_id=delivery_id,
+    )
 
 
 def deliveries_overflow(*, organization_id: uuid.UUID) -> int:

@@ -292,3 +292,31 @@ def test_a_cancel_sends_the_job_event_of_every_chain_it_ended(sw_writer):
     deliveries = WebhookDelivery.objects.filter(event_type="job.cancelled")
     assert {uuid.UUID(json.loads(d.body)["data"]["jobId"]) for d in deliveries} == roots
     assert len(roots) == 2 and deliveries.count() == 2
+
+
+def test_a_cancel_of_1000_items_publishes_their_events_to_10_endpoints_set_based(sw_writer):
+    # given 10 endpoints taking every event, and an onboarding of 1,000 brands
+    for n in range(10):
+        Webhook.objects.create(
+            organization=sw_writer.org,
+            url=f"https://hooks.example/{n}",
+            events=["job.cancelled", "onboarding.cancelled"],
+            secret_encrypted="x",
+        )
+    brands = [brand(f"Brand {n}", ("US", "en")) for n in range(1000)]
+    accepted = sw_writer.post(url(sw_writer), {"brands": brands}).json()
+    path = url(sw_writer, f"/{accepted['onboardingId']}/cancel")
+    # when it is cancelled
+    with CaptureQueriesContext(connection) as queries:
+        response = sw_writer.post(path)
+    # then its 10,010 events (a job.cancelled per chain and the onboarding's, per endpoint) are
+    # written in a number of statements independent of the chains and endpoints
+    assert response.status_code == 200, response.json()
+    assert len(queries) <= 50, len(queries)
+    events = WebhookDelivery.objects.values_list("event_type", flat=True)
+    assert sorted(set(events)) == ["job.cancelled", "onboarding.cancelled"]
+    assert events.filter(event_type="job.cancelled").count() == 10_000
+    assert events.filter(event_type="onboarding.cancelled").count() == 10
+    # and one delivery job each (the pending cap of 10,000 dropped the 10 oldest as overflow)
+    assert AsyncJob.objects.filter(job_type="webhookDelivery").count() == 10_010
+    assert WebhookDelivery.objects.filter(last_error="overflow").count() == 10
