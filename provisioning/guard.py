@@ -172,6 +172,7 @@ def attempt_held(
     checks: Checks | None = None,
     reserve: Callable[[uuid.UUID], Market | None] | None = None,
     insert_brand: Callable[[], object] | None = None,
+    candidate_is_pointer: bool = False,
     failure_reason: FailureReason = attempt_reason,
 ) -> Iterator[SyncAttempt]:
     """Sync work on a brand, begun and ended here: the one way a sync request holds its brand.
@@ -179,7 +180,8 @@ def attempt_held(
     Begins in one durable transaction (committed before the block's upstream calls, which must
     not run inside a caller's transaction: nesting raises RuntimeError): `insert_brand()` (a
     brand create: the brand row, which nobody else can see yet), then the guard (`lease`, with
-    `checks`), then `reserve(owner)` (the request's market reservation). Raises what `lease`
+    `checks` and `candidate_is_pointer`), then `reserve(owner)` (the request's market
+    reservation). Raises what `lease`
     raises, before the block runs.
 
     Ends on every exit of the block, with one conditional write (a cancel or a reconcile may
@@ -200,6 +202,7 @@ def attempt_held(
         checks=checks,
         reserve=reserve,
         insert_brand=insert_brand,
+        candidate_is_pointer=candidate_is_pointer,
     )
     try:
         yield held
@@ -216,6 +219,7 @@ def _held_begin(
     checks: Checks | None,
     reserve: Callable[[uuid.UUID], Market | None] | None,
     insert_brand: Callable[[], object] | None,
+    candidate_is_pointer: bool,
 ) -> SyncAttempt:
     with transaction.atomic(durable=True):
         if insert_brand is not None:
@@ -225,6 +229,7 @@ def _held_begin(
             started_by=started_by,
             checks=checks,
             brand_is_new=insert_brand is not None,
+            candidate_is_pointer=candidate_is_pointer,
         ) as begun:
             owner = begun.attempt.id if begun.attempt is not None else uuid.uuid4()
             market = reserve(owner) if reserve is not None else None

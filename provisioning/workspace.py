@@ -21,7 +21,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from kernel.errors import DomainError
-from provisioning import states
+from provisioning import quota, states
 from provisioning.exceptions import (
     SubworkspaceCreationFailedError,
     SubworkspaceCreationTimeoutError,
@@ -69,6 +69,17 @@ def settle_next(readiness: Readiness, *, reads_done: int, delays: Sequence[float
     if reads_done < len(delays):
         return delays[reads_done]
     raise SubworkspaceCreationTimeoutError()
+
+
+def settle_delays() -> Sequence[float]:
+    """The waits between the status reads of a settle, with the caller's patience (the rule
+    itself is `settle_next`'s): a chained step's backoff (SPEC §6.3, each read a new row),
+    else a sync request's polling, slept in the request (§4: `SERENITY_SETTLE_POLL_ATTEMPTS`
+    reads, `SERENITY_SETTLE_POLL_INTERVAL_MS` apart)."""
+    if quota.in_step():
+        return tuple(settings.SERENITY_PROVISION_BACKOFF_SECONDS)
+    interval = settings.SERENITY_SETTLE_POLL_INTERVAL_MS / 1000.0
+    return (interval,) * (settings.SERENITY_SETTLE_POLL_ATTEMPTS - 1)
 
 
 def workspace_settle(

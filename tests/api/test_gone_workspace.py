@@ -253,9 +253,11 @@ def test_a_403_on_the_project_listing_of_the_brands_workspace_heals(
     old_market.refresh_from_db()
     assert old_market.deleted_at is not None
     assert not Market.objects.filter(brand=brand, deleted_at__isnull=True).exists()
+    # and the attempt ends as the chain's does once its workspace was promoted (SPEC §6.3,
+    # §12.3: the sync request runs the chain's steps): ready, the work's answer the 502
     assert list(
         ProvisioningAttempt.objects.filter(brand=brand).values_list("status", "reason")
-    ) == [("failed", "gone")]
+    ) == [("ready", None)]
 
 
 def test_async_market_create_on_a_gone_workspace_heals(sw_writer, sim, brand, workspace, worker):
