@@ -132,9 +132,9 @@ class SyncAttempt:
     made in the begin transaction, if any.
 
     The block says how its attempt ends when that is not the default: `fail(error)` (it answered
-    an error without raising it), `withdraw()` (it was refused before any upstream write), or
-    `workspace_ready()` (the brand's workspace is in place: from then on an exception ends the
-    attempt `ready` too, as after a chain's promotion, SPEC §6.3)."""
+    an error without raising it), or `withdraw()` (it was refused before any upstream write).
+    The chain's steps that the block runs inline end the attempt themselves (SPEC §6.3), as on
+    a worker: the block's end then changes nothing of it."""
 
     brand_id: uuid.UUID
     attempt: ProvisioningAttempt | None
@@ -143,7 +143,6 @@ class SyncAttempt:
     market: Market | None = None
     failure: DomainError | None = field(default=None, init=False)
     withdrawn: bool = field(default=False, init=False)
-    workspace_kept: bool = field(default=False, init=False)
 
     @property
     def attempt_id(self) -> uuid.UUID | None:
@@ -154,9 +153,6 @@ class SyncAttempt:
 
     def withdraw(self) -> None:
         self.withdrawn = True
-
-    def workspace_ready(self) -> None:
-        self.workspace_kept = True
 
 
 # What a failure records as the attempt's reason; None: the work failed but the brand's
@@ -181,15 +177,13 @@ def attempt_held(
     not run inside a caller's transaction: nesting raises RuntimeError): `insert_brand()` (a
     brand create: the brand row, which nobody else can see yet), then the guard (`lease`, with
     `checks` and `candidate_is_pointer`), then `reserve(owner)` (the request's market
-    reservation). Raises what `lease`
-    raises, before the block runs.
+    reservation). Raises what `lease` raises, before the block runs.
 
     Ends on every exit of the block, with one conditional write (a cancel or a reconcile may
     have ended the attempt first):
       withdrawn             the attempt is deleted, as if it had never begun
       fail(error)           `failed` with `failure_reason(error)` (None: `ready`)
       success               `ready`
-      after workspace_ready `ready`, whatever the exit
       a domain error        `failed` with `failure_reason(error)` (None: `ready`)
       any other exception   `failed` / `unexpected`
     Every exit but a success also frees the owner's reservations that created nothing upstream
@@ -272,7 +266,7 @@ def _failure_of(
     """The attempt's failure reason and message for how the block ended; no reason: `ready`."""
     if held.failure is not None:
         return failure_reason(held.failure), held.failure.message
-    if exc is None or held.workspace_kept:
+    if exc is None:
         return None, None
     if isinstance(exc, DomainError):
         return failure_reason(exc), exc.message

@@ -340,7 +340,7 @@ class _Ending:
         if project_id is None:
             return self(_failure(exc), MarketEnd.RELEASED)
         if discard:
-            _discard(
+            project_discard(
                 client=client,
                 workspace_id=self.workspace_id,
                 project_id=project_id,
@@ -511,7 +511,7 @@ def market_writes_refused(
     for write in writes:
         if write.goes_public:
             if write.project_id is not None:
-                _discard(
+                project_discard(
                     client=client,
                     workspace_id=write.workspace_id,
                     project_id=write.project_id,
@@ -573,7 +573,7 @@ def market_discard_unrecorded(
         )
     )
     for project_id in sorted(found - recorded):
-        _discard(
+        project_discard(
             client=client, workspace_id=workspace_id, project_id=project_id, owned_workspace=False
         )
         logger.warning(
@@ -582,9 +582,10 @@ def market_discard_unrecorded(
         )
 
 
-def _discard(
+def project_discard(
     *, client: SemrushClient, workspace_id: str, project_id: str, owned_workspace: bool
 ) -> None:
+    """Delete a project we created, best effort (a project left is listed by the audit)."""
     try:
         client.delete_project(
             workspace_id=workspace_id, project_id=project_id, owned=owned_workspace
