@@ -21,7 +21,9 @@ the request's upstream calls and ends it on every exit (SPEC §11.5):
 
 A deploy may run ahead of its migration: when the attempts table or column does not exist yet
 (PostgreSQL 42P01/42703, read inside a savepoint so the transaction survives), sync work proceeds
-without an attempt (`begun.attempt is None`); any other read error fails closed.
+without an attempt (`begun.attempt is None`); any other read error fails closed. (Deactivate
+works without one; the chain's steps, which sync creates and activates run inline, need their
+attempt's row: those answer 503 `configurationError`, `flows.common.chain_run_sync`.)
 """
 
 from __future__ import annotations
@@ -127,9 +129,8 @@ def lease(
 @dataclass
 class SyncAttempt:
     """A sync request's hold on its brand (`attempt_held`): the attempt begun for it (None only
-    while the attempts table is missing), the pointer as read under the brand's lock, the owner
-    of the request's market reservations (the attempt, else a fresh id) and the reservation
-    made in the begin transaction, if any.
+    while the attempts table is missing), the owner of the request's market reservations (the
+    attempt, else a fresh id) and the reservation made in the begin transaction, if any.
 
     The block says how its attempt ends when that is not the default: `fail(error)` (it answered
     an error without raising it), or `withdraw()` (it was refused before any upstream write).
@@ -138,7 +139,6 @@ class SyncAttempt:
 
     brand_id: uuid.UUID
     attempt: ProvisioningAttempt | None
-    pointer: str | None
     owner: uuid.UUID
     market: Market | None = None
     failure: DomainError | None = field(default=None, init=False)
@@ -227,9 +227,7 @@ def _held_begin(
         ) as begun:
             owner = begun.attempt.id if begun.attempt is not None else uuid.uuid4()
             market = reserve(owner) if reserve is not None else None
-    return SyncAttempt(
-        brand_id=brand_id, attempt=begun.attempt, pointer=begun.pointer, owner=owner, market=market
-    )
+    return SyncAttempt(brand_id=brand_id, attempt=begun.attempt, owner=owner, market=market)
 
 
 def _held_end(

@@ -9,7 +9,8 @@ second one. A publish is confirmed by reading the project (`provisioning.publish
 §12.1): the row is `publishing` from Semrush's 202 until then. The row's final write (`live`,
 `publish_failed`, `publishing` handed to a background confirmation, or dropped) travels in the
 Outcome and is committed with the end of the work (SPEC §11.5): a chained step's ending, in one
-transaction with its job and its attempt; a sync request's `market_outcome_commit`.
+transaction with its job and its attempt (a sync request runs the step inline); flat mode's
+activate, which has no step, `market_outcome_commit`.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def market_provision(
     Semrush accepted the publish; a reservation already `publishing` is confirmed without
     publishing again. The row's final write is returned in the Outcome (`market_writes`, one
     `MarketWrite`), for the caller to commit with the end of its work
-    (`market_writes_commit`; a sync request: `market_outcome_commit`); a chained step whose
+    (`market_writes_commit`; flat mode's activate: `market_outcome_commit`); a chained step whose
     publish is not confirmed yet gets `confirm_in` instead and runs again then.
     `delete_on_failure` (flat mode) deletes a project created here when a later call fails;
     `workspace_new`: see `_project_of_slice`."""
@@ -523,9 +524,9 @@ def market_writes_refused(
 
 
 def market_outcome_commit(*, client: SemrushClient, outcome: Outcome) -> Outcome:
-    """A sync request's market rows: commit the Outcome's final writes in one transaction and
-    answer it. Refused (`market_writes_commit`): the projects that were to go live are deleted
-    and their rows dropped, and the answer is 409 `provisioningCancelled`."""
+    """Flat mode's activate (no chain, no step): commit the Outcome's final writes in one
+    transaction and answer it. Refused (`market_writes_commit`): the projects that were to go
+    live are deleted and their rows dropped, and the answer is 409 `provisioningCancelled`."""
     if not outcome.market_writes:
         return outcome
     if _commit(outcome.market_writes):

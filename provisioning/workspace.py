@@ -213,19 +213,18 @@ def workspace_gone_recover(
     brand_id: uuid.UUID,
     workspace_id: str,
     parent_id: str | None,
-    attempt_id: uuid.UUID | None = None,
+    attempt_id: uuid.UUID,
     replaceable: bool = False,
 ) -> DomainError | None:
     """What follows a 403 (`SubworkspaceGoneError`) of the brand's own pointer `workspace_id`,
-    the one rule for every path that reads it (a sync settle or status read, the chain's status
-    read, SPEC §10.2): heal (`workspace_gone_heal`), then say whether a new workspace may be
-    provisioned in its place.
+    read by the attempt's provision-workspace step (SPEC §10.2): heal (`workspace_gone_heal`),
+    then say whether a new workspace may be provisioned in its place.
 
     None: it may — `replaceable` (an activate provisions one, as for a brand without a
     workspace), the heal confirmed the workspace gone, no concurrent writer has set a new
-    pointer, and the attempt (if any) is still pending; the attempt forgets the gone workspace
-    as its candidate (conditionally), so that it records the new one. Otherwise the error that
-    ends the work: the heal's."""
+    pointer, and the attempt is still pending; the attempt forgets the gone workspace as its
+    candidate (conditionally), so that it records the new one. Otherwise the error that ends
+    the work: the heal's."""
     healed = workspace_gone_heal(
         client=client, brand_id=brand_id, workspace_id=workspace_id, parent_id=parent_id
     )
@@ -233,22 +232,16 @@ def workspace_gone_recover(
         replaceable
         and isinstance(healed, SubworkspaceGoneError)
         and brand_pointer(brand_id) is None
-        and (attempt_id is None or _candidate_forget(attempt_id=attempt_id, gone=workspace_id))
+        and states.update_pending(
+            attempt_id=attempt_id,
+            only_if={"candidate_workspace_id": workspace_id},
+            candidate_workspace_id=None,
+            freshly_created=False,
+            workspace_promoted=False,
+        )
     ):
         return None
     return healed
-
-
-def _candidate_forget(*, attempt_id: uuid.UUID, gone: str) -> bool:
-    """The pending attempt forgets `gone` if it was its candidate (a chain settling the
-    pointer); one with no candidate (sync work) keeps none. False: no longer pending."""
-    return states.update_pending(
-        attempt_id=attempt_id,
-        only_if={"candidate_workspace_id": gone},
-        candidate_workspace_id=None,
-        freshly_created=False,
-        workspace_promoted=False,
-    ) or states.update_pending(attempt_id=attempt_id, only_if={"candidate_workspace_id": None})
 
 
 def brand_pointer(brand_id: uuid.UUID) -> str | None:
@@ -261,7 +254,7 @@ def brand_pointer(brand_id: uuid.UUID) -> str | None:
 def cleanup_candidate(*, attempt_id: uuid.UUID) -> None:
     """Empty a failed attempt's freshly created, never promoted candidate (once). Never a
     terminal workspace (it cannot be used or emptied), never one that is now some brand's
-    pointer (a sync path set it, or another brand adopted the empty shell)."""
+    pointer (another brand adopted the empty shell)."""
     attempt = (
         ProvisioningAttempt.objects.select_related("brand__organization")
         .filter(

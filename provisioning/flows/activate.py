@@ -338,8 +338,8 @@ def _activate_flat(*, brand: Brand, branch: Branch, plans: list[MarketPlan]) -> 
 def activation_step(run: StepRun) -> None:
     """The chain's activate step, `activateMarkets` (C, A+C: its `markets`) and
     `activateBrandWorkspace` (A, B: none): the chain's checks (a chain that lost the brand
-    stands down), then the work the sync request does, its rows' final writes left to the
-    step's ending."""
+    stands down), then the branch's work in the promoted workspace, its rows' final writes
+    left to the step's ending."""
     markets = run.job.metadata.get("markets")
     plans = [MarketPlan.from_metadata(m) for m in markets] if markets is not None else None
     checked = chain.chained_preflight(run)

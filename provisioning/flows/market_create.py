@@ -1,5 +1,6 @@
 """Market create (SPEC §4.2): sync or async, in the brand's sub-workspace or (flat) the parent;
-and the chained `createMarket` step, which runs the same code as the sync path.
+and the chained `createMarket` step, which workers run (async) and the request runs inline
+(sync, SPEC §12.3).
 
 The mode comes from the brand's recorded `workspaceMode`, never from the pointer. A
 sub-workspace brand with no pointer is refused before any upstream call; nothing is ever
@@ -172,9 +173,10 @@ def market_create_flat(*, brand: Brand, plan: MarketPlan, run_async: bool) -> Ou
 
 
 def create_market_step(run: StepRun) -> None:
-    """The chain's `createMarket` step: the sync path's market create in the promoted
-    workspace, its market row finished by the step's ending (with the job and the attempt,
-    SPEC §11.5). Stands down (CANCELLED) when the chain's reservation is no longer its own."""
+    """The chain's `createMarket` step: the market's project in the promoted workspace (flat:
+    in the parent), its market row finished by the step's ending (with the job and the
+    attempt, SPEC §11.5). Stands down (CANCELLED) when the chain's reservation is no longer
+    its own."""
     meta = run.job.metadata
     plan = MarketPlan.from_metadata(meta)
     if meta.get("flat"):
