@@ -21,7 +21,9 @@ from typing import Any
 
 from django.utils import timezone
 
-from jobs.models import JobStep
+from jobs import services as job_services
+from jobs.inline import chain_run_inline
+from jobs.models import JobStep, JobType
 from jobs.runner import StepRun
 from kernel.errors import DomainError
 from provisioning import chain, guard, quota
@@ -35,10 +37,10 @@ from provisioning.flows.common import (
     chain_create,
     chain_run_sync,
     chained_stand_down,
+    inline_answer,
     market_provision_planned,
     require_parent,
 )
-from provisioning.markets import market_outcome_commit
 from provisioning.models import AttemptStartedBy
 from provisioning.outcome import Accepted, MarketWrite, Outcome
 from provisioning.reservations import market_reserve
@@ -83,9 +85,9 @@ def activate(
 ) -> Outcome | Accepted:
     require_parent(brand.organization)
     branch = Branch.of(brand, brand_domain)
-    if brand.workspace_mode == WorkspaceMode.FLAT:
-        return _activate_flat(brand=brand, branch=branch, plans=plans)
     chained = _chained(branch, brand_domain, brand_names, plans)
+    if brand.workspace_mode == WorkspaceMode.FLAT:
+        return _activate_flat(brand=brand, branch=branch, chained=chained)
     if run_async:
         return _begin_async(brand=brand, chained=chained)
     with quota.request_permits():
@@ -312,24 +314,21 @@ def _activate_one(
     )
 
 
-def _activate_flat(*, brand: Brand, branch: Branch, plans: list[MarketPlan]) -> Outcome:
-    """Flat mode: the same work, its markets' projects in the parent (no workspace, no
-    attempt), their rows written at its end; the flip is not conditional on a pointer."""
-    client = (
+def _activate_flat(*, brand: Brand, branch: Branch, chained: Chained) -> Outcome:
+    """Flat mode, sync whatever `async` says: the branch's step alone (no workspace, no
+    attempt), run inline, its markets' projects in the parent; the flip is not conditional on
+    a pointer."""
+    if branch.creates_markets:
+        # The client first: a missing configuration (503) before anything is reserved.
         client_for_org(brand.organization, brand_id=str(brand.pk))
-        if branch.creates_markets
-        else None
+    [(step, inputs)] = chained
+    spec = job_services.ChainSpec(
+        organization_id=brand.organization_id,
+        brand_id=brand.pk,
+        job_type=JobType.PROVISION_WORKSPACE,
+        first=job_services.StepSpec(step, {**inputs, "flat": True}),
     )
-    outcome = activation_in_workspace(
-        client=client,
-        brand=brand,
-        workspace_id=brand.organization.semrush_parent_workspace_id or "",
-        owner=uuid.uuid4(),
-        was_pending=branch.was_pending,
-        plans=plans if branch.creates_markets else None,
-        flat=True,
-    )
-    return market_outcome_commit(client=client, outcome=outcome) if client else outcome
+    return inline_answer(chain_run_inline(job_services.job_chain_rows(spec)))
 
 
 # --- the chained steps --------------------------------------------------------------------------
@@ -339,9 +338,13 @@ def activation_step(run: StepRun) -> None:
     """The chain's activate step, `activateMarkets` (C, A+C: its `markets`) and
     `activateBrandWorkspace` (A, B: none): the chain's checks (a chain that lost the brand
     stands down), then the branch's work in the promoted workspace, its rows' final writes
-    left to the step's ending."""
+    left to the step's ending. Flat mode's (`flat`) has no chain before it: its work is in the
+    parent."""
     markets = run.job.metadata.get("markets")
     plans = [MarketPlan.from_metadata(m) for m in markets] if markets is not None else None
+    if run.job.metadata.get("flat"):
+        chain.step_end(run, None, _flat_activation(run, plans))
+        return
     checked = chain.chained_preflight(run)
     if isinstance(checked, chain.StoodDown):
         chained_stand_down(run, checked, plans or [])
@@ -367,3 +370,25 @@ def activation_step(run: StepRun) -> None:
         renew=run.keep_alive,
     )
     chain.step_end(run, attempt, chain.Finished(outcome))
+
+
+def _flat_activation(run: StepRun, plans: list[MarketPlan] | None) -> chain.StepEnd:
+    brand = (
+        Brand.objects.select_related("organization").filter(pk=run.job.brand_id).first()
+        if run.job.brand_id
+        else None
+    )
+    if brand is None or brand.status == BrandStatus.DELETED:
+        return chain.StoodDown(None)
+    client = client_for_org(brand.organization, brand_id=str(brand.pk)) if plans else None
+    outcome = activation_in_workspace(
+        client=client,
+        brand=brand,
+        workspace_id=brand.organization.semrush_parent_workspace_id or "",
+        owner=run.job.id,
+        was_pending=bool(run.job.metadata.get("wasPending")),
+        plans=plans,
+        flat=True,
+        renew=run.keep_alive,
+    )
+    return chain.Finished(outcome)
