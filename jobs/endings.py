@@ -12,13 +12,16 @@ same with an ending known beforehand (`effects` returning False refuses).
     Repeat     this row is COMPLETED and the same step runs again after a delay (a settle read)
     Defer      the claim is given back; this row runs again after a delay (upstream Retry-After,
                or no upstream permit soon enough)
+
+A step run inline (`InlineRun`, a sync request's, `jobs.inline`) has no row: the same
+transaction holds the domain's writes, and the ending is kept on the run instead of written.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -57,6 +60,23 @@ class Defer:
 JobEnding = Finish | Continue | Repeat | Defer
 
 
+@dataclass
+class InlineRun(StepRun):
+    """A step run in the caller's thread (`jobs.inline`): its job is a row in memory, never
+    saved, with no lease to keep. Its ending is kept here (`ending`) instead of written, with
+    what the step's app decided (`decided`: the app's own value, for the caller's answer)."""
+
+    claim_token: uuid.UUID = field(default_factory=uuid.uuid4)
+    ending: JobEnding | None = None
+    decided: object = None
+
+    def renew(self) -> bool:
+        return True
+
+    def keep_alive(self) -> None:
+        return None
+
+
 def step_commit(
     run: StepRun, ending: JobEnding, *, effects: Callable[[], bool] | None = None
 ) -> bool:
@@ -79,13 +99,20 @@ def step_commit_decided(run: StepRun, decide: Callable[[], JobEnding | None]) ->
     the transaction stays. Returns False, with nothing written, when `decide` refused or the
     claim was lost (another worker holds the job, or a cancel finished it). A `Continue` whose
     successor this worker may run itself (`JOBS_HAND_OVER_INLINE`) is handed over to the
-    runner instead of published (the dispatcher publishes it if this worker dies first)."""
+    runner instead of published (the dispatcher publishes it if this worker dies first). An
+    `InlineRun` keeps its ending instead of writing it."""
     inline = settings.JOBS_HAND_OVER_INLINE
     # Durable: the successor handed over (or published) below must see this commit, so the
     # ending may never be folded into a caller's transaction that commits later.
     with transaction.atomic(durable=True):
         ending = decide()
-        written = _write(run, ending, publish_successor=not inline) if ending is not None else False
+        if isinstance(run, InlineRun):
+            run.ending = ending
+            written: bool | uuid.UUID = ending is not None
+        else:
+            written = (
+                _write(run, ending, publish_successor=not inline) if ending is not None else False
+            )
         if not written:
             transaction.set_rollback(True)
             return False

@@ -146,19 +146,32 @@ def _claimed(job: AsyncJob) -> StepRun:
     return StepRun(job=job, claim_token=job.claim_token)
 
 
-def _run_claimed(run: StepRun, handlers: StepHandlers) -> None:
+def run_inline(run: StepRun) -> None:
+    """Run the step's registered handler for `run` in this thread, as a worker runs a claimed
+    one (`jobs.inline`), except that what the handler raises is raised here too, after its
+    `on_unexpected` has recorded the step's failure: the caller answers it."""
+    _run_claimed(run, _HANDLERS[run.job.step], inline=True)
+
+
+def _log_ids(job: AsyncJob, *, inline: bool) -> dict[str, object]:
+    """What every line of the step carries. `job_id` is the id the client holds (the chain's
+    root); `step_job_id` is this row. An inline run's rows are never saved: its lines carry
+    the request's own ids."""
+    ids: dict[str, object] = {"org_id": job.organization_id, "brand_id": job.brand_id}
+    if not inline:
+        ids.update(
+            request_id=(job.metadata or {}).get(services.REQUEST_ID_KEY),
+            job_id=job.root_id or job.id,
+            step_job_id=job.id,
+        )
+    return {**ids, "step": job.step}
+
+
+def _run_claimed(run: StepRun, handlers: StepHandlers, *, inline: bool = False) -> None:
     job = run.job
     started = time.monotonic()
     outcome = "error"
-    # `job_id` is the id the client holds (the chain's root); `step_job_id` is this row.
-    with context.scope(
-        request_id=(job.metadata or {}).get(services.REQUEST_ID_KEY),
-        job_id=job.root_id or job.id,
-        step_job_id=job.id,
-        org_id=job.organization_id,
-        brand_id=job.brand_id,
-        step=job.step,
-    ):
+    with context.scope(**_log_ids(job, inline=inline)):
         # DEBUG: the row's `started_at` says as much; "step ended" (INFO) carries the outcome.
         logger.debug("step started", extra={"run_count": job.run_count})
         try:
@@ -179,9 +192,13 @@ def _run_claimed(run: StepRun, handlers: StepHandlers) -> None:
         except DatabaseError as exc:
             logger.exception("step failed with a database error")
             handlers.on_unexpected(run, exc)
+            if inline:
+                raise
         except Exception as exc:
             logger.exception("step failed unexpectedly")
             handlers.on_unexpected(run, exc)
+            if inline:
+                raise
         finally:
             elapsed = time.monotonic() - started
             record_step(job.step, outcome, elapsed)

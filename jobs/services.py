@@ -103,46 +103,9 @@ def job_chain_create(
 def job_chains_create(specs: list[ChainSpec]) -> list[AsyncJob]:
     """`job_chain_create` for many chains at once: one INSERT for every row of every chain (a
     bulk onboarding starts a thousand), each root published on commit. Returns the roots."""
-    now = timezone.now()
-    origin = chain_origin()
-    roots: list[AsyncJob] = []
-    rows: list[AsyncJob] = []
-    for spec in specs:
-        chained = [spec.then] if isinstance(spec.then, StepSpec) else list(spec.then or ())
-        ids = [uuid.uuid4() for _ in chained]
-        # `published_at` is set now: the on-commit publish then needs no UPDATE, and clears it
-        # when it fails so that the dispatcher re-sends at once.
-        root = AsyncJob(
-            id=spec.root_id,
-            organization_id=spec.organization_id,
-            brand_id=spec.brand_id,
-            job_type=spec.job_type,
-            step=spec.first.step,
-            metadata={**spec.first.metadata, **origin},
-            next_id=ids[0] if ids else None,
-            current_id=spec.root_id,
-            position=0,
-            run_after=now,
-            published_at=now,
-        )
-        roots.append(root)
-        rows.append(root)
-        rows.extend(
-            AsyncJob(
-                id=ids[index],
-                organization_id=spec.organization_id,
-                brand_id=spec.brand_id,
-                job_type=spec.job_type,
-                step=step.step,
-                metadata={**step.metadata, **origin},
-                next_id=ids[index + 1] if index + 1 < len(ids) else None,
-                root_id=spec.root_id,
-                position=CHAINED_POSITION + index,
-                run_after=None,
-            )
-            for index, step in enumerate(chained)
-        )
-    AsyncJob.objects.bulk_create(rows)
+    chains = [job_chain_rows(spec) for spec in specs]
+    roots = [rows[0] for rows in chains]
+    AsyncJob.objects.bulk_create([row for rows in chains for row in rows])
     if len(roots) == 1:
         publish_on_commit(job_id=roots[0].id, step=roots[0].step, premarked=True)
     else:
@@ -150,6 +113,46 @@ def job_chains_create(specs: list[ChainSpec]) -> list[AsyncJob]:
             partial(_publish_all, [(root.id, root.step) for root in roots]), robust=True
         )
     return roots
+
+
+def job_chain_rows(spec: ChainSpec) -> list[AsyncJob]:
+    """The rows of one chain, in order, not saved: the root (runnable now) and its chained jobs
+    (each not runnable until the one before it hands over). `job_chains_create` inserts them; a
+    sync request runs them in memory (`jobs.inline`)."""
+    now = timezone.now()
+    origin = chain_origin()
+    chained = [spec.then] if isinstance(spec.then, StepSpec) else list(spec.then or ())
+    ids = [uuid.uuid4() for _ in chained]
+    # `published_at` is set now: the on-commit publish then needs no UPDATE, and clears it
+    # when it fails so that the dispatcher re-sends at once.
+    root = AsyncJob(
+        id=spec.root_id,
+        organization_id=spec.organization_id,
+        brand_id=spec.brand_id,
+        job_type=spec.job_type,
+        step=spec.first.step,
+        metadata={**spec.first.metadata, **origin},
+        next_id=ids[0] if ids else None,
+        current_id=spec.root_id,
+        position=0,
+        run_after=now,
+        published_at=now,
+    )
+    return [root] + [
+        AsyncJob(
+            id=ids[index],
+            organization_id=spec.organization_id,
+            brand_id=spec.brand_id,
+            job_type=spec.job_type,
+            step=step.step,
+            metadata={**step.metadata, **origin},
+            next_id=ids[index + 1] if index + 1 < len(ids) else None,
+            root_id=spec.root_id,
+            position=CHAINED_POSITION + index,
+            run_after=None,
+        )
+        for index, step in enumerate(chained)
+    ]
 
 
 def _publish_all(jobs: list[tuple[uuid.UUID, str]]) -> None:
@@ -341,7 +344,6 @@ def job_complete_and_repeat(
     `delay_seconds`, ahead of any chained job. No worker slot is held while waiting: the wait is
     the new row's `run_after` plus a countdown message (and the dispatcher as backstop). The
     repeat inherits this row's metadata, with `metadata` merged in."""
-    successor_id = job.next_id
     now = timezone.now()
     root_id = job.root_id or job.id
     repeat_id = uuid.uuid4()
@@ -360,24 +362,39 @@ def job_complete_and_repeat(
             **(chain if job.root_id is None else {}),
         ):
             return None
-        repeat = AsyncJob(
-            id=repeat_id,
-            organization_id=job.organization_id,
-            brand_id=job.brand_id,
-            job_type=job.job_type,
-            step=job.step,
-            metadata={**job.metadata, **metadata} if metadata else job.metadata,
-            root_id=root_id,
-            next_id=successor_id,
-            position=job.position + 1,
-            run_after=now + timedelta(seconds=delay_seconds),
-            published_at=now + timedelta(seconds=delay_seconds),
+        repeat = job_repeat_row(
+            job, repeat_id=repeat_id, delay_seconds=delay_seconds, metadata=metadata
         )
         repeat.save(force_insert=True)
         if job.root_id is not None:
             AsyncJob.objects.filter(pk=root_id).update(**chain, updated_at=now)
     publish_on_commit(job_id=repeat.id, step=repeat.step, countdown=delay_seconds, premarked=True)
     return repeat
+
+
+def job_repeat_row(
+    job: AsyncJob,
+    *,
+    delay_seconds: float,
+    metadata: dict[str, Any] | None = None,
+    repeat_id: uuid.UUID | None = None,
+) -> AsyncJob:
+    """The repeat of `job` (not saved): the same step, next in its chain, runnable after
+    `delay_seconds`, ahead of `job`'s successor, with `job`'s metadata (`metadata` merged in)."""
+    run_after = timezone.now() + timedelta(seconds=delay_seconds)
+    return AsyncJob(
+        id=repeat_id or uuid.uuid4(),
+        organization_id=job.organization_id,
+        brand_id=job.brand_id,
+        job_type=job.job_type,
+        step=job.step,
+        metadata={**job.metadata, **metadata} if metadata else job.metadata,
+        root_id=job.root_id or job.id,
+        next_id=job.next_id,
+        position=job.position + 1,
+        run_after=run_after,
+        published_at=run_after,
+    )
 
 
 def cancelled_error() -> dict[str, Any]:

@@ -42,7 +42,7 @@ from django.db import IntegrityError
 from django.utils import timezone
 
 from jobs import services as job_services
-from jobs.endings import Continue, Finish, JobEnding, Repeat, step_commit_decided
+from jobs.endings import Continue, Finish, InlineRun, JobEnding, Repeat, step_commit_decided
 from jobs.endings import Defer as JobDefer
 from jobs.models import JobStatus
 from jobs.runner import StepHandler, StepRun
@@ -134,9 +134,15 @@ def quota_deferring(handler: StepHandler) -> StepHandler:
     message for then, the attempt and the chain are untouched, and no retry is consumed (the
     refused call was never sent). The refusal can come in the middle of the step: it then
     leaves exactly what an interrupted worker leaves (every write so far committed, none
-    half-made), and the re-run resumes from there as after a crash (SPEC §4.6)."""
+    half-made), and the re-run resumes from there as after a crash (SPEC §4.6).
+
+    A step run inline (a sync request's, `jobs.inline`) keeps its request's patience: it waits
+    for its permits within the request's budget, and a refusal is the request's 503."""
 
     def run_with_permits(run: StepRun) -> None:
+        if isinstance(run, InlineRun):
+            handler(run)
+            return
         with quota.step_permits():
             try:
                 handler(run)
@@ -209,13 +215,17 @@ def step_end(run: StepRun, attempt: ProvisioningAttempt | None, end: StepEnd) ->
 
 
 def _commit(run: StepRun, attempt: ProvisioningAttempt | None, end: StepEnd) -> _Decided:
-    """One transaction for `end`: its writes and the job's ending, decided inside it."""
+    """One transaction for `end`: its writes and the job's ending, decided inside it. An
+    inline run keeps `end` beside its ending, for its request's answer."""
     decided = _Decided()
     try:
-        step_commit_decided(run, lambda: _decide(run, attempt, end, decided))
+        committed = step_commit_decided(run, lambda: _decide(run, attempt, end, decided))
     except IntegrityError:
         # Only a promotion writes a unique value (the pointer): nothing of it was written.
         decided.redo = _Redo.SUPERSEDED
+        return decided
+    if committed and isinstance(run, InlineRun):
+        run.decided = end
     return decided
 
 

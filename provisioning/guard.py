@@ -21,7 +21,9 @@ the request's upstream calls and ends it on every exit (SPEC §11.5):
 
 A deploy may run ahead of its migration: when the attempts table or column does not exist yet
 (PostgreSQL 42P01/42703, read inside a savepoint so the transaction survives), sync work proceeds
-without an attempt (`begun.attempt is None`); any other read error fails closed.
+without an attempt (`begun.attempt is None`); any other read error fails closed. (Deactivate
+works without one; the chain's steps, which sync creates and activates run inline, need their
+attempt's row: those answer 503 `configurationError`, `flows.common.chain_run_sync`.)
 """
 
 from __future__ import annotations
@@ -127,23 +129,20 @@ def lease(
 @dataclass
 class SyncAttempt:
     """A sync request's hold on its brand (`attempt_held`): the attempt begun for it (None only
-    while the attempts table is missing), the pointer as read under the brand's lock, the owner
-    of the request's market reservations (the attempt, else a fresh id) and the reservation
-    made in the begin transaction, if any.
+    while the attempts table is missing), the owner of the request's market reservations (the
+    attempt, else a fresh id) and the reservation made in the begin transaction, if any.
 
     The block says how its attempt ends when that is not the default: `fail(error)` (it answered
-    an error without raising it), `withdraw()` (it was refused before any upstream write), or
-    `workspace_ready()` (the brand's workspace is in place: from then on an exception ends the
-    attempt `ready` too, as after a chain's promotion, SPEC §6.3)."""
+    an error without raising it), or `withdraw()` (it was refused before any upstream write).
+    The chain's steps that the block runs inline end the attempt themselves (SPEC §6.3), as on
+    a worker: the block's end then changes nothing of it."""
 
     brand_id: uuid.UUID
     attempt: ProvisioningAttempt | None
-    pointer: str | None
     owner: uuid.UUID
     market: Market | None = None
     failure: DomainError | None = field(default=None, init=False)
     withdrawn: bool = field(default=False, init=False)
-    workspace_kept: bool = field(default=False, init=False)
 
     @property
     def attempt_id(self) -> uuid.UUID | None:
@@ -154,9 +153,6 @@ class SyncAttempt:
 
     def withdraw(self) -> None:
         self.withdrawn = True
-
-    def workspace_ready(self) -> None:
-        self.workspace_kept = True
 
 
 # What a failure records as the attempt's reason; None: the work failed but the brand's
@@ -172,6 +168,7 @@ def attempt_held(
     checks: Checks | None = None,
     reserve: Callable[[uuid.UUID], Market | None] | None = None,
     insert_brand: Callable[[], object] | None = None,
+    candidate_is_pointer: bool = False,
     failure_reason: FailureReason = attempt_reason,
 ) -> Iterator[SyncAttempt]:
     """Sync work on a brand, begun and ended here: the one way a sync request holds its brand.
@@ -179,15 +176,14 @@ def attempt_held(
     Begins in one durable transaction (committed before the block's upstream calls, which must
     not run inside a caller's transaction: nesting raises RuntimeError): `insert_brand()` (a
     brand create: the brand row, which nobody else can see yet), then the guard (`lease`, with
-    `checks`), then `reserve(owner)` (the request's market reservation). Raises what `lease`
-    raises, before the block runs.
+    `checks` and `candidate_is_pointer`), then `reserve(owner)` (the request's market
+    reservation). Raises what `lease` raises, before the block runs.
 
     Ends on every exit of the block, with one conditional write (a cancel or a reconcile may
     have ended the attempt first):
       withdrawn             the attempt is deleted, as if it had never begun
       fail(error)           `failed` with `failure_reason(error)` (None: `ready`)
       success               `ready`
-      after workspace_ready `ready`, whatever the exit
       a domain error        `failed` with `failure_reason(error)` (None: `ready`)
       any other exception   `failed` / `unexpected`
     Every exit but a success also frees the owner's reservations that created nothing upstream
@@ -200,6 +196,7 @@ def attempt_held(
         checks=checks,
         reserve=reserve,
         insert_brand=insert_brand,
+        candidate_is_pointer=candidate_is_pointer,
     )
     try:
         yield held
@@ -216,6 +213,7 @@ def _held_begin(
     checks: Checks | None,
     reserve: Callable[[uuid.UUID], Market | None] | None,
     insert_brand: Callable[[], object] | None,
+    candidate_is_pointer: bool,
 ) -> SyncAttempt:
     with transaction.atomic(durable=True):
         if insert_brand is not None:
@@ -225,12 +223,11 @@ def _held_begin(
             started_by=started_by,
             checks=checks,
             brand_is_new=insert_brand is not None,
+            candidate_is_pointer=candidate_is_pointer,
         ) as begun:
             owner = begun.attempt.id if begun.attempt is not None else uuid.uuid4()
             market = reserve(owner) if reserve is not None else None
-    return SyncAttempt(
-        brand_id=brand_id, attempt=begun.attempt, pointer=begun.pointer, owner=owner, market=market
-    )
+    return SyncAttempt(brand_id=brand_id, attempt=begun.attempt, owner=owner, market=market)
 
 
 def _held_end(
@@ -267,7 +264,7 @@ def _failure_of(
     """The attempt's failure reason and message for how the block ended; no reason: `ready`."""
     if held.failure is not None:
         return failure_reason(held.failure), held.failure.message
-    if exc is None or held.workspace_kept:
+    if exc is None:
         return None, None
     if isinstance(exc, DomainError):
         return failure_reason(exc), exc.message

@@ -1,15 +1,15 @@
 """Market projects in Semrush (SPEC §4.2): create or resume the slice's project, publish it, and
 the market row's final write.
 
-The sync routes and the chained jobs call `market_provision` unchanged, so both answer the same
-`Outcome`. The slice is reserved (`provisioning.reservations`) by a `creating` row before any
-upstream call; the reservation records its owner and, as soon as it exists, the upstream
-project id, so a re-run after a crash resumes the same project instead of making a
+The chained steps call `market_provision` (on a worker, or inline in a sync request), so both
+answer the same `Outcome`. The slice is reserved (`provisioning.reservations`) by a `creating`
+row before any upstream call; the reservation records its owner and, as soon as it exists, the
+upstream project id, so a re-run after a crash resumes the same project instead of making a
 second one. A publish is confirmed by reading the project (`provisioning.publishing`, SPEC
 §12.1): the row is `publishing` from Semrush's 202 until then. The row's final write (`live`,
 `publish_failed`, `publishing` handed to a background confirmation, or dropped) travels in the
 Outcome and is committed with the end of the work (SPEC §11.5): a chained step's ending, in one
-transaction with its job and its attempt; a sync request's `market_outcome_commit`.
+transaction with its job and its attempt (a sync request runs the step inline).
 """
 
 from __future__ import annotations
@@ -21,14 +21,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from jobs.outbox import outbox_jobs_create
 from kernel.errors import DomainError
 from provisioning.exceptions import (
-    ProvisioningCancelledError,
     PublishFailedError,
     PublishTimeoutError,
     QuotaExceededError,
@@ -92,8 +90,8 @@ def market_provision(
     Semrush accepted the publish; a reservation already `publishing` is confirmed without
     publishing again. The row's final write is returned in the Outcome (`market_writes`, one
     `MarketWrite`), for the caller to commit with the end of its work
-    (`market_writes_commit`; a sync request: `market_outcome_commit`); a chained step whose
-    publish is not confirmed yet gets `confirm_in` instead and runs again then.
+    (`market_writes_commit`, in the step's ending); a chained step whose publish is not
+    confirmed yet gets `confirm_in` instead and runs again then.
     `delete_on_failure` (flat mode) deletes a project created here when a later call fails;
     `workspace_new`: see `_project_of_slice`."""
     ended = _Ending(market=market, owner=owner, workspace_id=workspace_id, owned=owned_workspace)
@@ -340,7 +338,7 @@ class _Ending:
         if project_id is None:
             return self(_failure(exc), MarketEnd.RELEASED)
         if discard:
-            _discard(
+            project_discard(
                 client=client,
                 workspace_id=self.workspace_id,
                 project_id=project_id,
@@ -511,7 +509,7 @@ def market_writes_refused(
     for write in writes:
         if write.goes_public:
             if write.project_id is not None:
-                _discard(
+                project_discard(
                     client=client,
                     workspace_id=write.workspace_id,
                     project_id=write.project_id,
@@ -520,26 +518,6 @@ def market_writes_refused(
             write = replace(write, end=MarketEnd.RELEASED)
         instead.append(write)
     return tuple(instead)
-
-
-def market_outcome_commit(*, client: SemrushClient, outcome: Outcome) -> Outcome:
-    """A sync request's market rows: commit the Outcome's final writes in one transaction and
-    answer it. Refused (`market_writes_commit`): the projects that were to go live are deleted
-    and their rows dropped, and the answer is 409 `provisioningCancelled`."""
-    if not outcome.market_writes:
-        return outcome
-    if _commit(outcome.market_writes):
-        return replace(outcome, market_writes=())
-    _commit(market_writes_refused(client=client, writes=outcome.market_writes))
-    return Outcome.from_error(ProvisioningCancelledError())
-
-
-def _commit(writes: tuple[MarketWrite, ...]) -> bool:
-    with transaction.atomic():
-        committed = market_writes_commit(writes)
-        if not committed:
-            transaction.set_rollback(True)
-    return committed
 
 
 def market_discard_unrecorded(
@@ -573,7 +551,7 @@ def market_discard_unrecorded(
         )
     )
     for project_id in sorted(found - recorded):
-        _discard(
+        project_discard(
             client=client, workspace_id=workspace_id, project_id=project_id, owned_workspace=False
         )
         logger.warning(
@@ -582,9 +560,10 @@ def market_discard_unrecorded(
         )
 
 
-def _discard(
+def project_discard(
     *, client: SemrushClient, workspace_id: str, project_id: str, owned_workspace: bool
 ) -> None:
+    """Delete a project we created, best effort (a project left is listed by the audit)."""
     try:
         client.delete_project(
             workspace_id=workspace_id, project_id=project_id, owned=owned_workspace

@@ -27,8 +27,10 @@ Patience: who waits, and how long
 - Anything else (a sync request, the sweep): at most
   ``SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS`` (5 s) of waiting in all, then
   :class:`~provisioning.semrush.errors.SemrushBusyError` (503 ``upstreamBusy`` with
-  ``Retry-After``). The compensation's own calls, after a refusal, may wait up to
-  ``COMPENSATION_WAIT_SECONDS`` each: an orphan upstream is worse than a slower 503.
+  ``Retry-After``); "in all" is the client's, or the request's (:func:`request_permits`: a
+  sync request running the chain's steps inline builds a client per step). The
+  compensation's own calls, after a refusal, may wait up to ``COMPENSATION_WAIT_SECONDS``
+  each: an orphan upstream is worse than a slower 503.
 
 The bucket paces ``MARGIN`` (5 %) below the configured rate: an upstream that enforces R
 requests per second over a sliding second answers 429 to a client pacing at exactly R as soon
@@ -122,7 +124,18 @@ class PermitDeferredError(Exception):
         self.retry_in = retry_in
 
 
+@dataclass
+class _Waits:
+    """What the clients sharing one budget have waited, and whether one was refused."""
+
+    waited: float = 0.0
+    refused: bool = False
+
+
 _in_step: contextvars.ContextVar[bool] = contextvars.ContextVar("quota_in_step", default=False)
+_request: contextvars.ContextVar[_Waits | None] = contextvars.ContextVar(
+    "quota_request", default=None
+)
 _patient: contextvars.ContextVar[bool] = contextvars.ContextVar("quota_patient", default=False)
 _share: contextvars.ContextVar[float] = contextvars.ContextVar("quota_share", default=1.0)
 
@@ -141,6 +154,18 @@ def step_permits() -> Iterator[None]:
         yield
     finally:
         _in_step.reset(token)
+
+
+@contextlib.contextmanager
+def request_permits() -> Iterator[None]:
+    """Clients built inside this block share one sync budget (module docstring): a sync request
+    whose steps each build their own client waits at most its budget in all, and once any of
+    them was refused, the others' compensating calls get the compensation's patience."""
+    token = _request.set(_Waits())
+    try:
+        yield
+    finally:
+        _request.reset(token)
 
 
 @contextlib.contextmanager
@@ -220,8 +245,7 @@ class CredentialPermits:
         self._sleep = sleep
         self._clock = clock
         self._granted = 0
-        self._waited = 0.0
-        self._refused = False
+        self._waits = _request.get() or _Waits()
         self._slot: str | None = None
 
     @property
@@ -245,9 +269,9 @@ class CredentialPermits:
                 # Behind at most STEP_QUEUE reserved permits: see "Patience".
                 return min(STEP_WAIT_SECONDS, STEP_QUEUE / self._limits.rate)
             return sync_wait
-        if self._refused or self._patient:
+        if self._waits.refused or self._patient:
             return COMPENSATION_WAIT_SECONDS
-        return max(sync_wait - self._waited, 0.0)
+        return max(sync_wait - self._waits.waited, 0.0)
 
     def acquire(self, operation: str) -> None:
         if self._limits.rate > 0:
@@ -271,7 +295,7 @@ class CredentialPermits:
         if self._in_step:
             UPSTREAM_PERMIT_DEFERRALS.labels(self._org_label).inc()
             raise PermitDeferredError(retry_in)
-        self._refused = True
+        self._waits.refused = True
         UPSTREAM_PERMIT_REFUSALS.labels(self._org_label).inc()
         raise SemrushBusyError(operation=operation, retry_after=math.ceil(retry_in))
 
@@ -291,7 +315,7 @@ class CredentialPermits:
         UPSTREAM_PERMITS.labels(self._org_label).inc()
         UPSTREAM_PERMIT_WAIT.labels(self._org_label).observe(answer.wait)
         if answer.wait > 0:
-            self._waited += answer.wait
+            self._waits.waited += answer.wait
             self._sleep(answer.wait)
             if self.store.pause_remaining(self._key) > 0:
                 self._granted -= 1
@@ -318,10 +342,11 @@ class CredentialPermits:
         ttl = slot_ttl()
         if self._in_step:
             patience = STEP_WAIT_SECONDS
-        elif self._refused or self._patient:
+        elif self._waits.refused or self._patient:
             patience = COMPENSATION_WAIT_SECONDS
         else:
-            patience = max(float(settings.SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS) - self._waited, 0)
+            sync_wait = float(settings.SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS)
+            patience = max(sync_wait - self._waits.waited, 0)
         started = self._clock()
         poll = SLOT_POLL_SECONDS
         while True:
@@ -331,7 +356,7 @@ class CredentialPermits:
                 return
             waited = self._clock() - started
             if waited + poll > patience:
-                self._waited += waited
+                self._waits.waited += waited
                 UPSTREAM_SLOT_REFUSALS.labels(self._org_label).inc()
                 # Calls end in well under a second as a rule: come back about then.
                 self._refuse(operation, 0.5 + random.random() * 0.5)

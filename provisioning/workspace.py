@@ -11,22 +11,20 @@ from __future__ import annotations
 
 import enum
 import logging
-import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from kernel.errors import DomainError
-from provisioning import states
+from provisioning import quota, states
 from provisioning.exceptions import (
     SubworkspaceCreationFailedError,
     SubworkspaceCreationTimeoutError,
     SubworkspaceGoneError,
-    UpstreamError,
     UpstreamForbiddenError,
     WorkspaceMisconfiguredError,
 )
@@ -34,7 +32,6 @@ from provisioning.family import (
     Readiness,
     Workspace,
     classify_status,
-    workspace_create_or_adopt,
 )
 from provisioning.models import (
     AttemptReason,
@@ -71,22 +68,15 @@ def settle_next(readiness: Readiness, *, reads_done: int, delays: Sequence[float
     raise SubworkspaceCreationTimeoutError()
 
 
-def workspace_settle(
-    *,
-    client: SemrushClient,
-    workspace_id: str,
-    sleep: Callable[[float], None] = time.sleep,
-) -> None:
-    """Poll mode, a sync request's patience (SPEC §4: `SERENITY_SETTLE_POLL_ATTEMPTS` reads,
-    `SERENITY_SETTLE_POLL_INTERVAL_MS` apart): read the status until ready (`settle_next`)."""
+def settle_delays() -> Sequence[float]:
+    """The waits between the status reads of a settle, with the caller's patience (the rule
+    itself is `settle_next`'s): a chained step's backoff (SPEC §6.3, each read a new row),
+    else a sync request's polling, slept in the request (§4: `SERENITY_SETTLE_POLL_ATTEMPTS`
+    reads, `SERENITY_SETTLE_POLL_INTERVAL_MS` apart)."""
+    if quota.in_step():
+        return tuple(settings.SERENITY_PROVISION_BACKOFF_SECONDS)
     interval = settings.SERENITY_SETTLE_POLL_INTERVAL_MS / 1000.0
-    delays = (interval,) * (settings.SERENITY_SETTLE_POLL_ATTEMPTS - 1)
-    for reads_done in range(len(delays) + 1):
-        readiness = workspace_read_readiness(client=client, workspace_id=workspace_id)
-        wait = settle_next(readiness, reads_done=reads_done, delays=delays)
-        if wait is None:
-            return
-        sleep(wait)
+    return (interval,) * (settings.SERENITY_SETTLE_POLL_ATTEMPTS - 1)
 
 
 def workspace_empty(*, client: SemrushClient, workspace_id: str, parent_id: str | None) -> int:
@@ -178,53 +168,6 @@ def workspace_promote(
     return Promotion.PROMOTED
 
 
-def workspace_ensure(
-    *, client: SemrushClient, brand: Brand, attempt_id: uuid.UUID | None, settle: bool
-) -> Workspace:
-    """The sync paths' workspace: the brand's pointer (read from the database) if it is still
-    there upstream, else create-or-adopt, record the candidate and promote it. With `settle`,
-    poll until the workspace is ready first (poll mode), else skip the wait (skip mode).
-
-    The pointer is confirmed (`pointer_confirm`) with one status read in skip mode (a
-    not-ready status is fine), by the settle reads in poll mode. A pointer gone upstream heals
-    (pointer cleared, markets tombstoned) and a new workspace is provisioned as for a brand
-    without one (SPEC §10.2); a 403 the family does not confirm raises the heal's error.
-    A workspace this call created is emptied if a later part of this call fails."""
-    parent_id = brand.organization.semrush_parent_workspace_id or ""
-    pointer = brand_pointer(brand.pk)
-    if pointer is not None and pointer_confirm(
-        client=client,
-        brand_id=brand.pk,
-        pointer=pointer,
-        parent_id=parent_id,
-        settle=settle,
-        attempt_id=attempt_id,
-        replaceable=True,
-    ):
-        return Workspace(id=pointer, freshly_created=False)
-    workspace = workspace_create_or_adopt(
-        client=client, brand=brand, parent_id=parent_id, attempt_id=attempt_id
-    )
-    if attempt_id is not None:
-        candidate_record(attempt_id=attempt_id, workspace=workspace)
-    try:
-        if settle:
-            workspace_settle(client=client, workspace_id=workspace.id)
-        try:
-            promotion = workspace_promote(
-                attempt_id=attempt_id, brand_id=brand.pk, workspace_id=workspace.id
-            )
-        except IntegrityError:
-            promotion = Promotion.SUPERSEDED
-        if promotion is not Promotion.PROMOTED:
-            raise UpstreamError("The workspace could not be recorded for this brand.")
-    except DomainError:
-        if workspace.freshly_created:
-            empty_quietly(client=client, workspace_id=workspace.id, parent_id=parent_id)
-        raise
-    return workspace
-
-
 def workspace_gone_heal(
     *, client: SemrushClient, brand_id: uuid.UUID, workspace_id: str, parent_id: str | None
 ) -> DomainError:
@@ -264,61 +207,24 @@ def workspace_gone_heal(
     return SubworkspaceGoneError()
 
 
-def pointer_confirm(
-    *,
-    client: SemrushClient,
-    brand_id: uuid.UUID,
-    pointer: str,
-    parent_id: str | None,
-    settle: bool,
-    attempt_id: uuid.UUID | None = None,
-    replaceable: bool = False,
-) -> bool:
-    """Confirm the brand's pointer upstream: settle it (`settle`: poll mode, until ready) or
-    read its status once (a not-ready status is fine). True: it is there.
-
-    A pointer gone upstream (403) is healed (`workspace_gone_recover`): False when a new
-    workspace may be provisioned in its place (`replaceable`, the heal confirmed, the attempt
-    still pending); otherwise the heal's error is raised. Raises the reads' domain errors."""
-    try:
-        if settle:
-            workspace_settle(client=client, workspace_id=pointer)
-        else:
-            workspace_read_readiness(client=client, workspace_id=pointer)
-        return True
-    except SubworkspaceGoneError as gone:
-        error = workspace_gone_recover(
-            client=client,
-            brand_id=brand_id,
-            workspace_id=pointer,
-            parent_id=parent_id,
-            attempt_id=attempt_id,
-            replaceable=replaceable,
-        )
-        if error is not None:
-            raise error from gone
-        return False
-
-
 def workspace_gone_recover(
     *,
     client: SemrushClient,
     brand_id: uuid.UUID,
     workspace_id: str,
     parent_id: str | None,
-    attempt_id: uuid.UUID | None = None,
+    attempt_id: uuid.UUID,
     replaceable: bool = False,
 ) -> DomainError | None:
     """What follows a 403 (`SubworkspaceGoneError`) of the brand's own pointer `workspace_id`,
-    the one rule for every path that reads it (a sync settle or status read, the chain's status
-    read, SPEC §10.2): heal (`workspace_gone_heal`), then say whether a new workspace may be
-    provisioned in its place.
+    read by the attempt's provision-workspace step (SPEC §10.2): heal (`workspace_gone_heal`),
+    then say whether a new workspace may be provisioned in its place.
 
     None: it may — `replaceable` (an activate provisions one, as for a brand without a
     workspace), the heal confirmed the workspace gone, no concurrent writer has set a new
-    pointer, and the attempt (if any) is still pending; the attempt forgets the gone workspace
-    as its candidate (conditionally), so that it records the new one. Otherwise the error that
-    ends the work: the heal's."""
+    pointer, and the attempt is still pending; the attempt forgets the gone workspace as its
+    candidate (conditionally), so that it records the new one. Otherwise the error that ends
+    the work: the heal's."""
     healed = workspace_gone_heal(
         client=client, brand_id=brand_id, workspace_id=workspace_id, parent_id=parent_id
     )
@@ -326,22 +232,16 @@ def workspace_gone_recover(
         replaceable
         and isinstance(healed, SubworkspaceGoneError)
         and brand_pointer(brand_id) is None
-        and (attempt_id is None or _candidate_forget(attempt_id=attempt_id, gone=workspace_id))
+        and states.update_pending(
+            attempt_id=attempt_id,
+            only_if={"candidate_workspace_id": workspace_id},
+            candidate_workspace_id=None,
+            freshly_created=False,
+            workspace_promoted=False,
+        )
     ):
         return None
     return healed
-
-
-def _candidate_forget(*, attempt_id: uuid.UUID, gone: str) -> bool:
-    """The pending attempt forgets `gone` if it was its candidate (a chain settling the
-    pointer); one with no candidate (sync work) keeps none. False: no longer pending."""
-    return states.update_pending(
-        attempt_id=attempt_id,
-        only_if={"candidate_workspace_id": gone},
-        candidate_workspace_id=None,
-        freshly_created=False,
-        workspace_promoted=False,
-    ) or states.update_pending(attempt_id=attempt_id, only_if={"candidate_workspace_id": None})
 
 
 def brand_pointer(brand_id: uuid.UUID) -> str | None:
@@ -354,7 +254,7 @@ def brand_pointer(brand_id: uuid.UUID) -> str | None:
 def cleanup_candidate(*, attempt_id: uuid.UUID) -> None:
     """Empty a failed attempt's freshly created, never promoted candidate (once). Never a
     terminal workspace (it cannot be used or emptied), never one that is now some brand's
-    pointer (a sync path set it, or another brand adopted the empty shell)."""
+    pointer (another brand adopted the empty shell)."""
     attempt = (
         ProvisioningAttempt.objects.select_related("brand__organization")
         .filter(

@@ -53,6 +53,14 @@ def status_read(workspace_id: str) -> tuple[str, str]:
     return ("GET", f"{UM}/v1/workspaces/{workspace_id}/status")
 
 
+def assert_settle_reads(made: list[tuple[str, str]], workspace_id: str) -> None:
+    """`made` is a settle of `workspace_id`: one status read or more, and nothing else (a sync
+    request reads until the workspace is ready, SPEC §4; how many reads that takes is the
+    simulator's timing, not the test's)."""
+    assert made, "no status read of the workspace"
+    assert made == [status_read(workspace_id)] * len(made), made
+
+
 def list_projects(workspace_id: str) -> tuple[str, str]:
     return ("GET", f"{PE}/v1/workspaces/{workspace_id}/projects")
 

@@ -285,11 +285,13 @@ def test_the_onboarding_page_in_a_real_browser(stack, browser, screenshots):
     from selenium.webdriver.support.ui import Select
 
     # given an onboarding of five brands whose workspaces take a minute to settle, one of
-    # them refused (its name exists), and an operator
-    stack.sim_config(settleSeconds=60)
+    # them refused (its name exists: that brand's sync create waited for its own workspace
+    # before the minute-long settles were configured), and an operator
     org_id, token = stack.create_org_and_token()
     api = stack.client(token, org_id)
-    api.post(api.brands_path, {"name": "Existing", "baseUrl": "https://e.example"})
+    existing = api.post(api.brands_path, {"name": "Existing", "baseUrl": "https://e.example"})
+    assert existing.status == 201, existing.body
+    stack.sim_config(settleSeconds=60)
     names = ["Northwind", "Contoso", "Fabrikam", "Existing", "Tailspin"]
     accepted = api.post(
         f"/v2/orgs/{org_id}/serenity/onboardings",

@@ -1,1 +1,2 @@
-"""One module per operation: its flow, used by the sync request and by the chained step alike."""
+"""One module per operation: its flow, and the chain's steps it runs on workers (async) or inline
+in the request (sync, SPEC §12.3)."""

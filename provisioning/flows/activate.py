@@ -1,16 +1,16 @@
 """Activate (SPEC §4.3): the branch is chosen from the stored brand.
 
-    A  pending → active      ensure the workspace (skip mode), flip the brand `active`
-    B  bare re-activation    ensure the workspace (skip mode), re-affirm `active`
-    C  project activation    ensure the workspace (poll mode), create or resume each market
-    A+C pending, brandDomain  ensure (poll mode), flip `active`, then C's markets; C's answer
+    A  pending → active      settle the workspace (or provision one), flip the brand `active`
+    B  bare re-activation    settle the workspace (or provision one), re-affirm `active`
+    C  project activation    settle the workspace (or provision one), create or resume each
+                             market
+    A+C pending, brandDomain  as C, the brand flipped `active` first; C's answer
 
-Async, each branch is one chain: provision-workspace → activate-brand-workspace (A, B) or
-activate-markets (C); the chained steps call the same functions as the sync path.
-
-Ensuring the workspace reads the pointer's status (once in skip mode, where a not-ready status
-is fine); a pointer gone upstream heals and a new workspace is provisioned as for a brand
-without one (SPEC §10.2).
+Each branch is one chain: provision-workspace → activate-brand-workspace (A, B) or
+activate-markets (C, A+C), run by workers (async) or inline by the request (sync, SPEC §12.3),
+with the caller's patience. Provision-workspace reads the pointer's status until it is ready;
+a pointer gone upstream heals and a new workspace is provisioned as for a brand without one
+(SPEC §10.2).
 """
 
 from __future__ import annotations
@@ -21,28 +21,31 @@ from typing import Any
 
 from django.utils import timezone
 
-from jobs.models import JobStep
+from jobs import services as job_services
+from jobs.inline import chain_run_inline
+from jobs.models import JobStep, JobType
 from jobs.runner import StepRun
 from kernel.errors import DomainError
-from provisioning import chain, guard
+from provisioning import chain, guard, quota
 from provisioning.exceptions import (
     ActivationIncompleteError,
     WorkspaceMisconfiguredError,
 )
 from provisioning.flows.common import (
+    Chained,
     MarketPlan,
     chain_create,
+    chain_run_sync,
     chained_stand_down,
+    inline_answer,
     market_provision_planned,
     require_parent,
 )
-from provisioning.markets import market_outcome_commit
 from provisioning.models import AttemptStartedBy
 from provisioning.outcome import Accepted, MarketWrite, Outcome
 from provisioning.reservations import market_reserve
 from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org
-from provisioning.workspace import brand_pointer, workspace_ensure
 from serenity.exceptions import BaseUrlRequiredError
 from serenity.models import Brand, BrandStatus, WorkspaceMode
 
@@ -80,94 +83,80 @@ def activate(
     plans: list[MarketPlan],
     run_async: bool,
 ) -> Outcome | Accepted:
-    parent_id = require_parent(brand.organization)
+    require_parent(brand.organization)
     branch = Branch.of(brand, brand_domain)
+    chained = _chained(branch, brand_domain, brand_names, plans)
     if brand.workspace_mode == WorkspaceMode.FLAT:
-        return _activate_flat(brand=brand, branch=branch, plans=plans, parent_id=parent_id)
+        return _activate_flat(brand=brand, branch=branch, chained=chained)
     if run_async:
-        return _begin_async(
-            brand=brand,
-            branch=branch,
-            brand_domain=brand_domain,
-            brand_names=brand_names,
-            plans=plans,
-        )
-    pointer = brand_pointer(brand.pk)
-    if pointer is not None and pointer == parent_id:
-        raise WorkspaceMisconfiguredError()
-    return _activate_sync(brand=brand, branch=branch, plans=plans)
+        return _begin_async(brand=brand, chained=chained)
+    with quota.request_permits():
+        return _activate_sync(brand=brand, branch=branch, chained=chained)
 
 
-def _activate_sync(*, brand: Brand, branch: Branch, plans: list[MarketPlan]) -> Outcome:
-    """Ensure the workspace under a sync attempt, then the branch's work in it. A failure to
-    ensure fails the attempt (a pending brand whose ensure failed upstream answers 502
-    `serenityActivationIncomplete` instead of the error); once the workspace is in place the
-    attempt ends `ready`, whatever follows."""
+def _chained(
+    branch: Branch,
+    brand_domain: str | None,
+    brand_names: list[str] | None,
+    plans: list[MarketPlan],
+) -> Chained:
+    """The branch's step after provision-workspace. A, A+C: it flips the brand `active` first."""
+    inputs: dict[str, Any] = {"wasPending": branch.was_pending}
+    if not branch.creates_markets:
+        return [(JobStep.ACTIVATE_BRAND_WORKSPACE, inputs)]
+    inputs.update(
+        markets=[plan.as_metadata() for plan in plans],
+        brandNames=brand_names,
+        brandDomain=brand_domain,
+    )
+    return [(JobStep.ACTIVATE_MARKETS, inputs)]
+
+
+def _refuse_parent(brand: Brand) -> guard.Checks:
+    """Under the brand's lock: a pointer equal to the parent is misconfigured (409)."""
+    parent_id = brand.organization.semrush_parent_workspace_id
+
+    def check(pointer: str | None) -> None:
+        if pointer is not None and pointer == parent_id:
+            raise WorkspaceMisconfiguredError()
+
+    return check
+
+
+def _activate_sync(*, brand: Brand, branch: Branch, chained: Chained) -> Outcome:
+    """The chain's own steps, inline (`chain_run_sync`), under a sync attempt whose candidate
+    is the pointer: provision-workspace settles it (or provisions one), then the branch's
+    step. A pending brand whose workspace could not be provisioned for an upstream failure
+    answers 502 `serenityActivationIncomplete` instead of the error."""
     # The client first: a missing configuration (503) must not lease the brand.
-    client = client_for_org(brand.organization, brand_id=str(brand.pk))
-    with guard.attempt_held(brand_id=brand.pk, started_by=AttemptStartedBy.ACTIVATE) as held:
+    client_for_org(brand.organization, brand_id=str(brand.pk))
+    with guard.attempt_held(
+        brand_id=brand.pk,
+        started_by=AttemptStartedBy.ACTIVATE,
+        checks=_refuse_parent(brand),
+        candidate_is_pointer=True,
+    ) as held:
         try:
-            workspace = workspace_ensure(
-                client=client,
-                brand=brand,
-                attempt_id=held.attempt_id,
-                settle=branch.creates_markets,
-            )
+            return chain_run_sync(brand=brand, attempt=held.attempt, market=None, chained=chained)
         except DomainError as error:
             if branch.was_pending and not hasattr(error, "reason") and error.http_status >= 500:
                 held.fail(error)
                 return _activation_incomplete(brand)
             raise
-        held.workspace_ready()
-        return activation_in_workspace(
-            client=client,
-            brand=brand,
-            workspace_id=workspace.id,
-            owner=held.owner,
-            was_pending=branch.was_pending,
-            plans=plans if branch.creates_markets else None,
-        )
 
 
-def _begin_async(
-    *,
-    brand: Brand,
-    branch: Branch,
-    brand_domain: str | None,
-    brand_names: list[str] | None,
-    plans: list[MarketPlan],
-) -> Accepted:
-    # A, A+C: the chained step flips the brand `active` first.
-    step = JobStep.ACTIVATE_BRAND_WORKSPACE
-    inputs: dict[str, Any] = {"wasPending": branch.was_pending}
-    if branch.creates_markets:
-        step = JobStep.ACTIVATE_MARKETS
-        inputs.update(
-            markets=[plan.as_metadata() for plan in plans],
-            brandNames=brand_names,
-            brandDomain=brand_domain,
-        )
-    parent_id = brand.organization.semrush_parent_workspace_id
+def _begin_async(*, brand: Brand, chained: Chained) -> Accepted:
     root_id = uuid.uuid4()
-
-    def refuse_parent(pointer: str | None) -> None:
-        if pointer is not None and pointer == parent_id:
-            raise WorkspaceMisconfiguredError()
-
     with guard.lease(
         brand_id=brand.pk,
         started_by=AttemptStartedBy.ACTIVATE,
         job_id=root_id,
         candidate_is_pointer=True,
-        checks=refuse_parent,
+        checks=_refuse_parent(brand),
     ) as begun:
         assert begun.attempt is not None
         job = chain_create(
-            brand=brand,
-            root_id=root_id,
-            attempt=begun.attempt,
-            market=None,
-            chained=[(step, inputs)],
+            brand=brand, root_id=root_id, attempt=begun.attempt, market=None, chained=chained
         )
     return Accepted(job=job)
 
@@ -206,11 +195,10 @@ def activation_in_workspace(
     flat: bool = False,
     **options: Any,
 ) -> Outcome:
-    """Activate's work once the brand's workspace is in place, the same for the sync request,
-    the chained step (`options`: the chained step's, SPEC §11.5) and flat mode (`flat`: the
-    parent is `workspace_id`). No `plans` (A, B): flip the brand `active`. With `plans` (C):
-    its markets; a pending brand (A+C) is flipped `active` first, and a refused flip is the
-    answer."""
+    """Activate's work once the brand's workspace is in place: the chained step's (`options`:
+    its own, SPEC §11.5), and flat mode's (`flat`: the parent is `workspace_id`). No `plans`
+    (A, B): flip the brand `active`. With `plans` (C): its markets; a pending brand (A+C) is
+    flipped `active` first, and a refused flip is the answer."""
     if plans is None or was_pending:
         flipped = brand_workspace_activate(
             brand=brand, workspace_id=None if flat else workspace_id, was_pending=was_pending
@@ -237,15 +225,13 @@ def activate_markets_in_workspace(
     owner: uuid.UUID,
     plans: list[MarketPlan],
     owned_workspace: bool = True,
-    chained: bool = False,
     **options: Any,
 ) -> Outcome:
     """Branch C: per market create-or-resume + publish + confirm; one market's failure is its
     entry's. 200 when every market is live or publishing (created now or already), else 207.
 
-    Sync, each market's row is finished as it is answered (`market_outcome_commit`). In the
-    chained step (`chained`) the rows' final writes are gathered in the Outcome: the step's
-    ending commits them with the job and the attempt (SPEC §11.5); while a publish is not
+    The rows' final writes are gathered in the Outcome, for the end of the work to commit at
+    once (the step's ending, with the job and the attempt, SPEC §11.5); while a publish is not
     confirmed the Outcome's `confirm_in` re-schedules the step, whose re-run confirms the
     markets already `publishing` without publishing them again."""
     entries: list[dict[str, Any]] = []
@@ -261,8 +247,6 @@ def activate_markets_in_workspace(
             owned_workspace=owned_workspace,
             **options,
         )
-        if not chained:
-            outcome = market_outcome_commit(client=client, outcome=outcome)
         if outcome.confirm_in is not None:
             confirm_in.append(outcome.confirm_in)
         writes.extend(outcome.market_writes)
@@ -330,24 +314,21 @@ def _activate_one(
     )
 
 
-def _activate_flat(
-    *, brand: Brand, branch: Branch, plans: list[MarketPlan], parent_id: str
-) -> Outcome:
-    """Flat mode: the same work, its markets' projects in the parent (no workspace, no
-    attempt); the flip is not conditional on a pointer."""
-    return activation_in_workspace(
-        client=(
-            client_for_org(brand.organization, brand_id=str(brand.pk))
-            if branch.creates_markets
-            else None
-        ),
-        brand=brand,
-        workspace_id=parent_id,
-        owner=uuid.uuid4(),
-        was_pending=branch.was_pending,
-        plans=plans if branch.creates_markets else None,
-        flat=True,
+def _activate_flat(*, brand: Brand, branch: Branch, chained: Chained) -> Outcome:
+    """Flat mode, sync whatever `async` says: the branch's step alone (no workspace, no
+    attempt), run inline, its markets' projects in the parent; the flip is not conditional on
+    a pointer."""
+    if branch.creates_markets:
+        # The client first: a missing configuration (503) before anything is reserved.
+        client_for_org(brand.organization, brand_id=str(brand.pk))
+    [(step, inputs)] = chained
+    spec = job_services.ChainSpec(
+        organization_id=brand.organization_id,
+        brand_id=brand.pk,
+        job_type=JobType.PROVISION_WORKSPACE,
+        first=job_services.StepSpec(step, {**inputs, "flat": True}),
     )
+    return inline_answer(chain_run_inline(job_services.job_chain_rows(spec)))
 
 
 # --- the chained steps --------------------------------------------------------------------------
@@ -356,10 +337,14 @@ def _activate_flat(
 def activation_step(run: StepRun) -> None:
     """The chain's activate step, `activateMarkets` (C, A+C: its `markets`) and
     `activateBrandWorkspace` (A, B: none): the chain's checks (a chain that lost the brand
-    stands down), then the work the sync request does, its rows' final writes left to the
-    step's ending."""
+    stands down), then the branch's work in the promoted workspace, its rows' final writes
+    left to the step's ending. Flat mode's (`flat`) has no chain before it: its work is in the
+    parent."""
     markets = run.job.metadata.get("markets")
     plans = [MarketPlan.from_metadata(m) for m in markets] if markets is not None else None
+    if run.job.metadata.get("flat"):
+        chain.step_end(run, None, _flat_activation(run, plans))
+        return
     checked = chain.chained_preflight(run)
     if isinstance(checked, chain.StoodDown):
         chained_stand_down(run, checked, plans or [])
@@ -382,7 +367,28 @@ def activation_step(run: StepRun) -> None:
         owner=attempt.id,
         was_pending=bool(run.job.metadata.get("wasPending")),
         plans=plans,
-        chained=True,
         renew=run.keep_alive,
     )
     chain.step_end(run, attempt, chain.Finished(outcome))
+
+
+def _flat_activation(run: StepRun, plans: list[MarketPlan] | None) -> chain.StepEnd:
+    brand = (
+        Brand.objects.select_related("organization").filter(pk=run.job.brand_id).first()
+        if run.job.brand_id
+        else None
+    )
+    if brand is None or brand.status == BrandStatus.DELETED:
+        return chain.StoodDown(None)
+    client = client_for_org(brand.organization, brand_id=str(brand.pk)) if plans else None
+    outcome = activation_in_workspace(
+        client=client,
+        brand=brand,
+        workspace_id=brand.organization.semrush_parent_workspace_id or "",
+        owner=run.job.id,
+        was_pending=bool(run.job.metadata.get("wasPending")),
+        plans=plans,
+        flat=True,
+        renew=run.keep_alive,
+    )
+    return chain.Finished(outcome)

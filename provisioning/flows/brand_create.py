@@ -16,25 +16,25 @@ from django.db import IntegrityError, transaction
 
 from jobs.models import AsyncJob, JobStep
 from kernel.errors import DomainError, InvalidRequestError
-from provisioning import guard
+from provisioning import guard, quota
 from provisioning.exceptions import UpstreamBusyError
-from provisioning.family import Workspace
 from provisioning.flows.common import (
+    Chained,
     MarketPlan,
     chain_create,
-    market_provision_planned,
+    chain_run_sync,
     market_request_for,
     require_parent,
 )
 from provisioning.flows.market_create import market_create_flat
-from provisioning.markets import market_outcome_commit
-from provisioning.models import AttemptStartedBy
-from provisioning.outcome import Accepted
+from provisioning.markets import project_discard
+from provisioning.models import AttemptStartedBy, ProvisioningAttempt
+from provisioning.outcome import Accepted, Outcome
 from provisioning.reservations import market_reserve
 from provisioning.selectors import with_latest_attempt
 from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org
-from provisioning.workspace import empty_quietly, workspace_ensure
+from provisioning.workspace import empty_quietly
 from serenity.exceptions import BaseUrlRequiredError, BrandExistsError, SerenityNotEnabledError
 from serenity.models import Brand, BrandStatus, Market, Organization, WorkspaceMode
 
@@ -97,7 +97,8 @@ def brand_create(*, organization: Organization, data: BrandInput, run_async: boo
 
     if run_async:
         return _begin_async(organization=organization, data=data, status=status)
-    return _provision_sync(organization=organization, data=data, status=status)
+    with quota.request_permits():
+        return _provision_sync(organization=organization, data=data, status=status)
 
 
 def _begin_async(*, organization: Organization, data: BrandInput, status: str) -> BrandCreated:
@@ -115,13 +116,12 @@ def _begin_async(*, organization: Organization, data: BrandInput, status: str) -
             attempt = begun.attempt
             assert attempt is not None  # the table exists: the brand was just written with it
             market = _reserve(brand, data.market, owner=attempt.id)
-            chained = (
-                [(JobStep.CREATE_MARKET, data.market.as_metadata())]
-                if data.market is not None
-                else []
-            )
             job = chain_create(
-                brand=brand, root_id=root_id, attempt=attempt, market=market, chained=chained
+                brand=brand,
+                root_id=root_id,
+                attempt=attempt,
+                market=market,
+                chained=_chained(data.market),
             )
     # The row as inserted, with the attempt it began: the 202 renders it without a read.
     return BrandCreated(brand=with_latest_attempt(brand, attempt), job=job)
@@ -182,31 +182,21 @@ def _brand_create_flat(
     brand = _brand_insert(_brand_new(organization=organization, data=data, status=status))
     try:
         outcome = market_create_flat(brand=brand, plan=data.market, run_async=False)
+        assert not isinstance(outcome, Accepted)
+        _raise_if_failed(outcome)
     except Exception:
         Brand.objects.filter(pk=brand.pk).delete()
         raise
-    assert not isinstance(outcome, Accepted)
-    if outcome.status >= 400:
-        Brand.objects.filter(pk=brand.pk).delete()
-        raise DomainError(
-            outcome.body["message"], code=outcome.body["error"], http_status=outcome.status
-        )
-    return BrandCreated(
-        brand=brand,
-        market=Market.objects.get(
-            brand=brand,
-            geo_target_id=data.market.slice.geo_target_id,
-            language_code=data.market.slice.language_code,
-            deleted_at__isnull=True,
-        ),
-    )
+    return BrandCreated(brand=brand, market=_market_of(brand, data.market))
 
 
 def _provision_sync(*, organization: Organization, data: BrandInput, status: str) -> BrandCreated:
-    """The brand, its attempt and its reservation committed first (`guard.attempt_held`); then
-    create-or-adopt (poll mode with a market, skip mode without), promote, and the market's
-    project. Any failure deletes the row (its attempt and reservation go with it: the guard's
-    ending of a brand it inserted) and empties a workspace this request created."""
+    """The brand, its attempt and its reservation committed first (`guard.attempt_held`); the
+    language against the catalogue (an unknown one is a 400 before any workspace exists); then
+    the chain's own steps, inline (`chain_run_sync`): create-or-adopt the workspace, settle and
+    promote it, create the market's project. Any failure deletes the row (its attempt and
+    reservation go with it: the guard's ending of a brand it inserted) and undoes what the
+    request made upstream (`_made_undo`)."""
     parent_id = require_parent(organization)
     brand = _brand_new(organization=organization, data=data, status=status)
     plan = data.market
@@ -217,50 +207,52 @@ def _provision_sync(*, organization: Organization, data: BrandInput, status: str
         reserve=lambda owner: _reserve(brand, plan, owner=owner),
     ) as held:
         client = client_for_org(organization, brand_id=str(brand.pk), attempt_id=str(held.owner))
-        # The language is resolved before any workspace exists: an unknown one is a 400 that
-        # must not leave an empty sub-workspace behind.
         if plan is not None:
             market_request_for(client=client, brand=brand, plan=plan)
-        workspace = workspace_ensure(
-            client=client, brand=brand, attempt_id=held.attempt_id, settle=plan is not None
-        )
-        if plan is not None and held.market is not None:
-            try:
-                _market_in_new_workspace(
-                    client=client, brand=brand, held=held, workspace=workspace, plan=plan
-                )
-            except Exception:
-                if workspace.freshly_created:
-                    empty_quietly(client=client, workspace_id=workspace.id, parent_id=parent_id)
-                raise
+        try:
+            outcome = chain_run_sync(
+                brand=brand, attempt=held.attempt, market=held.market, chained=_chained(plan)
+            )
+            _raise_if_failed(outcome)
+        except Exception:
+            _made_undo(client, held, parent_id)
+            raise
     brand.refresh_from_db()
-    fresh_market = Market.objects.get(pk=held.market.pk) if held.market is not None else None
-    return BrandCreated(brand=brand, market=fresh_market)
+    return BrandCreated(brand=brand, market=_market_of(brand, plan))
 
 
-def _market_in_new_workspace(
-    *,
-    client: SemrushClient,
-    brand: Brand,
-    held: guard.SyncAttempt,
-    workspace: Workspace,
-    plan: MarketPlan,
-) -> None:
-    """The brand create's market in the workspace just ensured: the chained step's own market
-    work (`createMarket`), with the request's patience. Raises the market's error (503
-    `upstreamBusy` keeps its `Retry-After`)."""
-    assert held.market is not None
-    outcome = market_provision_planned(
-        client=client,
-        brand=brand,
-        plan=plan,
-        reservation=held.market,
-        owner=held.owner,
-        workspace_id=workspace.id,
-        owned_workspace=True,
-        delete_on_failure=not workspace.freshly_created,
+def _chained(plan: MarketPlan | None) -> Chained:
+    """The chain after provision-workspace: the market, if the brand has one."""
+    return [(JobStep.CREATE_MARKET, plan.as_metadata())] if plan is not None else []
+
+
+def _made_undo(client: SemrushClient, held: guard.SyncAttempt, parent_id: str) -> None:
+    """A sync create failed after the chain promoted its workspace (the chain never undoes a
+    promoted one, SPEC §6.3; before promotion it empties a fresh candidate itself), and its
+    brand row is about to go: the workspace this request created is emptied; in one it
+    adopted, only the market's project is deleted (SPEC §4.1)."""
+    attempt = ProvisioningAttempt.objects.filter(pk=held.owner, workspace_promoted=True).first()
+    workspace_id = attempt.candidate_workspace_id if attempt is not None else None
+    if attempt is None or workspace_id is None:
+        return
+    if attempt.freshly_created:
+        empty_quietly(client=client, workspace_id=workspace_id, parent_id=parent_id)
+        return
+    market = held.market
+    project_id = (
+        Market.objects.filter(pk=market.pk).values_list("semrush_project_id", flat=True).first()
+        if market is not None
+        else None
     )
-    outcome = market_outcome_commit(client=client, outcome=outcome)
+    if project_id:
+        project_discard(
+            client=client, workspace_id=workspace_id, project_id=project_id, owned_workspace=True
+        )
+
+
+def _raise_if_failed(outcome: Outcome) -> None:
+    """A brand create answers its market's failure as its own error (503 `upstreamBusy` keeps
+    its `Retry-After`)."""
     if outcome.status < 400:
         return
     if outcome.body.get("error") == UpstreamBusyError.code:
@@ -270,4 +262,16 @@ def _market_in_new_workspace(
         outcome.body.get("message"),
         code=outcome.body.get("error", "serenityUpstreamError"),
         http_status=outcome.status,
+    )
+
+
+def _market_of(brand: Brand, plan: MarketPlan | None) -> Market | None:
+    """The brand's market on `plan`'s slice, as its create left it."""
+    if plan is None:
+        return None
+    return Market.objects.get(
+        brand=brand,
+        geo_target_id=plan.slice.geo_target_id,
+        language_code=plan.slice.language_code,
+        deleted_at__isnull=True,
     )

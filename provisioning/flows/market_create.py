@@ -1,5 +1,6 @@
 """Market create (SPEC §4.2): sync or async, in the brand's sub-workspace or (flat) the parent;
-and the chained `createMarket` step, which runs the same code as the sync path.
+and the chained `createMarket` step, which workers run (async) and the request runs inline
+(sync, SPEC §12.3).
 
 The mode comes from the brand's recorded `workspaceMode`, never from the pointer. A
 sub-workspace brand with no pointer is refused before any upstream call; nothing is ever
@@ -14,31 +15,28 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from jobs import services as job_services
+from jobs.inline import chain_run_inline
 from jobs.models import JobStep, JobType
 from jobs.runner import StepRun
 from kernel.errors import DomainError
-from provisioning import chain, guard
-from provisioning.exceptions import (
-    ProvisioningIncompleteError,
-    SubworkspaceGoneError,
-    WorkspaceMisconfiguredError,
-)
+from provisioning import chain, guard, quota
+from provisioning.exceptions import ProvisioningIncompleteError, WorkspaceMisconfiguredError
 from provisioning.flows.common import (
+    Chained,
     MarketPlan,
     chain_create,
+    chain_run_sync,
     chained_stand_down,
     check_market_cap,
+    inline_answer,
     market_provision_planned,
     market_request_for,
     require_parent,
 )
-from provisioning.markets import market_outcome_commit
 from provisioning.models import AttemptStartedBy
 from provisioning.outcome import Accepted, Outcome
 from provisioning.reservations import market_release, market_reserve, slice_market_in, slice_taken
-from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org
-from provisioning.workspace import pointer_confirm
 from serenity.exceptions import SliceExistsError
 from serenity.models import Brand, BrandStatus, Market, WorkspaceMode
 
@@ -54,7 +52,8 @@ def market_create(*, brand: Brand, plan: MarketPlan, run_async: bool) -> Outcome
     if run_async:
         return _begin_async(brand=brand, plan=plan, parent_id=parent_id)
     check_market_cap(brand)
-    return _create_sync(brand=brand, plan=plan, parent_id=parent_id)
+    with quota.request_permits():
+        return _create_sync(brand=brand, plan=plan, parent_id=parent_id)
 
 
 def _refusals(brand: Brand, plan: MarketPlan, parent_id: str, live: list[Market]) -> guard.Checks:
@@ -77,6 +76,11 @@ def _refusals(brand: Brand, plan: MarketPlan, parent_id: str, live: list[Market]
             raise ProvisioningIncompleteError()
 
     return check
+
+
+def _chained(plan: MarketPlan) -> Chained:
+    """The chain after provision-workspace (which settles the existing pointer): the market."""
+    return [(JobStep.CREATE_MARKET, plan.as_metadata())]
 
 
 def _begin_async(*, brand: Brand, plan: MarketPlan, parent_id: str) -> Accepted:
@@ -106,7 +110,7 @@ def _begin_async(*, brand: Brand, plan: MarketPlan, parent_id: str) -> Accepted:
                 root_id=root_id,
                 attempt=begun.attempt,
                 market=market,
-                chained=[(JobStep.CREATE_MARKET, plan.as_metadata())],
+                chained=_chained(plan),
             )
     except IntegrityError:
         # The brand's lock serializes begins; a market row can only conflict with a create of
@@ -116,10 +120,11 @@ def _begin_async(*, brand: Brand, plan: MarketPlan, parent_id: str) -> Accepted:
 
 
 def _create_sync(*, brand: Brand, plan: MarketPlan, parent_id: str) -> Outcome:
-    """Under the brand's lock, in one transaction: the refusals, the guard and the slice's
-    reservation; no upstream call before the guard has answered. Then the language against the
-    (cached) catalogue: a refusal there withdraws the attempt and the reservation (a 400 writes
-    nothing). Then settle the pointer (poll mode) and create or resume the project."""
+    """Under the brand's lock, in one transaction: the refusals, the guard (the attempt's
+    candidate: the pointer) and the slice's reservation; no upstream call before the guard has
+    answered. Then the language against the (cached) catalogue: a refusal there withdraws the
+    attempt and the reservation (a 400 writes nothing). Then the chain's own steps, inline
+    (`chain_run_sync`): settle the pointer, create or resume the project."""
     client = client_for_org(brand.organization, brand_id=str(brand.pk))
     live: list[Market] = []
     with guard.attempt_held(
@@ -129,9 +134,7 @@ def _create_sync(*, brand: Brand, plan: MarketPlan, parent_id: str) -> Outcome:
         reserve=lambda owner: market_reserve(
             brand=brand, slice_=plan.slice, owner=owner, name=plan.name, live_markets=live
         ),
-        # A settle failure of the brand's own workspace is a provisioning failure; any other
-        # error leaves the attempt ready (the workspace was not touched).
-        failure_reason=lambda error: getattr(error, "reason", None),
+        candidate_is_pointer=True,
     ) as held:
         try:
             # The language first (cached catalogue): a 400 writes nothing, reads no status.
@@ -139,94 +142,41 @@ def _create_sync(*, brand: Brand, plan: MarketPlan, parent_id: str) -> Outcome:
         except Exception:
             held.withdraw()
             raise
-        assert held.pointer is not None and held.market is not None
-        pointer_confirm(
-            client=client,
-            brand_id=brand.pk,
-            pointer=held.pointer,
-            parent_id=parent_id,
-            settle=True,
+        return chain_run_sync(
+            brand=brand, attempt=held.attempt, market=held.market, chained=_chained(plan)
         )
-        # The chained step's own market work (`createMarket`), with the request's patience.
-        outcome = market_provision_planned(
-            client=client,
-            brand=brand,
-            plan=plan,
-            reservation=held.market,
-            owner=held.owner,
-            workspace_id=held.pointer,
-            owned_workspace=True,
-        )
-        outcome = market_outcome_commit(client=client, outcome=outcome)
-        if outcome.body.get("error") == SubworkspaceGoneError.code:
-            # The brand's workspace is gone (healed above): a provisioning failure, as when the
-            # settle read meets it.
-            held.fail(SubworkspaceGoneError(outcome.body["message"]))
-        return outcome
 
 
 def market_create_flat(*, brand: Brand, plan: MarketPlan, run_async: bool) -> Outcome | Accepted:
-    """Flat mode: the project goes in the parent. Async: a `createMarket` job with no
-    provisioning step (no attempt: nothing creates a workspace), owning the reservation."""
-    if run_async:
-        with transaction.atomic():
-            job = job_services.job_chain_create(
-                organization_id=brand.organization_id,
-                brand_id=brand.pk,
-                job_type=JobType.PROVISION_WORKSPACE,
-                first=job_services.StepSpec(JobStep.CREATE_MARKET, plan.as_metadata()),
-            )
-            reservation = market_reserve(
-                brand=brand, slice_=plan.slice, owner=job.pk, name=plan.name
-            )
-            job.metadata = {**job.metadata, "marketId": str(reservation.pk), "flat": True}
-            job.save(update_fields=["metadata"])
-        return Accepted(job=job)
-    owner = uuid.uuid4()
-    reservation = market_reserve(brand=brand, slice_=plan.slice, owner=owner, name=plan.name)
-    try:
-        # A missing configuration (503) must free the reservation too, or the slice would
-        # answer sliceExists/marketBusy until the stale threshold.
-        client = client_for_org(brand.organization, brand_id=str(brand.pk))
-    except DomainError as error:
-        market_release(market_id=reservation.pk, owner=owner)
-        return Outcome.from_error(error)
-    outcome = _create_flat_reserved(
-        client=client, brand=brand, plan=plan, reservation=reservation, owner=owner
-    )
-    return market_outcome_commit(client=client, outcome=outcome)
-
-
-def _create_flat_reserved(
-    *,
-    client: SemrushClient,
-    brand: Brand,
-    plan: MarketPlan,
-    reservation: Market,
-    owner: uuid.UUID,
-    **options: object,
-) -> Outcome:
-    """The market's project in the parent, on its reservation; the row's final write left in
-    the Outcome (sync: `market_outcome_commit`; the chained step: its ending)."""
-    return market_provision_planned(
-        client=client,
-        brand=brand,
-        plan=plan,
-        reservation=reservation,
-        owner=owner,
-        workspace_id=brand.organization.semrush_parent_workspace_id or "",
-        owned_workspace=False,
-        **options,
-    )
+    """Flat mode: the project goes in the parent, by a `createMarket` job with no
+    provisioning step (no attempt: nothing creates a workspace), owning the reservation; a
+    sync request runs that job inline (`jobs.inline`)."""
+    root_id = uuid.uuid4()
+    with transaction.atomic():
+        reservation = market_reserve(brand=brand, slice_=plan.slice, owner=root_id, name=plan.name)
+        spec = job_services.ChainSpec(
+            organization_id=brand.organization_id,
+            brand_id=brand.pk,
+            job_type=JobType.PROVISION_WORKSPACE,
+            first=job_services.StepSpec(
+                JobStep.CREATE_MARKET,
+                {**plan.as_metadata(), "marketId": str(reservation.pk), "flat": True},
+            ),
+            root_id=root_id,
+        )
+        if run_async:
+            return Accepted(job=job_services.job_chains_create([spec])[0])
+    return inline_answer(chain_run_inline(job_services.job_chain_rows(spec)))
 
 
 # --- the chained step ---------------------------------------------------------------------------
 
 
 def create_market_step(run: StepRun) -> None:
-    """The chain's `createMarket` step: the sync path's market create in the promoted
-    workspace, its market row finished by the step's ending (with the job and the attempt,
-    SPEC §11.5). Stands down (CANCELLED) when the chain's reservation is no longer its own."""
+    """The chain's `createMarket` step: the market's project in the promoted workspace (flat:
+    in the parent), its market row finished by the step's ending (with the job and the
+    attempt, SPEC §11.5). Stands down (CANCELLED) when the chain's reservation is no longer
+    its own."""
     meta = run.job.metadata
     plan = MarketPlan.from_metadata(meta)
     if meta.get("flat"):
@@ -291,12 +241,14 @@ def _flat_step(run: StepRun, plan: MarketPlan) -> chain.StepEnd:
     except DomainError as error:
         market_release(market_id=market.pk, owner=run.job.id)
         return chain.Finished(Outcome.from_error(error))
-    outcome = _create_flat_reserved(
+    outcome = market_provision_planned(
         client=client,
         brand=brand,
         plan=plan,
         reservation=market,
         owner=run.job.id,
+        workspace_id=brand.organization.semrush_parent_workspace_id or "",
+        owned_workspace=False,
         renew=run.keep_alive,
     )
     return chain.Finished(outcome)

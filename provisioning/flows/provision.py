@@ -9,12 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.conf import settings
-
 from jobs.runner import StepRun
 from kernel import context
 from kernel.errors import DomainError
-from provisioning import services
+from provisioning import quota, services
 from provisioning.chain import (
     FIRST_READ_DEFERRED,
     Crashed,
@@ -47,6 +45,7 @@ from provisioning.workspace import (
     brand_pointer,
     candidate_record,
     empty_quietly,
+    settle_delays,
     settle_next,
     workspace_gone_recover,
     workspace_read_readiness,
@@ -135,14 +134,12 @@ def _candidate_read(
 
 
 def _after_read(run: StepRun, candidate: str, readiness: Readiness) -> StepEnd:
-    """What one status read decides (`workspace.settle_next`, with the chain's patience: the
-    backoff, SPEC §6.3): promote, fail, or read again after the backoff (a new row)."""
+    """What one status read decides (`workspace.settle_next`, with the caller's patience,
+    `settle_delays`): promote, fail, or read again after the wait (a new row)."""
     # Settle reads are positions 0, 1, 2, ... (1, 2, ... when the first hop deferred its read).
     reads_done = run.job.position - (1 if run.job.metadata.get(FIRST_READ_DEFERRED) else 0)
     try:
-        wait = settle_next(
-            readiness, reads_done=reads_done, delays=settings.SERENITY_PROVISION_BACKOFF_SECONDS
-        )
+        wait = settle_next(readiness, reads_done=reads_done, delays=settle_delays())
     except DomainError as error:
         return Failed(error)
     return Promoted(candidate) if wait is None else SettleLater(wait)
@@ -151,8 +148,9 @@ def _after_read(run: StepRun, candidate: str, readiness: Readiness) -> StepEnd:
 def _first_read_delay(organization: Organization, found: Workspace) -> SettleLater | None:
     """A workspace this hop created is not read at once when the parent's workspaces are known
     to take a while (SPEC §11.1): the first read waits the learned settle time. An adopted one
-    is ready already (adoption requires it), so it is read now, as without history."""
-    if not found.freshly_created:
+    is ready already (adoption requires it), so it is read now, as without history; so is any
+    in a sync request, which polls from the first read (§4)."""
+    if not found.freshly_created or not quota.in_step():
         return None
     learned = settle_seconds_learned(parent_id=organization.semrush_parent_workspace_id or "")
     if not learned:

@@ -16,6 +16,7 @@ from tests.factories import (
 from tests.support import (
     assert_clean,
     assert_error,
+    assert_settle_reads,
     calls,
     create_child,
     create_project,
@@ -50,14 +51,17 @@ def draft_brand(sw_writer) -> Brand:  # type: ignore[no-untyped-def]
 # --- Branch A: pending → active --------------------------------------------------------------
 
 
-def test_a_provisions_the_workspace_without_settling_and_activates(sw_writer, sim, draft_brand):
+def test_a_provisions_the_workspace_settles_it_and_activates(sw_writer, sim, draft_brand):
     # when
     response = sw_writer.post(activate_path(sw_writer, draft_brand))
     # then
     assert response.status_code == 200, response.json()
     assert response.json() == {"brandId": str(draft_brand.id), "status": "active", "markets": []}
     [workspace] = sim.state()["workspaces"]
-    assert calls(sim) == [family(sim.parent_id), create_child(sim.parent_id)]
+    # The workspace is promoted once ready, as a chain promotes it (SPEC §12.3)
+    made = calls(sim)
+    assert made[:2] == [family(sim.parent_id), create_child(sim.parent_id)]
+    assert_settle_reads(made[2:], workspace["id"])
     draft_brand.refresh_from_db()
     assert (draft_brand.status, draft_brand.semrush_sub_workspace_id) == ("active", workspace["id"])
     [attempt] = ProvisioningAttempt.objects.all()
@@ -150,7 +154,7 @@ def test_b_reaffirms_active_with_one_status_read(sw_writer, sim, active_brand, w
     assert [a.status for a in ProvisioningAttempt.objects.all()] == ["ready"]
 
 
-def test_b_without_workspace_creates_one_without_settling(sw_writer, sim):
+def test_b_without_workspace_creates_one_and_settles_it(sw_writer, sim):
     # given an active brand with no workspace (it was provisioned before Serenity was on)
     brand = BrandFactory(organization=sw_writer.org, name="Acme", semrush_sub_workspace_id=None)
     # when
@@ -158,7 +162,9 @@ def test_b_without_workspace_creates_one_without_settling(sw_writer, sim):
     # then
     assert response.status_code == 200, response.json()
     [workspace] = sim.state()["workspaces"]
-    assert calls(sim) == [family(sim.parent_id), create_child(sim.parent_id)]
+    made = calls(sim)
+    assert made[:2] == [family(sim.parent_id), create_child(sim.parent_id)]
+    assert_settle_reads(made[2:], workspace["id"])
     brand.refresh_from_db()
     assert brand.semrush_sub_workspace_id == workspace["id"]
 

@@ -11,6 +11,7 @@ from tests.factories import BrandFactory, OrganizationFactory
 from tests.support import (
     assert_clean,
     assert_error,
+    assert_settle_reads,
     calls,
     create_child,
     create_project,
@@ -19,7 +20,6 @@ from tests.support import (
     family,
     foreign_ids,
     languages,
-    list_projects,
     publish,
     read_project,
     set_tracked_url,
@@ -328,12 +328,13 @@ def test_language_missing_from_the_catalogue_is_400_before_any_workspace(sw_writ
 # --- Sub-workspace orgs ---------------------------------------------------------------------
 
 
-def test_bare_create_makes_one_child_and_reads_no_status(sw_writer, sim):
+def test_bare_create_makes_one_child_and_settles_it(sw_writer, sim):
     # when
     response = sw_writer.post(
         brands_path(sw_writer), {"name": "Acme", "baseUrl": "https://acme.example"}
     )
-    # then the workspace is created (skip mode: no settle) and recorded as the pointer
+    # then the workspace is created, settled and recorded as the pointer (promoted once ready,
+    # as a chain promotes it: SPEC §12.3)
     assert response.status_code == 201, response.json()
     [workspace] = sim.state()["workspaces"]
     assert workspace["title"] == "Acme"
@@ -352,7 +353,9 @@ def test_bare_create_makes_one_child_and_reads_no_status(sw_writer, sim):
         semrushProvisioningStatus="ready",
         semrushProvisioningError=None,
     )
-    assert calls(sim) == [family(sim.parent_id), create_child(sim.parent_id)]
+    made = calls(sim)
+    assert made[:2] == [family(sim.parent_id), create_child(sim.parent_id)]
+    assert_settle_reads(made[2:], workspace["id"])
     [attempt] = ProvisioningAttempt.objects.all()
     assert (attempt.status, attempt.started_by, attempt.job_id) == ("ready", "create-brand", None)
     assert_clean(response, forbidden=foreign_ids(sim, own=[workspace["id"]]))
@@ -366,7 +369,9 @@ def test_bare_create_without_base_url_provisions_a_pending_brand(sw_writer, sim)
     [workspace] = sim.state()["workspaces"]
     assert response.json()["status"] == "pending"
     assert response.json()["semrushSubWorkspaceId"] == workspace["id"]
-    assert calls(sim) == [family(sim.parent_id), create_child(sim.parent_id)]
+    made = calls(sim)
+    assert made[:2] == [family(sim.parent_id), create_child(sim.parent_id)]
+    assert_settle_reads(made[2:], workspace["id"])
 
 
 def test_create_with_market_settles_creates_and_publishes(sw_writer, sim):
@@ -427,7 +432,7 @@ def test_create_with_market_settles_creates_and_publishes(sw_writer, sim):
         family(sim.parent_id),
         create_child(sim.parent_id),
         status_read(ws),
-        list_projects(ws),
+        # (no listing of the workspace it has just created: it holds no project yet)
         create_project(ws),
         set_tracked_url(ws, pid),
         publish(ws, pid),

@@ -7,6 +7,7 @@ from tests.conftest import make_caller
 from tests.factories import OrganizationFactory
 from tests.support import (
     assert_error,
+    assert_settle_reads,
     calls,
     create_child,
     db_counts,
@@ -15,6 +16,7 @@ from tests.support import (
     list_projects,
     sim_create_project,
     sim_create_workspace,
+    status_read,
     wait_until_settled,
 )
 
@@ -36,7 +38,11 @@ def test_a_ready_empty_sibling_with_the_same_title_is_adopted(sw_writer, sim):
     # then it becomes the pointer; nothing new is created
     assert response.status_code == 201, response.json()
     assert response.json()["semrushSubWorkspaceId"] == sibling
-    assert calls(sim)[setup:] == [family(sim.parent_id), list_projects(sibling)]
+    assert calls(sim)[setup:] == [
+        family(sim.parent_id),
+        list_projects(sibling),
+        status_read(sibling),
+    ]
     assert [w["id"] for w in sim.state()["workspaces"]] == [sibling]
     assert Brand.objects.get().semrush_sub_workspace_id == sibling
 
@@ -95,7 +101,9 @@ def test_another_brands_workspace_is_never_adopted(sim, serenity_org, sw_writer)
     assert response.status_code == 201, response.json()
     ours = response.json()["semrushSubWorkspaceId"]
     assert ours != theirs
-    assert calls(sim)[setup:] == [family(sim.parent_id), create_child(sim.parent_id)]
+    made = calls(sim)[setup:]
+    assert made[:2] == [family(sim.parent_id), create_child(sim.parent_id)]
+    assert_settle_reads(made[2:], ours)
     assert sorted(w["id"] for w in sim.state()["workspaces"]) == sorted([ours, theirs])
     assert Brand.objects.get(organization=other_org).semrush_sub_workspace_id == theirs
     assert theirs not in response.content.decode()
@@ -109,13 +117,16 @@ def test_a_create_that_times_out_is_resolved_by_adoption(sw_writer, sim, setting
     )
     # when
     response = create_bare(sw_writer)
-    # then the single (not yet ready) match is adopted: exactly one workspace, and it is ours
+    # then the single (not yet ready) match is adopted, and settled: exactly one workspace,
+    # and it is ours
     assert response.status_code == 201, response.json()
     [workspace] = sim.state()["workspaces"]
     assert response.json()["semrushSubWorkspaceId"] == workspace["id"]
     assert Brand.objects.get().semrush_sub_workspace_id == workspace["id"]
-    assert calls(sim) == [
+    made = calls(sim)
+    assert made[:3] == [
         family(sim.parent_id),
         create_child(sim.parent_id),
         family(sim.parent_id),
     ]
+    assert_settle_reads(made[3:], workspace["id"])

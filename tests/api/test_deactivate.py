@@ -21,6 +21,7 @@ from tests.support import (
     foreign_ids,
     list_projects,
     sim_create_project,
+    status_read,
 )
 
 
@@ -227,9 +228,10 @@ def test_reactivation_after_deactivate_adopts_the_emptied_workspace(sw_writer, s
     response = sw_writer.post(f"{serenity}/activate")
     # then the same, now empty, workspace is adopted: no second workspace. It is the candidate
     # of one of the brand's own earlier attempts, so it wins outright, without the emptiness
-    # check (SPEC §10.2: the rule holds on every create-or-adopt path, sync included)
+    # check (SPEC §10.2: the rule holds on every create-or-adopt path, sync included); one
+    # status read finds it ready before it is promoted (the chain's rule, SPEC §12.3)
     assert response.status_code == 200, response.json()
-    assert calls(sim)[setup:] == [family(sim.parent_id)]
+    assert calls(sim)[setup:] == [family(sim.parent_id), status_read(workspace)]
     assert [w["id"] for w in sim.state()["workspaces"]] == [workspace]
     read = sw_writer.get(f"{brands}/{created.json()['id']}").json()
     assert (read["status"], read["semrushSubWorkspaceId"]) == ("active", workspace)

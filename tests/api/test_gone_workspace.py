@@ -14,6 +14,7 @@ from tests.factories import MarketFactory
 from tests.support import (
     UM,
     assert_error,
+    assert_settle_reads,
     calls,
     create_child,
     family,
@@ -150,16 +151,18 @@ def test_bare_activate_on_a_gone_workspace_provisions_a_new_one(
     # when a bare activate is sent
     response = sw_writer.post(f"{b_path(sw_writer, brand)}/serenity/activate", {})
     # then one status read meets the 403, the family confirms the deletion (heal), and a new
-    # workspace is created as for a brand without one
+    # workspace is created as for a brand without one, and settled
     assert response.status_code == 200, response.json()
     assert response.json() == {"brandId": str(brand.id), "status": "active", "markets": []}
-    assert calls(sim)[setup:] == [
+    made = calls(sim)[setup:]
+    assert made[:4] == [
         status_read(workspace),
         family(sim.parent_id),
         family(sim.parent_id),
         create_child(sim.parent_id),
     ]
     fresh = Brand.objects.get(pk=brand.pk)
+    assert_settle_reads(made[4:], str(fresh.semrush_sub_workspace_id))
     assert fresh.status == "active"
     assert fresh.semrush_sub_workspace_id not in (None, workspace)
     assert fresh.semrush_sub_workspace_id in {ws["id"] for ws in sim.state()["workspaces"]}
@@ -183,16 +186,16 @@ def test_bare_activate_keeps_a_live_workspace_with_one_status_read(
     assert Brand.objects.get(pk=brand.pk).semrush_sub_workspace_id == workspace
 
 
-def test_a_not_ready_pointer_is_kept_by_a_bare_activate(sw_writer, sim, brand):
-    # given a pointer still settling (skip mode does not wait for it)
+def test_a_not_ready_pointer_is_settled_and_kept_by_a_bare_activate(sw_writer, sim, brand):
+    # given a pointer still settling
     settling = sim_create_workspace(sim, "Acme settling", settle=False)
     Brand.objects.filter(pk=brand.pk).update(semrush_sub_workspace_id=settling)
     setup = len(calls(sim))
     # when
     response = sw_writer.post(f"{b_path(sw_writer, brand)}/serenity/activate", {})
-    # then
+    # then its status is read until it is ready (the chain's rule, SPEC §12.3), and it stays
     assert response.status_code == 200, response.json()
-    assert calls(sim)[setup:] == [status_read(settling)]
+    assert_settle_reads(calls(sim)[setup:], settling)
     assert Brand.objects.get(pk=brand.pk).semrush_sub_workspace_id == settling
 
 
@@ -253,9 +256,11 @@ def test_a_403_on_the_project_listing_of_the_brands_workspace_heals(
     old_market.refresh_from_db()
     assert old_market.deleted_at is not None
     assert not Market.objects.filter(brand=brand, deleted_at__isnull=True).exists()
+    # and the attempt ends as the chain's does once its workspace was promoted (SPEC §6.3,
+    # §12.3: the sync request runs the chain's steps): ready, the work's answer the 502
     assert list(
         ProvisioningAttempt.objects.filter(brand=brand).values_list("status", "reason")
-    ) == [("failed", "gone")]
+    ) == [("ready", None)]
 
 
 def test_async_market_create_on_a_gone_workspace_heals(sw_writer, sim, brand, workspace, worker):

@@ -100,15 +100,27 @@ def test_an_unexpected_error_in_sync_deactivate_ends_its_attempt(sw_writer, sim,
     assert attempts_of(active_brand.id)[-1] == (AttemptStatus.READY, None)
 
 
-def test_an_unexpected_error_in_sync_market_create_ends_its_attempt(sw_writer, sim, active_brand):
-    # given the project create raising an unexpected error
+@pytest.mark.parametrize(
+    ("failing", "attempt"),
+    [
+        # the pointer's settle read raises: before promotion, the attempt fails
+        ("get_workspace_status", (AttemptStatus.FAILED, AttemptReason.UNEXPECTED)),
+        # the project create raises once the workspace is promoted: the attempt is ready, as
+        # a chain's is (SPEC §6.3; the request runs the chain's steps, §12.3)
+        ("create_project", (AttemptStatus.READY, None)),
+    ],
+)
+def test_an_unexpected_error_in_sync_market_create_ends_its_attempt(
+    sw_writer, sim, active_brand, failing, attempt
+):
+    # given the upstream client raising an unexpected error
     path = serenity_path(sw_writer, active_brand, "markets")
-    with client_raises("create_project"):
+    with client_raises(failing):
         # when
         response = sw_writer.post(path, {"market": "US", "languageCode": "en"})
-    # then 500, the attempt failed/unexpected, the reservation freed
+    # then 500, the attempt ended, the reservation freed
     assert_error(response, 500, "internalServerError")
-    assert attempts_of(active_brand.id) == [(AttemptStatus.FAILED, AttemptReason.UNEXPECTED)]
+    assert attempts_of(active_brand.id) == [attempt]
     assert not Market.objects.filter(brand=active_brand).exists()
     # and the market is created right after (no 409)
     again = sw_writer.post(path, {"market": "US", "languageCode": "en"})

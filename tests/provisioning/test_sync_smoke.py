@@ -7,7 +7,7 @@ def brands_path(caller):
     return f"/v2/orgs/{caller.org.id}/brands"
 
 
-def test_bare_brand_create_makes_one_child_and_no_status_read(sw_writer, sim):
+def test_bare_brand_create_makes_one_child_and_reads_it_until_ready(sw_writer, sim):
     # when
     response = sw_writer.post(
         brands_path(sw_writer), {"name": "Acme", "baseUrl": "https://acme.example"}
@@ -21,7 +21,12 @@ def test_bare_brand_create_makes_one_child_and_no_status_read(sw_writer, sim):
     assert [c for c in calls if c[0] == "POST"] == [
         ("POST", f"/enterprise/users/api/v2/workspaces/{sim.parent_id}/child")
     ]
-    assert not [c for c in calls if c[1].endswith("/status")]
+    # promoted once ready, as a chain promotes it (SPEC §12.3)
+    workspace = body["semrushSubWorkspaceId"]
+    assert [c for c in calls if c[1].endswith("/status")]
+    assert {c[1] for c in calls if c[1].endswith("/status")} == {
+        f"/enterprise/users/api/v1/workspaces/{workspace}/status"
+    }
 
 
 def test_brand_create_with_market_settles_and_publishes(sw_writer, sim):
