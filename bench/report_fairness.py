@@ -67,10 +67,10 @@ def _workers(config: str) -> Callable[[Entry], str | None]:
 
 MEASUREMENTS = tuple(
     Measurement(
-        section="Fairness at the worker configurations of SPEC §12.5",
+        section="Fairness at each worker configuration",
         title=f"Fairness: a second org's create mid-burst, {name}",
         what=WHAT,
-        bound="≤ S + 4 s = 5 s (S = 1 s; SPEC §12.5)",
+        bound="≤ S + 4 s = 5 s (S = 1 s)",
         key="fairness",
         command=COMMAND,
         figure=_figure(config),

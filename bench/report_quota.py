@@ -22,7 +22,7 @@ LIMITS = (
 )
 ONBOARDING_WHAT = (
     "One org onboards 300 brands with a US/en market each in one bulk onboarding request "
-    "(SPEC §11.2); a second org makes one async create half-way (its chain's calls are taken "
+    "; a second org makes one async create half-way (its chain's calls are taken "
     "out of the onboarding's). " + LIMITS
 )
 ONBOARDING_COMMAND = ".venv/bin/python -m bench.run onboarding"
@@ -102,7 +102,7 @@ MEASUREMENTS = (
         section="Onboarding of 300 brands at Semrush's published limits",
         title="Onboarding of 300 brands at the published limits: upstream calls",
         what=ONBOARDING_WHAT,
-        bound="≤ 5.5 x 300 + 10 = 1660 (SPEC §12.5)",
+        bound="≤ 5.5 x 300 + 10 = 1660",
         key="quota_onboarding",
         command=ONBOARDING_COMMAND,
         figure=_onboarding_calls,
@@ -112,8 +112,7 @@ MEASUREMENTS = (
         title="Onboarding of 300 brands at the published limits: wall time and failures",
         what=ONBOARDING_WHAT,
         bound=(
-            "wall ≤ 1.1 x calls ÷ 10 + S + P; 0 failed, 0 stale, < 1 % of calls 429, "
-            "≤ 10 in flight (SPEC §12.5)"
+            "wall ≤ 1.1 x calls ÷ 10 + S + P; 0 failed, 0 stale, < 1 % of calls 429, ≤ 10 in flight"
         ),
         key="quota_onboarding",
         command=ONBOARDING_COMMAND,
@@ -128,7 +127,7 @@ MEASUREMENTS = (
             "makes this run twice (the second org on its own credential, then on the first "
             "org's); the figure is the first run's (`quota_own`)."
         ),
-        bound="≤ 7 in steady state (SPEC §12.5)",
+        bound="≤ 7 in steady state",
         key="quota_own",
         command=".venv/bin/python -m bench.run quota",
         figure=_calls_per_brand,
@@ -142,7 +141,7 @@ WATCHED = (
         what=(
             "One org sends 1,000 async brand creates with a market (16 clients) against the "
             "simulator at 50 requests/s per token, its limiter at 50/s; a second org makes one "
-            "async create half-way. SPEC §10.7's bounds on it were replaced by §11.6 and §12.5."
+            "async create half-way. It has no bound of its own."
         ),
         bound="none",
         key="quota",

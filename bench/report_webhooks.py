@@ -73,7 +73,7 @@ MEASUREMENTS = (
             "arrival minus the event's `timestamp` (taken inside the publishing transaction). "
             "The same run then queues 1,000 events in one transaction (throughput, no bound)."
         ),
-        bound="p50 ≤ 1 s (SPEC §11.6, kept by §12.5)",
+        bound="p50 ≤ 1 s",
         key="webhooks",
         command=COMMAND,
         figure=_idle,
@@ -87,7 +87,7 @@ MEASUREMENTS = (
             "written, org B (its own credential) makes one async brand create with a market, "
             "timed from its POST to its chain's end. S = 5 s."
         ),
-        bound="≤ S + 4 s = 9 s (SPEC §12.5)",
+        bound="≤ S + 4 s = 9 s",
         key="webhook_flood",
         command=COMMAND,
         figure=_flood,
