@@ -12,9 +12,11 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
@@ -182,29 +184,121 @@ def family_shared(
     )
     if not claimed and record.entries is not None:
         return list(record.entries)
-    if not claimed and record.claimed_by is not None and record.claimed_by != job_id:
-        claimant_due = (
-            AsyncJob.objects.filter(pk=record.claimed_by, status=JobStatus.IN_PROGRESS)
-            .values_list("run_after", flat=True)
-            .first()
+    if not claimed and record.claimed_by != job_id:
+        _claimant_wait(record.claimed_by)
+    titles = _group_titles(onboarding_id, group)
+    try:
+        listing = client.list_family(parent_id=parent_id)
+    except SemrushError as exc:
+        raise translate_upstream(exc) from exc
+    entries = [ws for ws in listing if _title_key(ws) in titles]
+    OnboardingFamily.objects.filter(pk=record.pk, entries__isnull=True).update(entries=entries)
+    return entries
+
+
+def family_status_shared(
+    *,
+    client: SemrushClient,
+    onboarding_id: str,
+    group: int,
+    parent_id: str,
+    job_id: uuid.UUID,
+    workspace_id: str,
+    due: datetime,
+) -> str | None:
+    """The status of `workspace_id` for a settle read due at `due` (SPEC §12.5: the statuses of
+    a group of items settling together are read through one family listing), as the listing
+    the group's reads share shows it; None when that listing does not show the workspace or
+    could not be made: the caller reads the status itself, as without a group.
+
+    A listing asked for at or after `due` answers the read: the status it shows is as recent as
+    the read's own would be. Otherwise the read waits for the group's next listing
+    (`quota.PermitDeferredError`, as `family_shared` waits): the step named by `statuses_by`
+    makes it when it runs, and the reads due until then find it. The first read finding neither
+    names itself (a conditional write) and comes back `SERENITY_ONBOARDING_STATUS_GATHER_SECONDS`
+    after it was due, so that the group's reads due meanwhile share its listing; a step so
+    named that ended without listing (its attempt cancelled) holds nobody back: the next read
+    takes its place. A status is only ever taken from a listing made after the read was due,
+    so the settle rule (`workspace.settle_next`) decides on a status as recent as its own
+    read's."""
+    record, _ = OnboardingFamily.objects.get_or_create(onboarding_id=onboarding_id, group=group)
+    if record.statuses_at is not None and record.statuses_at >= due:
+        return (record.statuses or {}).get(workspace_id)
+    if record.statuses_by != job_id:
+        _claimant_wait(record.statuses_by)
+        named = OnboardingFamily.objects.filter(
+            pk=record.pk, statuses_by=record.statuses_by
+        ).update(statuses_by=job_id)
+        if not named:
+            raise PermitDeferredError(FAMILY_WAIT_SECONDS)  # another read named itself first
+        gather = float(settings.SERENITY_ONBOARDING_STATUS_GATHER_SECONDS) - _since(due)
+        if gather > 0:
+            raise PermitDeferredError(gather)
+    return _statuses_list(client=client, record=record, parent_id=parent_id, job_id=job_id).get(
+        workspace_id
+    )
+
+
+def _statuses_list(
+    *, client: SemrushClient, record: OnboardingFamily, parent_id: str, job_id: uuid.UUID
+) -> dict[str, str]:
+    """List the family for the group's settle reads and record its workspaces' statuses (by
+    id) with the time the listing was asked for. A listing that fails records none: every read
+    it was to answer reads its own status."""
+    asked = timezone.now()
+    titles = _group_titles(str(record.onboarding_id), record.group)
+    try:
+        listing = client.list_family(parent_id=parent_id)
+    except SemrushError as exc:
+        logger.warning(
+            "the group's family listing failed; its settle reads read their own statuses",
+            extra={"error": type(exc).__name__},
         )
-        if claimant_due is not None:
-            wait = (claimant_due - timezone.now()).total_seconds()
-            raise PermitDeferredError(max(wait, 0.0) + FAMILY_WAIT_SECONDS)
+        listing = []
+    statuses = {
+        str(ws["id"]): ws["status"]
+        for ws in listing
+        if ws.get("id") and isinstance(ws.get("status"), str) and _title_key(ws) in titles
+    }
+    OnboardingFamily.objects.filter(pk=record.pk, statuses_by=job_id).update(
+        statuses=statuses, statuses_at=asked, statuses_by=None
+    )
+    return statuses
+
+
+def _since(moment: datetime) -> float:
+    return (timezone.now() - moment).total_seconds()
+
+
+def _claimant_wait(claimant: uuid.UUID | None) -> None:
+    """While the step `claimant` that is to list the family for the group is unfinished, wait
+    for it: `quota.PermitDeferredError` until just after it is due again. One that ended (or
+    none) holds nobody back."""
+    if claimant is None:
+        return
+    claimant_due = (
+        AsyncJob.objects.filter(pk=claimant, status=JobStatus.IN_PROGRESS)
+        .values_list("run_after", flat=True)
+        .first()
+    )
+    if claimant_due is not None:
+        wait = (claimant_due - timezone.now()).total_seconds()
+        raise PermitDeferredError(max(wait, 0.0) + FAMILY_WAIT_SECONDS)
+
+
+def _group_titles(onboarding_id: str, group: int) -> set[str]:
+    """The group's names, as `_title_key` compares them."""
     first = group * ONBOARDING_GROUP_SIZE
-    titles = {
+    return {
         name.strip().lower()
         for name in OnboardingItem.objects.filter(
             onboarding_id=onboarding_id, index__gte=first, index__lt=first + ONBOARDING_GROUP_SIZE
         ).values_list("name", flat=True)
     }
-    try:
-        listing = client.list_family(parent_id=parent_id)
-    except SemrushError as exc:
-        raise translate_upstream(exc) from exc
-    entries = [ws for ws in listing if str(ws.get("title", "")).strip().lower() in titles]
-    OnboardingFamily.objects.filter(pk=record.pk, entries__isnull=True).update(entries=entries)
-    return entries
+
+
+def _title_key(ws: dict[str, Any]) -> str:
+    return str(ws.get("title", "")).strip().lower()
 
 
 def _own_earlier(matches: list[dict], *, brand: Brand, attempt_id: uuid.UUID | None) -> list[dict]:

@@ -175,7 +175,8 @@ class OnboardingItem(models.Model):
 class OnboardingFamily(models.Model):
     """The parent's family as one group of an onboarding's items saw it (SPEC §11.2: listed
     once per group, not once per item), kept to the entries whose title is one of the group's
-    names: what their create-or-adopt needs."""
+    names: what their create-or-adopt needs; and the statuses of those workspaces as the
+    group's settle reads last listed them (SPEC §12.5, `family.family_status_shared`)."""
 
     onboarding = models.ForeignKey(Onboarding, on_delete=models.CASCADE, related_name="+")
     group = models.PositiveIntegerField()
@@ -183,6 +184,12 @@ class OnboardingFamily(models.Model):
     entries = models.JSONField(null=True, blank=True)
     # The step (job row) of the item that claimed it: the others wait while it is unfinished.
     claimed_by = models.UUIDField(null=True, blank=True)
+    # The group's shared settle reads: its workspaces' statuses (id → status) as the last
+    # listing showed them (empty when it failed), when that listing was asked for, and the
+    # step (job row) that makes the next one (the group's reads due until then wait for it).
+    statuses = models.JSONField(null=True, blank=True)
+    statuses_at = models.DateTimeField(null=True, blank=True)
+    statuses_by = models.UUIDField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
