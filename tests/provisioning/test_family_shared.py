@@ -1,4 +1,5 @@
-"""The family listing shared by a group of an onboarding's items (SPEC §11.2)."""
+"""The family listing shared by a group of an onboarding's items: for their create-or-adopt
+(SPEC §11.2) and for their settle reads (SPEC §12.5)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from jobs.models import JobStatus
-from provisioning.family import family_shared
+from provisioning.family import family_shared, family_status_shared
 from provisioning.models import Onboarding, OnboardingFamily, OnboardingItem
 from provisioning.quota import PermitDeferredError
 from provisioning.upstream import client_for_org
@@ -102,3 +103,144 @@ def test_a_claimant_that_ended_without_filling_it_holds_nobody_back(serenity_org
     )
     assert (entries, calls_since(sim, start)) == ([], [family(sim.parent_id)])
     assert OnboardingFamily.objects.get(pk=record.pk).entries == []
+
+
+# --- the group's settle reads (SPEC §12.5) ------------------------------------------------------
+
+
+def status_of(sim, group, workspace_id, *, job_id, due):  # type: ignore[no-untyped-def]
+    """One settle read of group 0's `workspace_id`, due at `due`, made by the step `job_id`."""
+    return family_status_shared(
+        client=client_for_org(group.organization),
+        onboarding_id=str(group.pk),
+        group=0,
+        parent_id=sim.parent_id,
+        job_id=job_id,
+        workspace_id=workspace_id,
+        due=due,
+    )
+
+
+def test_a_listing_asked_for_after_the_read_was_due_answers_it_without_a_call(
+    serenity_org, sim, group
+):
+    # given the group's statuses listed 1 s after the read was due
+    now = timezone.now()
+    OnboardingFamily.objects.create(
+        onboarding=group,
+        group=0,
+        statuses={"ws-3": "created", "ws-7": "not ready"},
+        statuses_at=now,
+    )
+    start = mark(sim)
+    due = now - timedelta(seconds=1)
+    # when reads of the group's workspaces are made
+    ready = status_of(sim, group, "ws-3", job_id=uuid.uuid4(), due=due)
+    settling = status_of(sim, group, "ws-7", job_id=uuid.uuid4(), due=due)
+    # a workspace the listing does not show: the caller reads its status itself
+    missing = status_of(sim, group, "ws-5", job_id=uuid.uuid4(), due=due)
+    # then the listing answered them, and nothing was sent upstream
+    assert (ready, settling, missing) == ("created", "not ready", None)
+    assert calls_since(sim, start) == []
+
+
+def test_the_first_read_due_names_itself_and_comes_back_after_the_gather_window(
+    serenity_org, sim, group, settings
+):
+    # given the group's statuses listed before this read was due (they cannot answer it)
+    settings.SERENITY_ONBOARDING_STATUS_GATHER_SECONDS = 2.0
+    due = timezone.now() - timedelta(seconds=0.5)
+    record = OnboardingFamily.objects.create(
+        onboarding=group,
+        group=0,
+        statuses={"ws-3": "not ready"},
+        statuses_at=due - timedelta(seconds=1),
+    )
+    step = AsyncJobFactory()
+    start = mark(sim)
+    # when the read is made
+    with pytest.raises(PermitDeferredError) as deferred:
+        status_of(sim, group, "ws-3", job_id=step.pk, due=due)
+    # then it is the step that lists next, 2 s after it was due (1.5 s from now), and nothing
+    # was sent upstream
+    assert 1.4 <= deferred.value.retry_in <= 1.5
+    record.refresh_from_db()
+    assert (record.statuses_by, record.statuses) == (step.pk, {"ws-3": "not ready"})
+    assert calls_since(sim, start) == []
+
+
+def test_the_named_step_lists_when_it_comes_back_and_records_the_group_s_statuses(
+    serenity_org, sim, group
+):
+    # given a settled and a settling workspace of group 0, one of group 1's, and another
+    ready = sim_create_workspace(sim, "Brand 3")
+    sim_create_workspace(sim, "Brand 11")
+    sim_create_workspace(sim, "Unrelated")
+    sim.configure({"settleSeconds": 30})
+    settling = sim_create_workspace(sim, "brand 7", settle=False)
+    step = AsyncJobFactory()
+    record = OnboardingFamily.objects.create(onboarding=group, group=0, statuses_by=step.pk)
+    start = mark(sim)
+    before = timezone.now()
+    # when the named step reads
+    status = status_of(sim, group, ready, job_id=step.pk, due=before - timedelta(seconds=3))
+    # then it listed the family once, and recorded the group's statuses with the time it asked
+    assert (status, calls_since(sim, start)) == ("created", [family(sim.parent_id)])
+    record.refresh_from_db()
+    assert record.statuses == {ready: "created", settling: "not ready"}
+    assert record.statuses_at is not None and before <= record.statuses_at <= timezone.now()
+    assert record.statuses_by is None
+    # and a read of the group due before that listing is answered by it, without a call
+    start = mark(sim)
+    other = status_of(sim, group, settling, job_id=uuid.uuid4(), due=before)
+    assert (other, calls_since(sim, start)) == ("not ready", [])
+
+
+def test_a_read_finding_the_named_step_unfinished_waits_for_it(serenity_org, sim, group):
+    # given the group's next listing to be made by a step due 3 s from now
+    lister = AsyncJobFactory(run_after=timezone.now() + timedelta(seconds=3))
+    record = OnboardingFamily.objects.create(onboarding=group, group=0, statuses_by=lister.pk)
+    start = mark(sim)
+    # when another read of the group is made
+    with pytest.raises(PermitDeferredError) as deferred:
+        status_of(sim, group, "ws-3", job_id=uuid.uuid4(), due=timezone.now())
+    # then it comes back just after that step (3.5 s), which stays named; nothing was sent
+    assert 3.3 <= deferred.value.retry_in <= 3.5
+    record.refresh_from_db()
+    assert (record.statuses_by, record.statuses_at) == (lister.pk, None)
+    assert calls_since(sim, start) == []
+
+
+def test_a_named_step_that_ended_without_listing_holds_nobody_back(serenity_org, sim, group):
+    # given the group's next listing named to a step that ended (its attempt was cancelled)
+    ws = sim_create_workspace(sim, "Brand 3")
+    lister = AsyncJobFactory(status=JobStatus.CANCELLED)
+    record = OnboardingFamily.objects.create(onboarding=group, group=0, statuses_by=lister.pk)
+    step = AsyncJobFactory()
+    start = mark(sim)
+    # when a read due longer ago than the gather window is made
+    status = status_of(sim, group, ws, job_id=step.pk, due=timezone.now() - timedelta(seconds=5))
+    # then it takes the step's place and lists at once
+    assert (status, calls_since(sim, start)) == ("created", [family(sim.parent_id)])
+    record.refresh_from_db()
+    assert (record.statuses, record.statuses_by) == ({ws: "created"}, None)
+
+
+def test_a_failed_listing_records_no_status_so_its_reads_read_their_own(serenity_org, sim, group):
+    # given the family listing failing (503, with the client's retries)
+    ws = sim_create_workspace(sim, "Brand 3")
+    sim.add_fault({"method": "GET", "pathRegex": "/family$", "status": 503, "times": 3})
+    step = AsyncJobFactory()
+    record = OnboardingFamily.objects.create(onboarding=group, group=0, statuses_by=step.pk)
+    start = mark(sim)
+    due = timezone.now() - timedelta(seconds=3)
+    # when the named step reads
+    status = status_of(sim, group, ws, job_id=step.pk, due=due)
+    # then it is told to read its own status, as is a read the listing was to answer, which
+    # waits no more and sends nothing
+    other = status_of(sim, group, ws, job_id=uuid.uuid4(), due=due)
+    assert (status, other) == (None, None)
+    assert calls_since(sim, start) == [family(sim.parent_id)] * 3
+    record.refresh_from_db()
+    assert (record.statuses, record.statuses_by) == ({}, None)
+    assert record.statuses_at is not None
