@@ -1,6 +1,8 @@
 """The parent's family of sub-workspaces, as Semrush lists it (SPEC §5, §11.2): what a
 workspace's status means, finding the brand's workspace in the family (create-or-adopt), and the
-listing that a group of onboarding items shares.
+listings that a group of onboarding items shares: one for its create-or-adopt (`family_shared`),
+and one for each batch of its settle reads due around the same time (`family_status_shared`,
+SPEC §12.5).
 
 Nothing here writes the brand or its attempt: the caller records what was found
 (`workspace.candidate_record`) and promotes it (`workspace.workspace_promote`).
