@@ -34,7 +34,7 @@ from provisioning.models import (
     ProvisioningAttempt,
 )
 from provisioning.quota import PermitDeferredError
-from provisioning.semrush import SemrushClient, SemrushError
+from provisioning.semrush import SemrushClient, SemrushError, SemrushRateLimitedError
 from provisioning.upstream import translate_upstream
 from serenity.models import Brand
 
@@ -246,11 +246,15 @@ def _statuses_list(
 ) -> dict[str, str]:
     """List the family for the group's settle reads and record its workspaces' statuses (by
     id) with the time the listing was asked for. A listing that fails records none: every read
-    it was to answer reads its own status."""
+    it was to answer reads its own status. One refused for the rate (429) is not a failure:
+    `UpstreamRateLimitedError` is raised and the step stays named, to list when it runs again
+    (its reads would only meet the same refusal)."""
     asked = timezone.now()
     titles = _group_titles(str(record.onboarding_id), record.group)
     try:
         listing = client.list_family(parent_id=parent_id)
+    except SemrushRateLimitedError as exc:
+        raise translate_upstream(exc) from exc
     except SemrushError as exc:
         logger.warning(
             "the group's family listing failed; its settle reads read their own statuses",
@@ -284,8 +288,7 @@ def _claimant_wait(claimant: uuid.UUID | None) -> None:
         .first()
     )
     if claimant_due is not None:
-        wait = (claimant_due - timezone.now()).total_seconds()
-        raise PermitDeferredError(max(wait, 0.0) + FAMILY_WAIT_SECONDS)
+        raise PermitDeferredError(max(-_since(claimant_due), 0.0) + FAMILY_WAIT_SECONDS)
 
 
 def _group_titles(onboarding_id: str, group: int) -> set[str]:

@@ -10,6 +10,7 @@ import pytest
 from django.utils import timezone
 
 from jobs.models import JobStatus
+from provisioning.exceptions import UpstreamRateLimitedError
 from provisioning.family import family_shared, family_status_shared
 from provisioning.models import Onboarding, OnboardingFamily, OnboardingItem
 from provisioning.quota import PermitDeferredError
@@ -244,3 +245,24 @@ def test_a_failed_listing_records_no_status_so_its_reads_read_their_own(serenity
     record.refresh_from_db()
     assert (record.statuses, record.statuses_by) == ({}, None)
     assert record.statuses_at is not None
+
+
+def test_a_listing_refused_for_the_rate_keeps_the_step_named_to_list_again(
+    serenity_org, sim, group
+):
+    # given the family listing refused for the rate, for a minute (429, Retry-After 60)
+    sim.add_fault(
+        {"method": "GET", "pathRegex": "/family$", "status": 429, "headers": {"Retry-After": "60"}}
+    )
+    step = AsyncJobFactory()
+    record = OnboardingFamily.objects.create(onboarding=group, group=0, statuses_by=step.pk)
+    start = mark(sim)
+    # when the named step reads
+    with pytest.raises(UpstreamRateLimitedError) as refused:
+        status_of(sim, group, "ws-3", job_id=step.pk, due=timezone.now() - timedelta(seconds=3))
+    # then it is re-scheduled as for any 429 and stays named: nothing recorded, so the group's
+    # reads wait for it rather than each meeting the same refusal
+    assert refused.value.retry_after == 60
+    assert calls_since(sim, start) == [family(sim.parent_id)]
+    record.refresh_from_db()
+    assert (record.statuses_by, record.statuses, record.statuses_at) == (step.pk, None, None)
