@@ -214,30 +214,38 @@ def family_status_shared(
     could not be made: the caller reads the status itself, as without a group.
 
     A listing asked for at or after `due` answers the read: the status it shows is as recent as
-    the read's own would be. Otherwise the read waits for the group's next listing
-    (`quota.PermitDeferredError`, as `family_shared` waits): the step named by `statuses_by`
-    makes it when it runs, and the reads due until then find it. The first read finding neither
-    names itself (a conditional write) and comes back `SERENITY_ONBOARDING_STATUS_GATHER_SECONDS`
-    after it was due, so that the group's reads due meanwhile share its listing; a step so
-    named that ended without listing (its attempt cancelled) holds nobody back: the next read
-    takes its place. A status is only ever taken from a listing made after the read was due,
-    so the settle rule (`workspace.settle_next`) decides on a status as recent as its own
-    read's."""
+    the read's own would be, so the settle rule (`workspace.settle_next`) decides as it would.
+    Without one, the read waits (`quota.PermitDeferredError`, as `family_shared` waits) until
+    `SERENITY_ONBOARDING_STATUS_GATHER_SECONDS` after it was due, so that the first of the
+    group's reads due within that window lists for all of them; then it lists itself, unless
+    another step of the group is listing at that moment (it waits for that answer). Nothing
+    else ties one item's read to another's: a step deferred for the quota holds nobody back."""
     record, _ = OnboardingFamily.objects.get_or_create(onboarding_id=onboarding_id, group=group)
     if record.statuses_at is not None and record.statuses_at >= due:
         return (record.statuses or {}).get(workspace_id)
+    gather = float(settings.SERENITY_ONBOARDING_STATUS_GATHER_SECONDS) - _since(due)
+    if gather > 0:
+        raise PermitDeferredError(gather)
     if record.statuses_by != job_id:
-        _claimant_wait(record.statuses_by)
-        named = OnboardingFamily.objects.filter(
-            pk=record.pk, statuses_by=record.statuses_by
-        ).update(statuses_by=job_id)
-        if not named:
-            raise PermitDeferredError(FAMILY_WAIT_SECONDS)  # another read named itself first
-        gather = float(settings.SERENITY_ONBOARDING_STATUS_GATHER_SECONDS) - _since(due)
-        if gather > 0:
-            raise PermitDeferredError(gather)
+        if _listing(record.statuses_by):
+            raise PermitDeferredError(FAMILY_WAIT_SECONDS)
+        if not OnboardingFamily.objects.filter(pk=record.pk, statuses_by=record.statuses_by).update(
+            statuses_by=job_id
+        ):
+            raise PermitDeferredError(FAMILY_WAIT_SECONDS)  # another step began listing
     return _statuses_list(client=client, record=record, parent_id=parent_id, job_id=job_id).get(
         workspace_id
+    )
+
+
+def _listing(step: uuid.UUID | None) -> bool:
+    """Whether `step` may be listing the family now: it is running (unfinished and due; a
+    crashed one until its lease expires and it runs again), not ended nor re-scheduled."""
+    return (
+        step is not None
+        and AsyncJob.objects.filter(
+            pk=step, status=JobStatus.IN_PROGRESS, run_after__lte=timezone.now()
+        ).exists()
     )
 
 
@@ -246,14 +254,16 @@ def _statuses_list(
 ) -> dict[str, str]:
     """List the family for the group's settle reads and record its workspaces' statuses (by
     id) with the time the listing was asked for. A listing that fails records none: every read
-    it was to answer reads its own status. One refused for the rate (429) is not a failure:
-    `UpstreamRateLimitedError` is raised and the step stays named, to list when it runs again
-    (its reads would only meet the same refusal)."""
+    it was to answer reads its own status. One refused for the rate or deferred for a permit
+    records nothing and leaves the listing to whichever of the group's reads comes next (the
+    error is raised: the step is re-scheduled)."""
     asked = timezone.now()
     titles = _group_titles(str(record.onboarding_id), record.group)
+    mine = OnboardingFamily.objects.filter(pk=record.pk, statuses_by=job_id)
     try:
         listing = client.list_family(parent_id=parent_id)
     except SemrushRateLimitedError as exc:
+        mine.update(statuses_by=None)
         raise translate_upstream(exc) from exc
     except SemrushError as exc:
         logger.warning(
@@ -261,14 +271,15 @@ def _statuses_list(
             extra={"error": type(exc).__name__},
         )
         listing = []
+    except PermitDeferredError:
+        mine.update(statuses_by=None)
+        raise
     statuses = {
         str(ws["id"]): ws["status"]
         for ws in listing
         if ws.get("id") and isinstance(ws.get("status"), str) and _title_key(ws) in titles
     }
-    OnboardingFamily.objects.filter(pk=record.pk, statuses_by=job_id).update(
-        statuses=statuses, statuses_at=asked, statuses_by=None
-    )
+    mine.update(statuses=statuses, statuses_at=asked, statuses_by=None)
     return statuses
 
 

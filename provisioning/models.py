@@ -186,7 +186,7 @@ class OnboardingFamily(models.Model):
     claimed_by = models.UUIDField(null=True, blank=True)
     # The group's shared settle reads: its workspaces' statuses (id → status) as the last
     # listing showed them (empty when it failed), when that listing was asked for, and the
-    # step (job row) that makes the next one (the group's reads due until then wait for it).
+    # step (job row) listing for them now, if any (the others wait for its answer).
     statuses = models.JSONField(null=True, blank=True)
     statuses_at = models.DateTimeField(null=True, blank=True)
     statuses_by = models.UUIDField(null=True, blank=True)

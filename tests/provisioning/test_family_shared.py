@@ -7,9 +7,11 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from jobs.models import JobStatus
+from provisioning import quota
 from provisioning.exceptions import UpstreamRateLimitedError
 from provisioning.family import family_shared, family_status_shared
 from provisioning.models import Onboarding, OnboardingFamily, OnboardingItem
@@ -145,7 +147,7 @@ def test_a_listing_asked_for_after_the_read_was_due_answers_it_without_a_call(
     assert calls_since(sim, start) == []
 
 
-def test_the_first_read_due_names_itself_and_comes_back_after_the_gather_window(
+def test_a_read_waits_the_gather_window_after_it_was_due_before_it_lists(
     serenity_org, sim, group, settings
 ):
     # given the group's statuses listed before this read was due (they cannot answer it)
@@ -157,20 +159,19 @@ def test_the_first_read_due_names_itself_and_comes_back_after_the_gather_window(
         statuses={"ws-3": "not ready"},
         statuses_at=due - timedelta(seconds=1),
     )
-    step = AsyncJobFactory()
     start = mark(sim)
-    # when the read is made
+    # when the read is made half a second after it was due
     with pytest.raises(PermitDeferredError) as deferred:
-        status_of(sim, group, "ws-3", job_id=step.pk, due=due)
-    # then it is the step that lists next, 2 s after it was due (1.5 s from now), and nothing
-    # was sent upstream
+        status_of(sim, group, "ws-3", job_id=AsyncJobFactory().pk, due=due)
+    # then it comes back 2 s after it was due (1.5 s from now): the group's reads due
+    # meanwhile share the listing it makes then; nothing was sent or recorded
     assert 1.4 <= deferred.value.retry_in <= 1.5
-    record.refresh_from_db()
-    assert (record.statuses_by, record.statuses) == (step.pk, {"ws-3": "not ready"})
     assert calls_since(sim, start) == []
+    record.refresh_from_db()
+    assert (record.statuses, record.statuses_by) == ({"ws-3": "not ready"}, None)
 
 
-def test_the_named_step_lists_when_it_comes_back_and_records_the_group_s_statuses(
+def test_a_read_past_its_gather_window_lists_and_records_the_group_s_statuses(
     serenity_org, sim, group
 ):
     # given a settled and a settling workspace of group 0, one of group 1's, and another
@@ -179,15 +180,15 @@ def test_the_named_step_lists_when_it_comes_back_and_records_the_group_s_statuse
     sim_create_workspace(sim, "Unrelated")
     sim.configure({"settleSeconds": 30})
     settling = sim_create_workspace(sim, "brand 7", settle=False)
-    step = AsyncJobFactory()
-    record = OnboardingFamily.objects.create(onboarding=group, group=0, statuses_by=step.pk)
     start = mark(sim)
     before = timezone.now()
-    # when the named step reads
-    status = status_of(sim, group, ready, job_id=step.pk, due=before - timedelta(seconds=3))
+    # when a read due 3 s ago is made (the default window is 2 s)
+    status = status_of(
+        sim, group, ready, job_id=AsyncJobFactory().pk, due=before - timedelta(seconds=3)
+    )
     # then it listed the family once, and recorded the group's statuses with the time it asked
     assert (status, calls_since(sim, start)) == ("created", [family(sim.parent_id)])
-    record.refresh_from_db()
+    record = OnboardingFamily.objects.get(onboarding=group, group=0)
     assert record.statuses == {ready: "created", settling: "not ready"}
     assert record.statuses_at is not None and before <= record.statuses_at <= timezone.now()
     assert record.statuses_by is None
@@ -197,31 +198,45 @@ def test_the_named_step_lists_when_it_comes_back_and_records_the_group_s_statuse
     assert (other, calls_since(sim, start)) == ("not ready", [])
 
 
-def test_a_read_finding_the_named_step_unfinished_waits_for_it(serenity_org, sim, group):
-    # given the group's next listing to be made by a step due 3 s from now
-    lister = AsyncJobFactory(run_after=timezone.now() + timedelta(seconds=3))
+def test_a_read_finding_another_step_listing_waits_for_its_answer(serenity_org, sim, group):
+    # given another step of the group running, listing the family
+    lister = AsyncJobFactory()
     record = OnboardingFamily.objects.create(onboarding=group, group=0, statuses_by=lister.pk)
     start = mark(sim)
-    # when another read of the group is made
+    # when a read due 3 s ago is made
     with pytest.raises(PermitDeferredError) as deferred:
-        status_of(sim, group, "ws-3", job_id=uuid.uuid4(), due=timezone.now())
-    # then it comes back just after that step (3.5 s), which stays named; nothing was sent
-    assert 3.3 <= deferred.value.retry_in <= 3.5
+        status_of(
+            sim, group, "ws-3", job_id=uuid.uuid4(), due=timezone.now() - timedelta(seconds=3)
+        )
+    # then it comes back half a second later for that listing's answer; nothing was sent
+    assert deferred.value.retry_in == 0.5
     record.refresh_from_db()
     assert (record.statuses_by, record.statuses_at) == (lister.pk, None)
     assert calls_since(sim, start) == []
 
 
-def test_a_named_step_that_ended_without_listing_holds_nobody_back(serenity_org, sim, group):
-    # given the group's next listing named to a step that ended (its attempt was cancelled)
+@pytest.mark.parametrize(
+    "lister",
+    [
+        pytest.param({"status": JobStatus.CANCELLED}, id="ended"),
+        pytest.param({"run_after_in": 30}, id="re-scheduled"),
+    ],
+)
+def test_a_step_no_longer_listing_holds_nobody_back(serenity_org, sim, group, lister):
+    # given the group's listing marked as another step's, which ended (its attempt was
+    # cancelled) or was re-scheduled (a crash's re-run is due later) before it could record
     ws = sim_create_workspace(sim, "Brand 3")
-    lister = AsyncJobFactory(status=JobStatus.CANCELLED)
-    record = OnboardingFamily.objects.create(onboarding=group, group=0, statuses_by=lister.pk)
-    step = AsyncJobFactory()
+    holder = AsyncJobFactory(
+        status=lister.get("status", JobStatus.IN_PROGRESS),
+        run_after=timezone.now() + timedelta(seconds=lister.get("run_after_in", 0)),
+    )
+    record = OnboardingFamily.objects.create(onboarding=group, group=0, statuses_by=holder.pk)
     start = mark(sim)
-    # when a read due longer ago than the gather window is made
-    status = status_of(sim, group, ws, job_id=step.pk, due=timezone.now() - timedelta(seconds=5))
-    # then it takes the step's place and lists at once
+    # when a read due 3 s ago is made
+    status = status_of(
+        sim, group, ws, job_id=AsyncJobFactory().pk, due=timezone.now() - timedelta(seconds=3)
+    )
+    # then it lists at once
     assert (status, calls_since(sim, start)) == ("created", [family(sim.parent_id)])
     record.refresh_from_db()
     assert (record.statuses, record.statuses_by) == ({ws: "created"}, None)
@@ -231,14 +246,13 @@ def test_a_failed_listing_records_no_status_so_its_reads_read_their_own(serenity
     # given the family listing failing (503, with the client's retries)
     ws = sim_create_workspace(sim, "Brand 3")
     sim.add_fault({"method": "GET", "pathRegex": "/family$", "status": 503, "times": 3})
-    step = AsyncJobFactory()
-    record = OnboardingFamily.objects.create(onboarding=group, group=0, statuses_by=step.pk)
+    record = OnboardingFamily.objects.create(onboarding=group, group=0)
     start = mark(sim)
     due = timezone.now() - timedelta(seconds=3)
-    # when the named step reads
-    status = status_of(sim, group, ws, job_id=step.pk, due=due)
+    # when a read lists
+    status = status_of(sim, group, ws, job_id=AsyncJobFactory().pk, due=due)
     # then it is told to read its own status, as is a read the listing was to answer, which
-    # waits no more and sends nothing
+    # sends nothing
     other = status_of(sim, group, ws, job_id=uuid.uuid4(), due=due)
     assert (status, other) == (None, None)
     assert calls_since(sim, start) == [family(sim.parent_id)] * 3
@@ -247,22 +261,55 @@ def test_a_failed_listing_records_no_status_so_its_reads_read_their_own(serenity
     assert record.statuses_at is not None
 
 
-def test_a_listing_refused_for_the_rate_keeps_the_step_named_to_list_again(
+def test_a_listing_refused_for_the_rate_records_nothing_and_leaves_the_listing_to_the_next(
     serenity_org, sim, group
 ):
     # given the family listing refused for the rate, for a minute (429, Retry-After 60)
     sim.add_fault(
         {"method": "GET", "pathRegex": "/family$", "status": 429, "headers": {"Retry-After": "60"}}
     )
-    step = AsyncJobFactory()
-    record = OnboardingFamily.objects.create(onboarding=group, group=0, statuses_by=step.pk)
+    record = OnboardingFamily.objects.create(onboarding=group, group=0)
     start = mark(sim)
-    # when the named step reads
+    # when a read lists
     with pytest.raises(UpstreamRateLimitedError) as refused:
-        status_of(sim, group, "ws-3", job_id=step.pk, due=timezone.now() - timedelta(seconds=3))
-    # then it is re-scheduled as for any 429 and stays named: nothing recorded, so the group's
-    # reads wait for it rather than each meeting the same refusal
+        status_of(
+            sim,
+            group,
+            "ws-3",
+            job_id=AsyncJobFactory().pk,
+            due=timezone.now() - timedelta(seconds=3),
+        )
+    # then it is re-scheduled as for any 429; nothing is recorded and no step is marked as
+    # listing: the group's next read lists
     assert refused.value.retry_after == 60
     assert calls_since(sim, start) == [family(sim.parent_id)]
     record.refresh_from_db()
-    assert (record.statuses_by, record.statuses, record.statuses_at) == (step.pk, None, None)
+    assert (record.statuses_by, record.statuses, record.statuses_at) == (None, None, None)
+
+
+def test_a_listing_deferred_for_a_permit_leaves_the_listing_to_the_next(serenity_org, sim, group):
+    # given the org's credential paused for 30 s, and a read in a chained step (which is
+    # re-scheduled rather than wait for a permit)
+    quota.store().pause(
+        quota.credential_key(sim.org_token),
+        rate=settings.SEMRUSH_RATE_LIMIT_PER_SECOND,
+        burst=settings.SEMRUSH_RATE_LIMIT_BURST,
+        seconds=30,
+    )
+    record = OnboardingFamily.objects.create(onboarding=group, group=0)
+    start = mark(sim)
+    # when it would list
+    with quota.step_permits(), pytest.raises(PermitDeferredError) as deferred:
+        status_of(
+            sim,
+            group,
+            "ws-3",
+            job_id=AsyncJobFactory().pk,
+            due=timezone.now() - timedelta(seconds=3),
+        )
+    # then it is re-scheduled for about then, nothing was sent, and no step is marked as
+    # listing: the group's next read lists
+    assert deferred.value.retry_in >= 29
+    assert calls_since(sim, start) == []
+    record.refresh_from_db()
+    assert (record.statuses_by, record.statuses_at) == (None, None)
