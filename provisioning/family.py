@@ -1,8 +1,8 @@
 """The parent's family of sub-workspaces, as Semrush lists it (SPEC §5, §11.2): what a
 workspace's status means, finding the brand's workspace in the family (create-or-adopt), and the
-listings that a group of onboarding items shares: one for its create-or-adopt (`family_shared`),
-and one for each batch of its settle reads due around the same time (`family_status_shared`,
-SPEC §12.5).
+listings an onboarding's items share: one per group of ten for their create-or-adopt
+(`family_shared`), and one for each batch of the onboarding's settle reads due around the same
+time (`family_status_shared`, SPEC §12.5).
 
 Nothing here writes the brand or its attempt: the caller records what was found
 (`workspace.candidate_record`) and promotes it (`workspace.workspace_promote`).
@@ -29,6 +29,8 @@ from provisioning.exceptions import (
 )
 from provisioning.models import (
     ONBOARDING_GROUP_SIZE,
+    AttemptStatus,
+    Onboarding,
     OnboardingFamily,
     OnboardingItem,
     ProvisioningAttempt,
@@ -186,14 +188,27 @@ def family_shared(
     )
     if not claimed and record.entries is not None:
         return list(record.entries)
-    if not claimed and record.claimed_by != job_id:
-        _claimant_wait(record.claimed_by)
-    titles = _group_titles(onboarding_id, group)
+    if not claimed and record.claimed_by is not None and record.claimed_by != job_id:
+        claimant_due = (
+            AsyncJob.objects.filter(pk=record.claimed_by, status=JobStatus.IN_PROGRESS)
+            .values_list("run_after", flat=True)
+            .first()
+        )
+        if claimant_due is not None:
+            wait = (claimant_due - timezone.now()).total_seconds()
+            raise PermitDeferredError(max(wait, 0.0) + FAMILY_WAIT_SECONDS)
+    first = group * ONBOARDING_GROUP_SIZE
+    titles = {
+        name.strip().lower()
+        for name in OnboardingItem.objects.filter(
+            onboarding_id=onboarding_id, index__gte=first, index__lt=first + ONBOARDING_GROUP_SIZE
+        ).values_list("name", flat=True)
+    }
     try:
         listing = client.list_family(parent_id=parent_id)
     except SemrushError as exc:
         raise translate_upstream(exc) from exc
-    entries = [ws for ws in listing if _title_key(ws) in titles]
+    entries = [ws for ws in listing if str(ws.get("title", "")).strip().lower() in titles]
     OnboardingFamily.objects.filter(pk=record.pk, entries__isnull=True).update(entries=entries)
     return entries
 
@@ -202,40 +217,45 @@ def family_status_shared(
     *,
     client: SemrushClient,
     onboarding_id: str,
-    group: int,
     parent_id: str,
     job_id: uuid.UUID,
     workspace_id: str,
     due: datetime,
 ) -> str | None:
-    """The status of `workspace_id` for a settle read due at `due` (SPEC §12.5: the statuses of
-    a group of items settling together are read through one family listing), as the listing
-    the group's reads share shows it; None when that listing does not show the workspace or
-    could not be made: the caller reads the status itself, as without a group.
+    """The status of `workspace_id` for an onboarding item's settle read due at `due` (SPEC
+    §12.5: the statuses of items settling together are read through one family listing), as
+    the listing the onboarding's reads share shows it; None when that listing does not show
+    the workspace or could not be made: the caller reads the status itself.
 
     A listing asked for at or after `due` answers the read: the status it shows is as recent as
     the read's own would be, so the settle rule (`workspace.settle_next`) decides as it would.
     Without one, the read waits (`quota.PermitDeferredError`, as `family_shared` waits) until
     `SERENITY_ONBOARDING_STATUS_GATHER_SECONDS` after it was due, so that the first of the
-    group's reads due within that window lists for all of them; then it lists itself, unless
-    another step of the group is listing at that moment (it waits for that answer). Nothing
-    else ties one item's read to another's: a step deferred for the quota holds nobody back."""
-    record, _ = OnboardingFamily.objects.get_or_create(onboarding_id=onboarding_id, group=group)
+    reads due within that window lists for all of them; then it lists itself, unless another
+    step is listing for the onboarding at that moment (it waits for that answer). Nothing else
+    ties one item's read to another's: a step deferred for the quota holds nobody back.
+
+    The whole onboarding shares the listing, not a group of ten (`family_shared`'s): the quota
+    interleaves the groups' creates, so the items settling together are of many groups."""
+    shared = Onboarding.objects.filter(pk=onboarding_id)
+    record = shared.only("statuses", "statuses_at", "statuses_by").first()
+    if record is None:
+        return None
     if record.statuses_at is not None and record.statuses_at >= due:
         return (record.statuses or {}).get(workspace_id)
     gather = float(settings.SERENITY_ONBOARDING_STATUS_GATHER_SECONDS) - _since(due)
     if gather > 0:
         raise PermitDeferredError(gather)
-    if record.statuses_by != job_id:
-        if _listing(record.statuses_by):
+    listing_by = record.statuses_by
+    if listing_by != job_id:
+        if _listing(listing_by):
             raise PermitDeferredError(FAMILY_WAIT_SECONDS)
-        if not OnboardingFamily.objects.filter(pk=record.pk, statuses_by=record.statuses_by).update(
-            statuses_by=job_id
-        ):
+        if not shared.filter(statuses_by=listing_by).update(statuses_by=job_id):
             raise PermitDeferredError(FAMILY_WAIT_SECONDS)  # another step began listing
-    return _statuses_list(client=client, record=record, parent_id=parent_id, job_id=job_id).get(
-        workspace_id
+    statuses = _statuses_list(
+        client=client, onboarding_id=onboarding_id, parent_id=parent_id, job_id=job_id
     )
+    return statuses.get(workspace_id)
 
 
 def _listing(step: uuid.UUID | None) -> bool:
@@ -250,16 +270,26 @@ def _listing(step: uuid.UUID | None) -> bool:
 
 
 def _statuses_list(
-    *, client: SemrushClient, record: OnboardingFamily, parent_id: str, job_id: uuid.UUID
+    *, client: SemrushClient, onboarding_id: str, parent_id: str, job_id: uuid.UUID
 ) -> dict[str, str]:
-    """List the family for the group's settle reads and record its workspaces' statuses (by
-    id) with the time the listing was asked for. A listing that fails records none: every read
-    it was to answer reads its own status. One refused for the rate or deferred for a permit
-    records nothing and leaves the listing to whichever of the group's reads comes next (the
-    error is raised: the step is re-scheduled)."""
+    """List the family for the onboarding's settle reads and record the statuses of its items'
+    settling workspaces (the candidates of their pending attempts, not yet promoted) with the
+    time the listing was asked for (a candidate recorded later has a later read). A listing
+    that fails records none: every read it was to answer reads its own status. One refused for
+    the rate or deferred for a permit records nothing and leaves the listing to whichever read
+    comes next (the error is raised: the step is re-scheduled)."""
     asked = timezone.now()
-    titles = _group_titles(str(record.onboarding_id), record.group)
-    mine = OnboardingFamily.objects.filter(pk=record.pk, statuses_by=job_id)
+    settling = set(
+        ProvisioningAttempt.objects.filter(
+            brand_id__in=OnboardingItem.objects.filter(onboarding_id=onboarding_id).values(
+                "brand_id"
+            ),
+            status=AttemptStatus.PENDING,
+            workspace_promoted=False,
+            candidate_workspace_id__isnull=False,
+        ).values_list("candidate_workspace_id", flat=True)
+    )
+    mine = Onboarding.objects.filter(pk=onboarding_id, statuses_by=job_id)
     try:
         listing = client.list_family(parent_id=parent_id)
     except SemrushRateLimitedError as exc:
@@ -267,7 +297,7 @@ def _statuses_list(
         raise translate_upstream(exc) from exc
     except SemrushError as exc:
         logger.warning(
-            "the group's family listing failed; its settle reads read their own statuses",
+            "the onboarding's family listing failed; its settle reads read their own statuses",
             extra={"error": type(exc).__name__},
         )
         listing = []
@@ -277,7 +307,7 @@ def _statuses_list(
     statuses = {
         str(ws["id"]): ws["status"]
         for ws in listing
-        if ws.get("id") and isinstance(ws.get("status"), str) and _title_key(ws) in titles
+        if str(ws.get("id")) in settling and isinstance(ws.get("status"), str)
     }
     mine.update(statuses=statuses, statuses_at=asked, statuses_by=None)
     return statuses
@@ -285,36 +315,6 @@ def _statuses_list(
 
 def _since(moment: datetime) -> float:
     return (timezone.now() - moment).total_seconds()
-
-
-def _claimant_wait(claimant: uuid.UUID | None) -> None:
-    """While the step `claimant` that is to list the family for the group is unfinished, wait
-    for it: `quota.PermitDeferredError` until just after it is due again. One that ended (or
-    none) holds nobody back."""
-    if claimant is None:
-        return
-    claimant_due = (
-        AsyncJob.objects.filter(pk=claimant, status=JobStatus.IN_PROGRESS)
-        .values_list("run_after", flat=True)
-        .first()
-    )
-    if claimant_due is not None:
-        raise PermitDeferredError(max(-_since(claimant_due), 0.0) + FAMILY_WAIT_SECONDS)
-
-
-def _group_titles(onboarding_id: str, group: int) -> set[str]:
-    """The group's names, as `_title_key` compares them."""
-    first = group * ONBOARDING_GROUP_SIZE
-    return {
-        name.strip().lower()
-        for name in OnboardingItem.objects.filter(
-            onboarding_id=onboarding_id, index__gte=first, index__lt=first + ONBOARDING_GROUP_SIZE
-        ).values_list("name", flat=True)
-    }
-
-
-def _title_key(ws: dict[str, Any]) -> str:
-    return str(ws.get("title", "")).strip().lower()
 
 
 def _own_earlier(matches: list[dict], *, brand: Brand, attempt_id: uuid.UUID | None) -> list[dict]:

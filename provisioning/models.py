@@ -129,6 +129,12 @@ class Onboarding(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
     started_by_actor = models.CharField(max_length=200, null=True, blank=True)
     started_request_id = models.CharField(max_length=64, null=True, blank=True)
+    # The items' shared settle reads (SPEC §12.5, `family.family_status_shared`): the statuses
+    # (workspace id → status) of the workspaces settling when the last family listing was asked
+    # for (empty when it failed), that time, and the step (job row) listing now, if any.
+    statuses = models.JSONField(null=True, blank=True)
+    statuses_at = models.DateTimeField(null=True, blank=True)
+    statuses_by = models.UUIDField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -175,8 +181,7 @@ class OnboardingItem(models.Model):
 class OnboardingFamily(models.Model):
     """The parent's family as one group of an onboarding's items saw it (SPEC §11.2: listed
     once per group, not once per item), kept to the entries whose title is one of the group's
-    names: what their create-or-adopt needs; and the statuses of those workspaces as the
-    group's settle reads last listed them (SPEC §12.5, `family.family_status_shared`)."""
+    names: what their create-or-adopt needs."""
 
     onboarding = models.ForeignKey(Onboarding, on_delete=models.CASCADE, related_name="+")
     group = models.PositiveIntegerField()
@@ -184,12 +189,6 @@ class OnboardingFamily(models.Model):
     entries = models.JSONField(null=True, blank=True)
     # The step (job row) of the item that claimed it: the others wait while it is unfinished.
     claimed_by = models.UUIDField(null=True, blank=True)
-    # The group's shared settle reads: its workspaces' statuses (id → status) as the last
-    # listing showed them (empty when it failed), when that listing was asked for, and the
-    # step (job row) listing for them now, if any (the others wait for its answer).
-    statuses = models.JSONField(null=True, blank=True)
-    statuses_at = models.DateTimeField(null=True, blank=True)
-    statuses_by = models.UUIDField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

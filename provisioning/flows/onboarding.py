@@ -12,7 +12,7 @@ once (`brandExists`, recorded on the item): it touches neither Semrush nor the o
 
 Shared reads: the items are grouped by ten (by index); the first of a group to run lists the
 parent's family once for the group (`family.family_shared`), the others use that listing; the
-group's status reads due around the same time are answered by one family listing too
+onboarding's status reads due around the same time are answered by one family listing too
 (`family.family_status_shared`, SPEC §12.5).
 """
 

@@ -141,17 +141,16 @@ def _candidate_read(
 def _status_read(
     run: StepRun, client: SemrushClient, attempt: ProvisioningAttempt, candidate: str
 ) -> Readiness:
-    """The candidate's status: an onboarding item's settle read through the listing its group's
-    reads due around the same time share (`family_status_shared`, SPEC §12.5) when that shows
-    the workspace, else (and for any other chain) a read of its own. The read is due when the
-    candidate was recorded, plus its row's scheduled age."""
+    """The candidate's status: an onboarding item's settle read through the listing its
+    onboarding's reads due around the same time share (`family_status_shared`, SPEC §12.5)
+    when that shows the workspace, else (and for any other chain) a read of its own. The read
+    is due when the candidate was recorded, plus its row's scheduled age."""
     onboarding_id = run.job.metadata.get(ONBOARDING_KEY)
     if onboarding_id is not None and attempt.candidate_at is not None:
         age = float(run.job.metadata.get(SETTLE_AGE) or 0.0)
         status = family_status_shared(
             client=client,
             onboarding_id=onboarding_id,
-            group=int(run.job.metadata.get(GROUP_KEY) or 0),
             parent_id=attempt.brand.organization.semrush_parent_workspace_id or "",
             job_id=run.job.id,
             workspace_id=candidate,

@@ -69,7 +69,7 @@ def test_an_onboarding_runs_every_item_and_lists_the_family_once_per_group(sw_wr
     ]
     creates = [c for c in calls(sim) if c[0] == "POST" and c[1].endswith("/child")]
     assert len(creates) == 13
-    # and the settle reads went through the groups' listings (SPEC §12.5): a workspace's own
+    # and the settle reads went through shared listings (SPEC §12.5): a workspace's own
     # status is read at most once (the first hop's read, made at once without a learned settle
     # time), however many reads it took to settle
     own_reads = Counter(c[1] for c in calls(sim) if c[1].endswith("/status"))

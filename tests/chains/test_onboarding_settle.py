@@ -1,7 +1,7 @@
-"""An onboarding's settle reads through its group's family listing (SPEC §12.5): the statuses of
-a group of items settling together are read with one listing, a workspace the listing does not
-show is read on its own, and a status read that way decides as a read of its own would (not
-ready: read again after the back-off; failed: the chain fails).
+"""An onboarding's settle reads through a shared family listing (SPEC §12.5): the statuses of
+items settling together (of any of its groups of ten) are read with one listing, a workspace
+the listing does not show is read on its own, and a status read that way decides as a read of
+its own would (not ready: read again after the back-off; failed: the chain fails).
 
 The steps run in-process (the Celery tasks called as functions), publishing recorded and the
 chained step left undelivered; the parent has a learned settle time, as in steady state, so an
@@ -13,7 +13,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db.models import F
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
@@ -31,9 +30,9 @@ WORKSPACE_CALLS = ("/family", "/status", "/child")
 
 
 def onboard(caller: Caller, count: int) -> list[str]:
-    """Accept an onboarding of `count` brands with a market (one group up to ten); their first
-    hops run (one family listing, a create each), each scheduling its first status read 5 s on
-    (the learned settle time). The items' root job ids, by index."""
+    """Accept an onboarding of `count` brands with a market; their first hops run (one family
+    listing per group of ten, a create each), each scheduling its first status read 5 s on (the
+    learned settle time). The items' root job ids, by index."""
     learning_forget()
     for seconds in (4.0, 5.0, 6.0):
         ProvisioningAttemptFactory(
@@ -65,11 +64,11 @@ def onboard(caller: Caller, count: int) -> list[str]:
     return roots
 
 
-def reads_due_a_second_ago() -> None:
-    """Six seconds pass for the workspaces: a read scheduled 5 s after its workspace was
-    created, due now, was due a second ago."""
+def reads_due(seconds_ago: float = 1.0) -> None:
+    """Every workspace was created 5 s + `seconds_ago` ago: its read, scheduled 5 s after, was
+    due `seconds_ago` ago."""
     ProvisioningAttempt.objects.filter(candidate_at__isnull=False).update(
-        candidate_at=F("candidate_at") - timedelta(seconds=6)
+        candidate_at=timezone.now() - timedelta(seconds=5 + seconds_ago)
     )
 
 
@@ -96,14 +95,15 @@ def workspace_of(root: str) -> str:
     return attempt.candidate_workspace_id
 
 
-def test_a_group_settling_together_reads_its_statuses_through_one_family_listing(
+def test_items_settling_together_read_their_statuses_through_one_family_listing(
     sw_writer, sim, published, chained_job_delivered_separately, settings
 ):
-    # given five onboarding items (one group) whose workspaces are ready, their reads due
+    # given twelve onboarding items (two groups of ten) whose workspaces are ready, their
+    # reads due
     settings.SERENITY_ONBOARDING_STATUS_GATHER_SECONDS = 2.0
     sim.configure({"settleSeconds": 0})
-    roots = onboard(sw_writer, 5)
-    reads_due_a_second_ago()
+    roots = onboard(sw_writer, 12)
+    reads_due()
     start = mark(sim)
     # when the reads run, each waits the rest of its gather window (about 1 s), sending nothing
     for root in roots:
@@ -113,7 +113,7 @@ def test_a_group_settling_together_reads_its_statuses_through_one_family_listing
     waits = [(settle_row(root).run_after or now) - now for root in roots]
     assert all(timedelta(seconds=0.5) <= wait <= timedelta(seconds=1.1) for wait in waits), waits
     # when the window has passed and they run again, the first first
-    reads_due_a_second_ago()
+    reads_due(seconds_ago=3)
     for root in roots:
         run_settle_read(root)
     # then one family listing answered every read: no status read of any workspace
@@ -122,7 +122,7 @@ def test_a_group_settling_together_reads_its_statuses_through_one_family_listing
     attempts = ProvisioningAttempt.objects.filter(job_id__in=roots)
     assert (
         sorted((a.workspace_promoted, a.status, round(a.settle_seconds or 0)) for a in attempts)
-        == [(True, AttemptStatus.PENDING, 5)] * 5
+        == [(True, AttemptStatus.PENDING, 5)] * 12
     )
     pointers = set(
         Brand.objects.filter(pk__in=[a.brand_id for a in attempts]).values_list(
@@ -130,7 +130,7 @@ def test_a_group_settling_together_reads_its_statuses_through_one_family_listing
         )
     )
     assert pointers == {workspace_of(root) for root in roots}
-    assert len(pointers) == 5
+    assert len(pointers) == 12
 
 
 def test_a_workspace_the_listing_does_not_show_is_read_on_its_own(
@@ -141,7 +141,7 @@ def test_a_workspace_the_listing_does_not_show_is_read_on_its_own(
     settings.SERENITY_ONBOARDING_STATUS_GATHER_SECONDS = 0.0
     sim.configure({"settleSeconds": 0})
     first, second = onboard(sw_writer, 2)
-    reads_due_a_second_ago()
+    reads_due()
     listing = sim_request(sim, "GET", f"{UM}/v1/workspaces/{sim.parent_id}/family")
     lagging = [ws for ws in listing if ws["id"] != workspace_of(second)]
     sim.add_fault({"method": "GET", "pathRegex": "/family$", "status": 200, "body": lagging})
@@ -169,7 +169,7 @@ def test_a_not_ready_status_in_the_listing_schedules_the_next_read_after_the_bac
     settings.SERENITY_ONBOARDING_STATUS_GATHER_SECONDS = 0.0
     sim.configure({"settleSeconds": 30})
     (root,) = onboard(sw_writer, 1)
-    reads_due_a_second_ago()
+    reads_due()
     read = settle_row(root)
     start = mark(sim)
     before = timezone.now()
@@ -195,7 +195,7 @@ def test_a_failed_status_in_the_listing_fails_the_chain_as_a_read_of_its_own_wou
     settings.SERENITY_ONBOARDING_STATUS_GATHER_SECONDS = 0.0
     sim.configure({"settleSeconds": 0, "settleOutcome": "failed"})
     (root,) = onboard(sw_writer, 1)
-    reads_due_a_second_ago()
+    reads_due()
     read = settle_row(root)
     start = mark(sim)
     # when it runs

@@ -1,5 +1,5 @@
-"""The family listing shared by a group of an onboarding's items: for their create-or-adopt
-(SPEC §11.2) and for their settle reads (SPEC §12.5)."""
+"""The family listings an onboarding's items share: a group's for their create-or-adopt (SPEC
+§11.2), the onboarding's for their settle reads (SPEC §12.5)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,14 @@ from jobs.models import JobStatus
 from provisioning import quota
 from provisioning.exceptions import UpstreamRateLimitedError
 from provisioning.family import family_shared, family_status_shared
-from provisioning.models import Onboarding, OnboardingFamily, OnboardingItem
+from provisioning.models import (
+    Onboarding,
+    OnboardingFamily,
+    OnboardingItem,
+)
 from provisioning.quota import PermitDeferredError
 from provisioning.upstream import client_for_org
-from tests.factories import AsyncJobFactory
+from tests.factories import AsyncJobFactory, BrandFactory, ProvisioningAttemptFactory
 from tests.support import calls_since, family, mark, sim_create_workspace
 
 
@@ -108,15 +112,15 @@ def test_a_claimant_that_ended_without_filling_it_holds_nobody_back(serenity_org
     assert OnboardingFamily.objects.get(pk=record.pk).entries == []
 
 
-# --- the group's settle reads (SPEC §12.5) ------------------------------------------------------
+# --- the onboarding's settle reads (SPEC §12.5) -------------------------------------------------
 
 
-def status_of(sim, group, workspace_id, *, job_id, due):  # type: ignore[no-untyped-def]
-    """One settle read of group 0's `workspace_id`, due at `due`, made by the step `job_id`."""
+def status_of(sim, onboarding, workspace_id, *, job_id, due):  # type: ignore[no-untyped-def]
+    """One settle read of `workspace_id` by an item of `onboarding`, due at `due`, made by the
+    step `job_id`."""
     return family_status_shared(
-        client=client_for_org(group.organization),
-        onboarding_id=str(group.pk),
-        group=0,
+        client=client_for_org(onboarding.organization),
+        onboarding_id=str(onboarding.pk),
         parent_id=sim.parent_id,
         job_id=job_id,
         workspace_id=workspace_id,
@@ -124,20 +128,39 @@ def status_of(sim, group, workspace_id, *, job_id, due):  # type: ignore[no-unty
     )
 
 
+def settling_item(onboarding, index, workspace_id, **attempt):  # type: ignore[no-untyped-def]
+    """Item `index` of `onboarding`, its brand's pending attempt settling `workspace_id`."""
+    brand = BrandFactory(organization=onboarding.organization)
+    OnboardingItem.objects.filter(onboarding=onboarding, index=index).update(brand=brand)
+    return ProvisioningAttemptFactory(
+        brand=brand,
+        started_by="create-brand",
+        candidate_workspace_id=workspace_id,
+        freshly_created=True,
+        **attempt,
+    )
+
+
+def shared(onboarding):  # type: ignore[no-untyped-def]
+    """The onboarding's shared statuses: (statuses, statuses_at, statuses_by)."""
+    return (
+        Onboarding.objects.filter(pk=onboarding.pk)
+        .values_list("statuses", "statuses_at", "statuses_by")
+        .get()
+    )
+
+
 def test_a_listing_asked_for_after_the_read_was_due_answers_it_without_a_call(
     serenity_org, sim, group
 ):
-    # given the group's statuses listed 1 s after the read was due
+    # given the onboarding's statuses listed 1 s after the read was due
     now = timezone.now()
-    OnboardingFamily.objects.create(
-        onboarding=group,
-        group=0,
-        statuses={"ws-3": "created", "ws-7": "not ready"},
-        statuses_at=now,
+    Onboarding.objects.filter(pk=group.pk).update(
+        statuses={"ws-3": "created", "ws-7": "not ready"}, statuses_at=now
     )
     start = mark(sim)
     due = now - timedelta(seconds=1)
-    # when reads of the group's workspaces are made
+    # when reads of the onboarding's workspaces are made
     ready = status_of(sim, group, "ws-3", job_id=uuid.uuid4(), due=due)
     settling = status_of(sim, group, "ws-7", job_id=uuid.uuid4(), due=due)
     # a workspace the listing does not show: the caller reads its status itself
@@ -150,58 +173,58 @@ def test_a_listing_asked_for_after_the_read_was_due_answers_it_without_a_call(
 def test_a_read_waits_the_gather_window_after_it_was_due_before_it_lists(
     serenity_org, sim, group, settings
 ):
-    # given the group's statuses listed before this read was due (they cannot answer it)
+    # given the statuses listed before this read was due (they cannot answer it)
     settings.SERENITY_ONBOARDING_STATUS_GATHER_SECONDS = 2.0
     due = timezone.now() - timedelta(seconds=0.5)
-    record = OnboardingFamily.objects.create(
-        onboarding=group,
-        group=0,
-        statuses={"ws-3": "not ready"},
-        statuses_at=due - timedelta(seconds=1),
+    Onboarding.objects.filter(pk=group.pk).update(
+        statuses={"ws-3": "not ready"}, statuses_at=due - timedelta(seconds=1)
     )
     start = mark(sim)
     # when the read is made half a second after it was due
     with pytest.raises(PermitDeferredError) as deferred:
         status_of(sim, group, "ws-3", job_id=AsyncJobFactory().pk, due=due)
-    # then it comes back 2 s after it was due (1.5 s from now): the group's reads due
-    # meanwhile share the listing it makes then; nothing was sent or recorded
+    # then it comes back 2 s after it was due (1.5 s from now): the reads due meanwhile share
+    # the listing it makes then; nothing was sent or recorded
     assert 1.4 <= deferred.value.retry_in <= 1.5
     assert calls_since(sim, start) == []
-    record.refresh_from_db()
-    assert (record.statuses, record.statuses_by) == ({"ws-3": "not ready"}, None)
+    assert shared(group) == ({"ws-3": "not ready"}, due - timedelta(seconds=1), None)
 
 
-def test_a_read_past_its_gather_window_lists_and_records_the_group_s_statuses(
+def test_a_read_past_its_gather_window_lists_and_records_the_settling_workspaces_statuses(
     serenity_org, sim, group
 ):
-    # given a settled and a settling workspace of group 0, one of group 1's, and another
+    # given two items' workspaces settling (one ready, one not), an item's promoted already,
+    # and a workspace no item of the onboarding has
     ready = sim_create_workspace(sim, "Brand 3")
-    sim_create_workspace(sim, "Brand 11")
+    promoted = sim_create_workspace(sim, "Brand 5")
     sim_create_workspace(sim, "Unrelated")
     sim.configure({"settleSeconds": 30})
-    settling = sim_create_workspace(sim, "brand 7", settle=False)
+    settling = sim_create_workspace(sim, "Brand 11", settle=False)
+    settling_item(group, 3, ready)
+    settling_item(group, 11, settling)
+    settling_item(group, 5, promoted, workspace_promoted=True)
     start = mark(sim)
     before = timezone.now()
     # when a read due 3 s ago is made (the default window is 2 s)
     status = status_of(
         sim, group, ready, job_id=AsyncJobFactory().pk, due=before - timedelta(seconds=3)
     )
-    # then it listed the family once, and recorded the group's statuses with the time it asked
+    # then it listed the family once, and recorded the settling workspaces' statuses with the
+    # time it asked
     assert (status, calls_since(sim, start)) == ("created", [family(sim.parent_id)])
-    record = OnboardingFamily.objects.get(onboarding=group, group=0)
-    assert record.statuses == {ready: "created", settling: "not ready"}
-    assert record.statuses_at is not None and before <= record.statuses_at <= timezone.now()
-    assert record.statuses_by is None
-    # and a read of the group due before that listing is answered by it, without a call
+    statuses, statuses_at, statuses_by = shared(group)
+    assert (statuses, statuses_by) == ({ready: "created", settling: "not ready"}, None)
+    assert statuses_at is not None and before <= statuses_at <= timezone.now()
+    # and a read due before that listing is answered by it, without a call
     start = mark(sim)
     other = status_of(sim, group, settling, job_id=uuid.uuid4(), due=before)
     assert (other, calls_since(sim, start)) == ("not ready", [])
 
 
 def test_a_read_finding_another_step_listing_waits_for_its_answer(serenity_org, sim, group):
-    # given another step of the group running, listing the family
+    # given another step running, listing the family for the onboarding
     lister = AsyncJobFactory()
-    record = OnboardingFamily.objects.create(onboarding=group, group=0, statuses_by=lister.pk)
+    Onboarding.objects.filter(pk=group.pk).update(statuses_by=lister.pk)
     start = mark(sim)
     # when a read due 3 s ago is made
     with pytest.raises(PermitDeferredError) as deferred:
@@ -210,8 +233,7 @@ def test_a_read_finding_another_step_listing_waits_for_its_answer(serenity_org, 
         )
     # then it comes back half a second later for that listing's answer; nothing was sent
     assert deferred.value.retry_in == 0.5
-    record.refresh_from_db()
-    assert (record.statuses_by, record.statuses_at) == (lister.pk, None)
+    assert shared(group) == (None, None, lister.pk)
     assert calls_since(sim, start) == []
 
 
@@ -223,14 +245,15 @@ def test_a_read_finding_another_step_listing_waits_for_its_answer(serenity_org, 
     ],
 )
 def test_a_step_no_longer_listing_holds_nobody_back(serenity_org, sim, group, lister):
-    # given the group's listing marked as another step's, which ended (its attempt was
-    # cancelled) or was re-scheduled (a crash's re-run is due later) before it could record
+    # given the listing marked as another step's, which ended (its attempt was cancelled) or
+    # was re-scheduled (a crash's re-run is due later) before it could record
     ws = sim_create_workspace(sim, "Brand 3")
+    settling_item(group, 3, ws)
     holder = AsyncJobFactory(
         status=lister.get("status", JobStatus.IN_PROGRESS),
         run_after=timezone.now() + timedelta(seconds=lister.get("run_after_in", 0)),
     )
-    record = OnboardingFamily.objects.create(onboarding=group, group=0, statuses_by=holder.pk)
+    Onboarding.objects.filter(pk=group.pk).update(statuses_by=holder.pk)
     start = mark(sim)
     # when a read due 3 s ago is made
     status = status_of(
@@ -238,15 +261,15 @@ def test_a_step_no_longer_listing_holds_nobody_back(serenity_org, sim, group, li
     )
     # then it lists at once
     assert (status, calls_since(sim, start)) == ("created", [family(sim.parent_id)])
-    record.refresh_from_db()
-    assert (record.statuses, record.statuses_by) == ({ws: "created"}, None)
+    statuses, _, statuses_by = shared(group)
+    assert (statuses, statuses_by) == ({ws: "created"}, None)
 
 
 def test_a_failed_listing_records_no_status_so_its_reads_read_their_own(serenity_org, sim, group):
     # given the family listing failing (503, with the client's retries)
     ws = sim_create_workspace(sim, "Brand 3")
+    settling_item(group, 3, ws)
     sim.add_fault({"method": "GET", "pathRegex": "/family$", "status": 503, "times": 3})
-    record = OnboardingFamily.objects.create(onboarding=group, group=0)
     start = mark(sim)
     due = timezone.now() - timedelta(seconds=3)
     # when a read lists
@@ -256,9 +279,9 @@ def test_a_failed_listing_records_no_status_so_its_reads_read_their_own(serenity
     other = status_of(sim, group, ws, job_id=uuid.uuid4(), due=due)
     assert (status, other) == (None, None)
     assert calls_since(sim, start) == [family(sim.parent_id)] * 3
-    record.refresh_from_db()
-    assert (record.statuses, record.statuses_by) == ({}, None)
-    assert record.statuses_at is not None
+    statuses, statuses_at, statuses_by = shared(group)
+    assert (statuses, statuses_by) == ({}, None)
+    assert statuses_at is not None
 
 
 def test_a_listing_refused_for_the_rate_records_nothing_and_leaves_the_listing_to_the_next(
@@ -268,7 +291,6 @@ def test_a_listing_refused_for_the_rate_records_nothing_and_leaves_the_listing_t
     sim.add_fault(
         {"method": "GET", "pathRegex": "/family$", "status": 429, "headers": {"Retry-After": "60"}}
     )
-    record = OnboardingFamily.objects.create(onboarding=group, group=0)
     start = mark(sim)
     # when a read lists
     with pytest.raises(UpstreamRateLimitedError) as refused:
@@ -280,11 +302,10 @@ def test_a_listing_refused_for_the_rate_records_nothing_and_leaves_the_listing_t
             due=timezone.now() - timedelta(seconds=3),
         )
     # then it is re-scheduled as for any 429; nothing is recorded and no step is marked as
-    # listing: the group's next read lists
+    # listing: the next read lists
     assert refused.value.retry_after == 60
     assert calls_since(sim, start) == [family(sim.parent_id)]
-    record.refresh_from_db()
-    assert (record.statuses_by, record.statuses, record.statuses_at) == (None, None, None)
+    assert shared(group) == (None, None, None)
 
 
 def test_a_listing_deferred_for_a_permit_leaves_the_listing_to_the_next(serenity_org, sim, group):
@@ -296,7 +317,6 @@ def test_a_listing_deferred_for_a_permit_leaves_the_listing_to_the_next(serenity
         burst=settings.SEMRUSH_RATE_LIMIT_BURST,
         seconds=30,
     )
-    record = OnboardingFamily.objects.create(onboarding=group, group=0)
     start = mark(sim)
     # when it would list
     with quota.step_permits(), pytest.raises(PermitDeferredError) as deferred:
@@ -308,8 +328,7 @@ def test_a_listing_deferred_for_a_permit_leaves_the_listing_to_the_next(serenity
             due=timezone.now() - timedelta(seconds=3),
         )
     # then it is re-scheduled for about then, nothing was sent, and no step is marked as
-    # listing: the group's next read lists
+    # listing: the next read lists
     assert deferred.value.retry_in >= 29
     assert calls_since(sim, start) == []
-    record.refresh_from_db()
-    assert (record.statuses_by, record.statuses_at) == (None, None)
+    assert shared(group) == (None, None, None)
