@@ -303,6 +303,10 @@ SERENITY_AUDIT_PROGRESS_SECONDS = 10.0
 SERENITY_ONBOARDING_OPEN_ITEMS_MAX = 5000
 SERENITY_ONBOARDING_MARKETS_MAX = 5000
 SERENITY_ONBOARDING_LIMIT_RETRY_SECONDS = 60
+# An onboarding's items read their workspaces' statuses through shared family listings (SPEC
+# §12.5): a listing is made this long after the first read it answers was due, and answers
+# every read of the onboarding due until then.
+SERENITY_ONBOARDING_STATUS_GATHER_SECONDS = 2.0
 
 # --- Jobs (SPEC §9; JOBS_COUNTDOWN_MAX_SECONDS follows the broker: Celery below) --------------
 # Finished jobs are purged after this many days.

@@ -1,6 +1,8 @@
 """The parent's family of sub-workspaces, as Semrush lists it (SPEC §5, §11.2): what a
 workspace's status means, finding the brand's workspace in the family (create-or-adopt), and the
-listing that a group of onboarding items shares.
+listings an onboarding's items share: one per group of ten for their create-or-adopt
+(`family_shared`), and one for each batch of the onboarding's settle reads due around the same
+time (`family_status_shared`, SPEC §12.5).
 
 Nothing here writes the brand or its attempt: the caller records what was found
 (`workspace.candidate_record`) and promotes it (`workspace.workspace_promote`).
@@ -12,9 +14,11 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
@@ -25,12 +29,14 @@ from provisioning.exceptions import (
 )
 from provisioning.models import (
     ONBOARDING_GROUP_SIZE,
+    AttemptStatus,
+    Onboarding,
     OnboardingFamily,
     OnboardingItem,
     ProvisioningAttempt,
 )
 from provisioning.quota import PermitDeferredError
-from provisioning.semrush import SemrushClient, SemrushError
+from provisioning.semrush import SemrushClient, SemrushError, SemrushRateLimitedError
 from provisioning.upstream import translate_upstream
 from serenity.models import Brand
 
@@ -205,6 +211,110 @@ def family_shared(
     entries = [ws for ws in listing if str(ws.get("title", "")).strip().lower() in titles]
     OnboardingFamily.objects.filter(pk=record.pk, entries__isnull=True).update(entries=entries)
     return entries
+
+
+def family_status_shared(
+    *,
+    client: SemrushClient,
+    onboarding_id: str,
+    parent_id: str,
+    job_id: uuid.UUID,
+    workspace_id: str,
+    due: datetime,
+) -> str | None:
+    """The status of `workspace_id` for an onboarding item's settle read due at `due` (SPEC
+    §12.5: the statuses of items settling together are read through one family listing), as
+    the listing the onboarding's reads share shows it; None when that listing does not show
+    the workspace or could not be made: the caller reads the status itself.
+
+    A listing asked for at or after `due` answers the read: the status it shows is as recent as
+    the read's own would be, so the settle rule (`workspace.settle_next`) decides as it would.
+    Without one, the read waits (`quota.PermitDeferredError`, as `family_shared` waits) until
+    `SERENITY_ONBOARDING_STATUS_GATHER_SECONDS` after it was due, so that the first of the
+    reads due within that window lists for all of them; then it lists itself, unless another
+    step is listing for the onboarding at that moment (it waits for that answer). Nothing else
+    ties one item's read to another's: a step deferred for the quota holds nobody back.
+
+    The whole onboarding shares the listing, not a group of ten (`family_shared`'s): the quota
+    interleaves the groups' creates, so the items settling together are of many groups."""
+    shared = Onboarding.objects.filter(pk=onboarding_id)
+    record = shared.only("statuses", "statuses_at", "statuses_by").first()
+    if record is None:
+        return None
+    if record.statuses_at is not None and record.statuses_at >= due:
+        return (record.statuses or {}).get(workspace_id)
+    gather = float(settings.SERENITY_ONBOARDING_STATUS_GATHER_SECONDS) - _since(due)
+    if gather > 0:
+        raise PermitDeferredError(gather)
+    listing_by = record.statuses_by
+    if listing_by != job_id:
+        if _listing(listing_by):
+            raise PermitDeferredError(FAMILY_WAIT_SECONDS)
+        if not shared.filter(statuses_by=listing_by).update(statuses_by=job_id):
+            raise PermitDeferredError(FAMILY_WAIT_SECONDS)  # another step began listing
+    statuses = _statuses_list(
+        client=client, onboarding_id=onboarding_id, parent_id=parent_id, job_id=job_id
+    )
+    return statuses.get(workspace_id)
+
+
+def _listing(step: uuid.UUID | None) -> bool:
+    """Whether `step` may be listing the family now: it is running (unfinished and due; a
+    crashed one until its lease expires and it runs again), not ended nor re-scheduled."""
+    return (
+        step is not None
+        and AsyncJob.objects.filter(
+            pk=step, status=JobStatus.IN_PROGRESS, run_after__lte=timezone.now()
+        ).exists()
+    )
+
+
+def _statuses_list(
+    *, client: SemrushClient, onboarding_id: str, parent_id: str, job_id: uuid.UUID
+) -> dict[str, str]:
+    """List the family for the onboarding's settle reads and record the statuses of its items'
+    settling workspaces (the candidates of their pending attempts, not yet promoted) with the
+    time the listing was asked for (a candidate recorded later has a later read). A listing
+    that fails records none: every read it was to answer reads its own status. One refused for
+    the rate or deferred for a permit records nothing and leaves the listing to whichever read
+    comes next (the error is raised: the step is re-scheduled)."""
+    asked = timezone.now()
+    settling = set(
+        ProvisioningAttempt.objects.filter(
+            brand_id__in=OnboardingItem.objects.filter(onboarding_id=onboarding_id).values(
+                "brand_id"
+            ),
+            status=AttemptStatus.PENDING,
+            workspace_promoted=False,
+            candidate_workspace_id__isnull=False,
+        ).values_list("candidate_workspace_id", flat=True)
+    )
+    mine = Onboarding.objects.filter(pk=onboarding_id, statuses_by=job_id)
+    try:
+        listing = client.list_family(parent_id=parent_id)
+    except SemrushRateLimitedError as exc:
+        mine.update(statuses_by=None)
+        raise translate_upstream(exc) from exc
+    except SemrushError as exc:
+        logger.warning(
+            "the onboarding's family listing failed; its settle reads read their own statuses",
+            extra={"error": type(exc).__name__},
+        )
+        listing = []
+    except PermitDeferredError:
+        mine.update(statuses_by=None)
+        raise
+    statuses = {
+        str(ws["id"]): ws["status"]
+        for ws in listing
+        if str(ws.get("id")) in settling and isinstance(ws.get("status"), str)
+    }
+    mine.update(statuses=statuses, statuses_at=asked, statuses_by=None)
+    return statuses
+
+
+def _since(moment: datetime) -> float:
+    return (timezone.now() - moment).total_seconds()
 
 
 def _own_earlier(matches: list[dict], *, brand: Brand, attempt_id: uuid.UUID | None) -> list[dict]:

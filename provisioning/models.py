@@ -129,6 +129,12 @@ class Onboarding(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
     started_by_actor = models.CharField(max_length=200, null=True, blank=True)
     started_request_id = models.CharField(max_length=64, null=True, blank=True)
+    # The items' shared settle reads (SPEC §12.5, `family.family_status_shared`): the statuses
+    # (workspace id → status) of the workspaces settling when the last family listing was asked
+    # for (empty when it failed), that time, and the step (job row) listing now, if any.
+    statuses = models.JSONField(null=True, blank=True)
+    statuses_at = models.DateTimeField(null=True, blank=True)
+    statuses_by = models.UUIDField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

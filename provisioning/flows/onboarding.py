@@ -11,7 +11,9 @@ An item whose name exists already in the org, or repeats an earlier item's name,
 once (`brandExists`, recorded on the item): it touches neither Semrush nor the other items.
 
 Shared reads: the items are grouped by ten (by index); the first of a group to run lists the
-parent's family once for the group (`workspace.family_shared`), the others use that listing.
+parent's family once for the group (`family.family_shared`), the others use that listing; the
+onboarding's status reads due around the same time are answered by one family listing too
+(`family.family_status_shared`, SPEC §12.5).
 """
 
 from __future__ import annotations

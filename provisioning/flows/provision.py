@@ -7,6 +7,7 @@ decides is a `chain.StepEnd`, committed by `chain.step_end`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from jobs.runner import StepRun
@@ -15,6 +16,7 @@ from kernel.errors import DomainError
 from provisioning import quota, services
 from provisioning.chain import (
     FIRST_READ_DEFERRED,
+    SETTLE_AGE,
     Crashed,
     Failed,
     Promoted,
@@ -34,7 +36,9 @@ from provisioning.family import (
     ONBOARDING_KEY,
     Readiness,
     Workspace,
+    classify_status,
     family_shared,
+    family_status_shared,
     workspace_create_or_adopt,
 )
 from provisioning.models import AttemptStartedBy, AttemptStatus, ProvisioningAttempt
@@ -112,7 +116,7 @@ def _candidate_read(
     without one (SPEC §10.2), and reads that one; anything else fails with the heal's error.
     Raises the reads' domain errors."""
     try:
-        return candidate, workspace_read_readiness(client=client, workspace_id=candidate)
+        return candidate, _status_read(run, client, attempt, candidate)
     except SubworkspaceGoneError:
         if attempt.freshly_created or brand_pointer(attempt.brand_id) != candidate:
             raise
@@ -131,6 +135,29 @@ def _candidate_read(
     if isinstance(found, StoodDown):
         return found
     return found.id, workspace_read_readiness(client=client, workspace_id=found.id)
+
+
+def _status_read(
+    run: StepRun, client: SemrushClient, attempt: ProvisioningAttempt, candidate: str
+) -> Readiness:
+    """The candidate's status: an onboarding item's settle read through the listing its
+    onboarding's reads due around the same time share (`family_status_shared`, SPEC §12.5)
+    when that shows the workspace, else (and for any other chain) a read of its own. The read
+    is due when the candidate was recorded, plus its row's scheduled age."""
+    onboarding_id = run.job.metadata.get(ONBOARDING_KEY)
+    if onboarding_id is not None and attempt.candidate_at is not None:
+        age = float(run.job.metadata.get(SETTLE_AGE) or 0.0)
+        status = family_status_shared(
+            client=client,
+            onboarding_id=onboarding_id,
+            parent_id=attempt.brand.organization.semrush_parent_workspace_id or "",
+            job_id=run.job.id,
+            workspace_id=candidate,
+            due=attempt.candidate_at + timedelta(seconds=age),
+        )
+        if status is not None:
+            return classify_status(status)
+    return workspace_read_readiness(client=client, workspace_id=candidate)
 
 
 def _after_read(run: StepRun, candidate: str, readiness: Readiness) -> StepEnd:
