@@ -302,12 +302,9 @@ def _client_of(run: StepRun, attempt: ProvisioningAttempt | None) -> SemrushClie
     names the org)."""
     if attempt is None:
         organization = Organization.objects.get(pk=run.job.organization_id)
-        return client_for_org(organization, step_job_id=str(run.job.id))
+        return client_for_org(organization)
     return client_for_org(
-        attempt.brand.organization,
-        brand_id=str(attempt.brand_id),
-        attempt_id=str(attempt.id),
-        step_job_id=str(run.job.id),
+        attempt.brand.organization, brand_id=str(attempt.brand_id), attempt_id=str(attempt.id)
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from kernel import context
 from kernel.errors import ConfigurationError, DomainError
 from kernel.metrics import record_upstream_call
 from provisioning import quota
@@ -40,7 +41,10 @@ def client_for_org(organization: Organization, **log_context: object) -> Semrush
 
     One credential, one set of limits: orgs sharing the service-wide credential share its
     bucket at the service-wide limits (an org's override would conflict with the others'); an
-    org with a credential of its own has its own bucket, at its override where it has one."""
+    org with a credential of its own has its own bucket, at its override where it has one.
+
+    Its lines carry the step's row (`step_job_id`) as the log context has it: the runner binds
+    it on a worker, not for an inline run, whose rows are never saved."""
     try:
         token = organization.semrush_credential()
     except ValueError as exc:
@@ -56,10 +60,14 @@ def client_for_org(organization: Organization, **log_context: object) -> Semrush
         ),
         org_id=str(organization.id),
     )
+    ids = {"org_id": str(organization.id), **log_context}
+    bound = context.current()
+    if "step_job_id" in bound:
+        ids["step_job_id"] = bound["step_job_id"]
     try:
         return semrush_client_for(
             token=token,
-            log_context={"org_id": str(organization.id), **log_context},
+            log_context=ids,
             on_call=record_upstream_call,
             permits=permits,
         )

@@ -353,12 +353,7 @@ def activation_step(run: StepRun) -> None:
     outcome = activation_in_workspace(
         # A client only for markets: a flip makes no upstream call.
         client=(
-            client_for_org(
-                brand.organization,
-                brand_id=str(brand.pk),
-                attempt_id=str(attempt.id),
-                step_job_id=str(run.job.id),
-            )
+            client_for_org(brand.organization, brand_id=str(brand.pk), attempt_id=str(attempt.id))
             if plans is not None
             else None
         ),

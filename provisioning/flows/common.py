@@ -287,12 +287,12 @@ def chained_stand_down(run: StepRun, stood_down: chain.StoodDown, plans: list[Ma
     which then stands down again and discards, where after its end nothing would run again
     and the project would be left (SPEC §7: nothing orphaned)."""
     if run.job.run_count > 1 and plans:
-        _unrecorded_projects_discard(run, stood_down.attempt, plans)
+        _unrecorded_projects_discard(stood_down.attempt, plans)
     chain.step_end(run, stood_down.attempt, stood_down)
 
 
 def _unrecorded_projects_discard(
-    run: StepRun, attempt: ProvisioningAttempt | None, plans: list[MarketPlan]
+    attempt: ProvisioningAttempt | None, plans: list[MarketPlan]
 ) -> None:
     """`market_discard_unrecorded` in the attempt's workspace, for the slices no live work is
     creating: a project is only ever made under a `creating` reservation of its slice (taken
@@ -316,9 +316,7 @@ def _unrecorded_projects_discard(
     ]
     if not slices:
         return
-    client = client_for_org(
-        attempt.brand.organization, attempt_id=str(attempt.id), step_job_id=str(run.job.id)
-    )
+    client = client_for_org(attempt.brand.organization, attempt_id=str(attempt.id))
     market_discard_unrecorded(
         client=client,
         workspace_id=workspace_id,

@@ -192,12 +192,7 @@ def create_market_step(run: StepRun) -> None:
         # Tombstoned (a heal) or no longer the chain's: nothing of it is this step's to write.
         chain.step_end(run, attempt, chain.Finished(None))
         return
-    client = client_for_org(
-        brand.organization,
-        brand_id=str(brand.pk),
-        attempt_id=str(attempt.id),
-        step_job_id=str(run.job.id),
-    )
+    client = client_for_org(brand.organization, brand_id=str(brand.pk), attempt_id=str(attempt.id))
     outcome = market_provision_planned(
         client=client,
         brand=brand,

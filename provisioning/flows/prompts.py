@@ -125,14 +125,13 @@ class _LazyClient:
     """The org's client, built on first use: a request whose prompts are all duplicates needs
     no Semrush configuration."""
 
-    def __init__(self, brand: Brand, log_context: dict[str, str]) -> None:
+    def __init__(self, brand: Brand) -> None:
         self._brand = brand
-        self._log_context = log_context
         self._client: SemrushClient | None = None
 
     def __call__(self) -> SemrushClient:
         if self._client is None:
-            self._client = client_for_org(self._brand.organization, **self._log_context)
+            self._client = client_for_org(self._brand.organization, brand_id=str(self._brand.pk))
         return self._client
 
 
@@ -429,7 +428,7 @@ def prompts_add(
         prompts=validated,
         policy=RunPolicy(),
         progress=Progress(),
-        client=_LazyClient(brand, {"brand_id": str(brand.pk)}),
+        client=_LazyClient(brand),
     )
     return Outcome(200, counts)
 
@@ -476,7 +475,7 @@ def classify_prompts_step(run: StepRun) -> None:
         defer_rate_limited=True,
         deadline=time.monotonic() + settings.JOBS_LEASE_SECONDS / 2,
     )
-    client = _LazyClient(brand, {"brand_id": str(brand.pk), "step_job_id": str(job.pk)})
+    client = _LazyClient(brand)
     try:
         counts = _prompts_run(
             brand=brand,

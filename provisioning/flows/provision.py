@@ -74,12 +74,7 @@ def _provision_hop(run: StepRun, attempt: ProvisioningAttempt) -> StepEnd:
     if attempt.status != AttemptStatus.PENDING:
         return StoodDown(attempt)
     brand = attempt.brand
-    client = client_for_org(
-        brand.organization,
-        brand_id=str(brand.pk),
-        attempt_id=str(attempt.id),
-        step_job_id=str(run.job.id),
-    )
+    client = client_for_org(brand.organization, brand_id=str(brand.pk), attempt_id=str(attempt.id))
     candidate = attempt.candidate_workspace_id
     try:
         if candidate is None:

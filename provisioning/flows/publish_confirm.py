@@ -35,9 +35,7 @@ def confirm_publish_step(run: StepRun) -> None:
     if market is None:
         step_commit(run, Finish(JobStatus.CANCELLED, error=cancelled_error()))
         return
-    client = client_for_org(
-        market.brand.organization, brand_id=str(market.brand_id), step_job_id=str(run.job.id)
-    )
+    client = client_for_org(market.brand.organization, brand_id=str(market.brand_id))
     outcome = market_publish_confirm(
         client=client,
         market=market,
