@@ -76,27 +76,15 @@ def market_provision(
     workspace_id: str,
     request: MarketRequest,
     owned_workspace: bool,
-    delete_on_failure: bool,
     renew: Callable[[], object] | None = None,
     workspace_new: bool = False,
 ) -> Outcome:
-    """Create or resume the slice's project in `workspace_id` (`_project_of_slice`), set its
-    tracked URL, publish it and confirm the publish as the caller's patience allows
-    (`publishing.Patience`: a sync request's, or a chained step's). The
-    reservation (`market`, owned by `owner`) already exists.
-
-    Two writes happen here, each the moment it is true, so that a crash resumes from it: the
-    project id once the project exists, and `publishing` (with the publish's start) once
-    Semrush accepted the publish; a reservation already `publishing` is confirmed without
-    publishing again. The row's final write is returned in the Outcome (`market_writes`, one
-    `MarketWrite`), for the caller to commit with the end of its work
-    (`market_writes_commit`, in the step's ending); a chained step whose publish is not
-    confirmed yet gets `confirm_in` instead and runs again then.
-    `delete_on_failure` (flat mode) deletes a project created here when a later call fails;
-    `workspace_new`: see `_project_of_slice`."""
+    """Create or resume the slice's project in `workspace_id` (`_project_of_slice`, which
+    `workspace_new` concerns) on the reservation `market`, owned by `owner`, then publish it
+    and confirm the publish as the caller's patience allows (`_publish_and_confirm`). The
+    row's final write is returned in the Outcome (`market_writes`), for the caller to commit
+    with the end of its work (`market_writes_commit`, in the step's ending)."""
     ended = _Ending(market=market, owner=owner, workspace_id=workspace_id, owned=owned_workspace)
-    project_id = market.semrush_project_id
-    created_here = False
     try:
         project_id, created_here = _project_of_slice(
             client=client,
@@ -106,24 +94,6 @@ def market_provision(
             owned=owned_workspace,
             look=owned_workspace and not workspace_new,
         )
-        started_at = _publish_started(
-            client=client,
-            brand=brand,
-            market=market,
-            owner=owner,
-            workspace_id=workspace_id,
-            project_id=project_id,
-            owned=owned_workspace,
-            renew=renew,
-        )
-        confirmation = publish_confirm(
-            client=client,
-            workspace_id=workspace_id,
-            project_id=project_id,
-            owned=owned_workspace,
-            started_at=started_at,
-            parent_id=brand.organization.semrush_parent_workspace_id or "",
-        )
     except _SlicePublishedError:
         return ended(Outcome.from_error(SliceExistsError()), MarketEnd.RELEASED)
     except _CreateUnresolvedError as unresolved:
@@ -132,14 +102,56 @@ def market_provision(
         # project instead of making a second one.
         return ended(_failure(unresolved.cause), MarketEnd.PUBLISH_FAILED)
     except SemrushError as exc:
-        discard = delete_on_failure and created_here
-        return ended.failed(client=client, exc=exc, project_id=project_id, discard=discard)
-    return ended.confirmed(
-        confirmation,
-        answer=_published(brand, request.slice, workspace_id, project_id),
+        return ended(_failure(exc), MarketEnd.RELEASED)  # no project: nothing was made
+    return _publish_and_confirm(
+        ended,
+        client=client,
+        brand=brand,
         project_id=project_id,
+        answer=_published(brand, request.slice, workspace_id, project_id),
         hand_over=Patience.current().hands_over,
+        renew=renew,
+        # Flat mode: a project made here in the parent is deleted when a later call fails.
+        discard=created_here and not owned_workspace,
     )
+
+
+def _publish_and_confirm(
+    ended: _Ending,
+    *,
+    client: SemrushClient,
+    brand: Brand,
+    project_id: str,
+    answer: Outcome,
+    hand_over: bool,
+    renew: Callable[[], object] | None = None,
+    discard: bool = False,
+) -> Outcome:
+    """Publish the reservation's project (unless it is `publishing` already:
+    `_publish_started`), confirm the publish, and end as `_Ending.confirmed` says; a failed
+    call ends as `_Ending.failed` says (`discard`: delete the project)."""
+    try:
+        started_at = _publish_started(
+            client=client,
+            brand=brand,
+            market=ended.market,
+            owner=ended.owner,
+            workspace_id=ended.workspace_id,
+            project_id=project_id,
+            owned=ended.owned,
+            renew=renew,
+        )
+        confirmation = publish_confirm(
+            client=client,
+            workspace_id=ended.workspace_id,
+            project_id=project_id,
+            owned=ended.owned,
+            started_at=started_at,
+            parent_id=brand.organization.semrush_parent_workspace_id or "",
+        )
+    except SemrushError as exc:
+        return ended.failed(client=client, exc=exc, project_id=project_id, discard=discard)
+    return ended.confirmed(confirmation, answer=answer, project_id=project_id, hand_over=hand_over)
 
 
 def _publish_started(
@@ -182,25 +194,20 @@ def market_publish_confirm(
     of a sync request's publish): the Outcome carries the row's final write, or
     `confirm_in` when it is still publishing. Raises nothing of Semrush's: a failed read ends
     as `market_provision`'s do."""
-    assert market.semrush_project_id is not None and market.workspace_id is not None
-    assert market.publish_started_at is not None
     project_id, workspace_id = market.semrush_project_id, market.workspace_id
-    ended = _Ending(market=market, owner=owner, workspace_id=workspace_id, owned=owned_workspace)
-    try:
-        confirmation = publish_confirm(
-            client=client,
-            workspace_id=workspace_id,
-            project_id=project_id,
-            owned=owned_workspace,
-            started_at=market.publish_started_at,
-            parent_id=market.brand.organization.semrush_parent_workspace_id or "",
-        )
-    except SemrushError as exc:
-        return ended.failed(client=client, exc=exc, project_id=project_id, discard=False)
+    assert project_id is not None and workspace_id is not None
+    # `publishing`: `_publish_and_confirm` only confirms it.
+    assert market.status == MarketStatus.PUBLISHING and market.publish_started_at is not None
     slice_ = slice_from_ids(geo_target_id=market.geo_target_id, language_code=market.language_code)
     assert slice_ is not None
-    answer = _published(market.brand, slice_, workspace_id, project_id)
-    return ended.confirmed(confirmation, answer=answer, project_id=project_id, hand_over=False)
+    return _publish_and_confirm(
+        _Ending(market=market, owner=owner, workspace_id=workspace_id, owned=owned_workspace),
+        client=client,
+        brand=market.brand,
+        project_id=project_id,
+        answer=_published(market.brand, slice_, workspace_id, project_id),
+        hand_over=False,
+    )
 
 
 def _market_record(market: Market, owner: uuid.UUID, **fields: object) -> None:

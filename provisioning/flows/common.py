@@ -136,7 +136,6 @@ def market_provision_planned(
             owned_workspace=owned_workspace,
         )
         return replace(Outcome.from_error(error), market_writes=(release,))
-    options.setdefault("delete_on_failure", not owned_workspace)
     outcome = market_provision(
         client=client,
         brand=brand,
