@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import F
@@ -87,50 +87,37 @@ def deliver_webhook_step(run: StepRun) -> None:
 def attempt_record(run: StepRun, delivery: WebhookDelivery, result: AttemptResult) -> None:
     """Record the attempt and end (or re-schedule) the job, in one transaction."""
     attempts = delivery.attempts + 1
-    single = bool(run.job.metadata.get(SINGLE_ATTEMPT_KEY))
     now = timezone.now()
-    next_attempt_at = None
-    ending: JobEnding
-    if result.delivered:
-        status = DeliveryStatus.DELIVERED
-        ending = Finish(JobStatus.COMPLETED, result={"statusCode": result.status_code})
-    elif not single and attempts <= len(RETRY_DELAYS_SECONDS):
-        status = DeliveryStatus.PENDING
-        delay = RETRY_DELAYS_SECONDS[attempts - 1]
-        next_attempt_at = now + timedelta(seconds=delay)
-        ending = Defer(delay_seconds=delay)
-    else:
-        status = DeliveryStatus.FAILED
-        ending = Finish(JobStatus.FAILED, error=_ended_error(result.error or "failed"))
+    status, next_attempt_at, ending = _after_attempt(
+        result, attempts=attempts, single=bool(run.job.metadata.get(SINGLE_ATTEMPT_KEY)), now=now
+    )
 
     def record() -> bool:
         error = (result.error or "")[:500] or None
-        recorded = (
-            WebhookDelivery.objects.filter(
-                pk=delivery.pk, job_id=run.job.id, status=DeliveryStatus.PENDING
-            ).update(
-                attempts=F("attempts") + 1,
-                last_status_code=result.status_code,
-                last_error=error,
-                status=status,
-                next_attempt_at=next_attempt_at,
-                updated_at=now,
-            )
-            == 1
+        carried = WebhookDelivery.objects.filter(
+            pk=delivery.pk, job_id=run.job.id, status=DeliveryStatus.PENDING
         )
-        if recorded:
-            began = now - timedelta(milliseconds=result.duration_ms)
-            WebhookAttempt.objects.create(
-                delivery_id=delivery.pk,
-                at=began,
-                status_code=result.status_code,
-                error=error,
-                duration_ms=result.duration_ms,
-            )
-            webhook_health_record(
-                webhook_id=delivery.webhook_id, delivered=result.delivered, began=began
-            )
-        return recorded
+        if not carried.update(
+            attempts=F("attempts") + 1,
+            last_status_code=result.status_code,
+            last_error=error,
+            status=status,
+            next_attempt_at=next_attempt_at,
+            updated_at=now,
+        ):
+            return False
+        began = now - timedelta(milliseconds=result.duration_ms)
+        WebhookAttempt.objects.create(
+            delivery_id=delivery.pk,
+            at=began,
+            status_code=result.status_code,
+            error=error,
+            duration_ms=result.duration_ms,
+        )
+        webhook_health_record(
+            webhook_id=delivery.webhook_id, delivered=result.delivered, began=began
+        )
+        return True
 
     recorded = step_commit(run, ending, effects=record)
     if not recorded:
@@ -147,6 +134,21 @@ def attempt_record(run: StepRun, delivery: WebhookDelivery, result: AttemptResul
             "delivery_status": status if recorded else "not recorded",
         },
     )
+
+
+def _after_attempt(
+    result: AttemptResult, *, attempts: int, single: bool, now: datetime
+) -> tuple[DeliveryStatus, datetime | None, JobEnding]:
+    """The delivery's status after its `attempts`-th attempt, when its next one is due, and
+    the job's ending: the schedule of the module docstring."""
+    if result.delivered:
+        completed = Finish(JobStatus.COMPLETED, result={"statusCode": result.status_code})
+        return DeliveryStatus.DELIVERED, None, completed
+    if not single and attempts <= len(RETRY_DELAYS_SECONDS):
+        delay = RETRY_DELAYS_SECONDS[attempts - 1]
+        return DeliveryStatus.PENDING, now + timedelta(seconds=delay), Defer(delay_seconds=delay)
+    failed = Finish(JobStatus.FAILED, error=_ended_error(result.error or "failed"))
+    return DeliveryStatus.FAILED, None, failed
 
 
 def on_unexpected(run: StepRun, exc: BaseException) -> None:
