@@ -120,6 +120,15 @@ class RunPolicy:
     defer_rate_limited: bool = False
     deadline: float | None = None
 
+    def past_deadline(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
+
+    def rate_limited(self, exc: SemrushRateLimitedError) -> None:
+        """A 429 after the client's own retries (the call did not run): the job's run stops,
+        to continue after `Retry-After`; the sync path goes on (the caller counts it)."""
+        if self.defer_rate_limited:
+            raise _RunDeferredError(exc.retry_after or DEFAULT_RATE_LIMIT_DELAY_SECONDS) from exc
+
 
 class _LazyClient:
     """The org's client, built on first use: a request whose prompts are all duplicates needs
@@ -193,7 +202,7 @@ def _prompts_run(
     started_at = progress.units_done
     for index in range(progress.units_done, len(plan.units)):
         # Hand over to a fresh delivery after the deadline, but only once this run has moved.
-        if index > started_at and policy.deadline and time.monotonic() > policy.deadline:
+        if index > started_at and policy.past_deadline():
             raise _RunDeferredError(0.0)
         unit = plan.units[index]
         market = prompt_markets(brand).get(unit.slice_key)  # re-read: it may be deleted meanwhile
@@ -248,16 +257,11 @@ def _unit_push(
     client: Callable[[], SemrushClient],
 ) -> _Pushed:
     """Push one unit's new prompts to its market's project with one `add_prompts` call (module
-    docstring, step 3): prompts stored for the market already are skipped, the others
-    classified and pushed. A push that fails counts its prompts `failed` and is never replayed;
-    a 429 defers the job's run instead (`_RunDeferredError`); a 403 of the brand's own
-    workspace is healed and its error raised (SPEC §10.2: the request ends with
-    `subworkspaceGone`, units already pushed stay stored)."""
-    stored = set(
-        Prompt.objects.filter(market=market, text_key__in=[p.key for p in unit]).values_list(
-            "text_key", flat=True
-        )
-    )
+    docstring, step 3, and its decisions on failures). A 403 of the brand's own workspace is
+    healed and its error raised (SPEC §10.2: the request ends with `subworkspaceGone`, units
+    already pushed stay stored)."""
+    known = Prompt.objects.filter(market=market, text_key__in=[p.key for p in unit])
+    stored = set(known.values_list("text_key", flat=True))
     new = [p for p in unit if p.key not in stored]
     pushed = _Pushed(skipped=len(unit) - len(new))
     if not new:
@@ -271,8 +275,7 @@ def _unit_push(
             owned=_owned(market, brand),
         )
     except SemrushRateLimitedError as exc:
-        if policy.defer_rate_limited:
-            raise _RunDeferredError(exc.retry_after or DEFAULT_RATE_LIMIT_DELAY_SECONDS) from exc
+        policy.rate_limited(exc)
         pushed.failed = len(new)
     except SemrushGoneError as exc:
         raise workspace_gone_heal(
@@ -283,14 +286,8 @@ def _unit_push(
         ) from exc
     except SemrushError as exc:
         # Never replayed: a lost answer may still have added the prompts.
-        logger.warning(
-            "adding prompts failed; counted as failed",
-            extra={
-                "market_id": str(market.pk),
-                "count": len(new),
-                "error_class": type(exc).__name__,
-            },
-        )
+        extra = {"market_id": str(market.pk), "count": len(new), "error_class": type(exc).__name__}
+        logger.warning("adding prompts failed; counted as failed", extra=extra)
         pushed.failed = len(new)
         pushed.credential_refused = isinstance(exc, SemrushUnauthorizedError)
     else:
@@ -356,20 +353,16 @@ def _publish_touched(
     `moved`: this run has done some work already (so it may hand over at the deadline)."""
     markets = prompt_markets(brand)
     by_id = {str(m.pk): m for m in markets.values()}
-    wanted = list(progress.touched)
-    for slice_key in plan.slices:
-        market = markets.get(slice_key)
-        if (
-            market is not None
-            and market.status == MarketStatus.LIVE_WITH_UNPUBLISHED_UPDATES
-            and str(market.pk) not in wanted
-        ):
-            wanted.append(str(market.pk))
-    for market_id in wanted:
+    flagged = [
+        str(market.pk)
+        for market in map(markets.get, plan.slices)
+        if market is not None and market.status == MarketStatus.LIVE_WITH_UNPUBLISHED_UPDATES
+    ]
+    for market_id in dict.fromkeys([*progress.touched, *flagged]):
         market = by_id.get(market_id)
         if market_id in progress.published or market is None:
             continue
-        if moved and policy.deadline and time.monotonic() > policy.deadline:
+        if moved and policy.past_deadline():
             raise _RunDeferredError(0.0)
         try:
             client().publish_project(
@@ -378,10 +371,7 @@ def _publish_touched(
                 owned=_owned(market, brand),
             )
         except SemrushRateLimitedError as exc:
-            if policy.defer_rate_limited:
-                raise _RunDeferredError(
-                    exc.retry_after or DEFAULT_RATE_LIMIT_DELAY_SECONDS
-                ) from exc
+            policy.rate_limited(exc)
             logger.warning("publishing prompts was rate limited", extra={"market_id": market_id})
         except SemrushError as exc:
             logger.warning(
