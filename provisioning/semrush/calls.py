@@ -208,16 +208,7 @@ class SemrushCaller:
                 response = self._send_released(method, url, params, json_body)
             except TransportError as exc:
                 failure = exc
-                error: SemrushError = error_for_failure(
-                    exc.description,
-                    timed_out=exc.timed_out,
-                    never_sent=exc.never_sent,
-                    operation=operation,
-                    method=method,
-                    path=path,
-                    idempotent=idempotent,
-                    token=self._token,
-                )
+                error = self._failure_error(exc, operation=operation, method=method, path=path)
                 retry = idempotent and attempt <= self.max_retries
                 wait = self._backoff(attempt) if retry else None
             else:
@@ -236,6 +227,21 @@ class SemrushCaller:
             if wait is None:
                 raise error from failure
             self._sleep(wait)
+
+    def _failure_error(
+        self, failure: TransportError, *, operation: str, method: str, path: str
+    ) -> SemrushError:
+        """The error family member a request that got no answer is."""
+        return error_for_failure(
+            failure.description,
+            timed_out=failure.timed_out,
+            never_sent=failure.never_sent,
+            operation=operation,
+            method=method,
+            path=path,
+            idempotent=method in IDEMPOTENT_METHODS,
+            token=self._token,
+        )
 
     def _answer_error(
         self, response: requests.Response, *, operation: str, method: str, path: str, owned: bool
