@@ -85,15 +85,10 @@ def market_reserve(
     live_markets: list[Market] | None = None,
     savepoint: bool = True,
 ) -> Market:
-    """Reserve the slice for `owner`, or take over a resumable market of it.
+    """Reserve the slice for `owner`, or take over a resumable market of it
+    (`_slice_market_take`). Raises `SliceExistsError` when the slice has a live market or
+    another owner's live reservation.
 
-    Resumable: `draft`, `publish_failed`, or `creating`/`publishing` whose owner has finished
-    (taking it over makes it `creating`: its project is published again, which is harmless). A
-    reservation of `owner` itself is returned as it is: an earlier run of the owner's step
-    reserved it and was interrupted (a worker lost, or re-scheduled for the upstream quota,
-    SPEC §10.6) before its end; the re-run resumes it (with its project, if one was recorded).
-    Raises `SliceExistsError` when the slice has a live market or another owner's live
-    reservation.
     `live_markets`: the brand's live markets, already read under the brand's lock (saves a
     query). `savepoint=False`: the caller holds the brand's lock, so no concurrent insert of
     the slice can conflict; an IntegrityError then aborts the caller's transaction.
@@ -104,17 +99,7 @@ def market_reserve(
         else slice_market_in(live_markets, slice_)
     )
     if existing is not None:
-        if existing.status in HELD and existing.reserved_by == owner:
-            return existing
-        if not _resumable(existing):
-            raise SliceExistsError()
-        taken = Market.objects.filter(
-            pk=existing.pk, status=existing.status, reserved_by=existing.reserved_by
-        ).update(reserved_by=owner, status=MarketStatus.CREATING, updated_at=timezone.now())
-        if taken != 1:
-            raise SliceExistsError()
-        existing.refresh_from_db()
-        return existing
+        return _slice_market_take(existing, owner)
     reservation = Market(
         brand=brand,
         geo_target_id=slice_.geo_target_id,
@@ -132,6 +117,27 @@ def market_reserve(
     except IntegrityError:
         raise SliceExistsError() from None
     return reservation
+
+
+def _slice_market_take(market: Market, owner: uuid.UUID) -> Market:
+    """The slice's market as `owner`'s reservation, if it is resumable: `draft`,
+    `publish_failed`, or `creating`/`publishing` whose owner has finished (taking it over makes
+    it `creating`: its project is published again, which is harmless). A reservation of
+    `owner` itself is returned as it is: an earlier run of the owner's step reserved it and was
+    interrupted (a worker lost, or re-scheduled for the upstream quota, SPEC §10.6) before its
+    end; the re-run resumes it (with its project, if one was recorded). Raises
+    `SliceExistsError` otherwise, or when another take-over won."""
+    if market.status in HELD and market.reserved_by == owner:
+        return market
+    if not _resumable(market):
+        raise SliceExistsError()
+    taken = Market.objects.filter(
+        pk=market.pk, status=market.status, reserved_by=market.reserved_by
+    ).update(reserved_by=owner, status=MarketStatus.CREATING, updated_at=timezone.now())
+    if taken != 1:
+        raise SliceExistsError()
+    market.refresh_from_db()
+    return market
 
 
 def market_release(*, market_id: uuid.UUID, owner: uuid.UUID) -> None:
