@@ -70,18 +70,13 @@ class Workspace:
 
 
 def _matches(
-    *,
-    family: Iterable[dict],
-    title: str,
-    parent_id: str,
-    exclude_brand_id: Any,
-    accept_not_ready: bool,
+    family: Iterable[dict], *, brand: Brand, parent_id: str, accept_not_ready: bool
 ) -> list[dict]:
-    """Same title (trimmed, case-insensitive), ready (or, after an ambiguous create, any
-    non-terminal status), not the parent, and not another brand's pointer. Only the
-    same-title candidates are looked up in the database (one query, whatever the family's
-    size)."""
-    wanted = title.strip().lower()
+    """The brand's candidates in the family: same title as the brand's name (trimmed,
+    case-insensitive), ready (or, after an ambiguous create, any non-terminal status), not the
+    parent, and not another brand's pointer. Only the same-title candidates are looked up in
+    the database (one query, whatever the family's size)."""
+    wanted = brand.name.strip().lower()
     candidates = []
     for ws in family:
         # The title first: it rules out all but a few of a family of thousands.
@@ -97,7 +92,7 @@ def _matches(
         return []
     claimed = set(
         Brand.objects.filter(semrush_sub_workspace_id__in=[str(ws["id"]) for ws in candidates])
-        .exclude(pk=exclude_brand_id)
+        .exclude(pk=brand.pk)
         .values_list("semrush_sub_workspace_id", flat=True)
     )
     return [ws for ws in candidates if str(ws["id"]) not in claimed]
@@ -128,13 +123,7 @@ def workspace_create_or_adopt(
             if family is not None
             else client.list_family(parent_id=parent_id, titled=brand.name)
         )
-        matches = _matches(
-            family=listing,
-            title=brand.name,
-            parent_id=parent_id,
-            exclude_brand_id=brand.pk,
-            accept_not_ready=False,
-        )
+        matches = _matches(listing, brand=brand, parent_id=parent_id, accept_not_ready=False)
         own = _own_earlier(matches, brand=brand, attempt_id=attempt_id)
         if own:
             return Workspace(id=str(own[0]["id"]), freshly_created=False)
@@ -333,13 +322,7 @@ def _own_earlier(matches: list[dict], *, brand: Brand, attempt_id: uuid.UUID | N
 
 def _resolve_ambiguous_create(*, client: SemrushClient, brand: Brand, parent_id: str) -> Workspace:
     family = client.list_family(parent_id=parent_id, titled=brand.name)
-    matches = _matches(
-        family=family,
-        title=brand.name,
-        parent_id=parent_id,
-        exclude_brand_id=brand.pk,
-        accept_not_ready=True,
-    )
+    matches = _matches(family, brand=brand, parent_id=parent_id, accept_not_ready=True)
     if len(matches) == 1:
         ws_id = str(matches[0]["id"])
         logger.warning(
