@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -94,10 +94,7 @@ def idempotency_key_claim(
         existing = IdempotencyKey.objects.filter(**scope).first()
         if existing is None:
             continue  # released (a 5xx) or purged since our INSERT failed: claim again
-        abandoned = existing.is_in_flight and existing.created_at <= now - timedelta(
-            seconds=settings.IDEMPOTENCY_IN_FLIGHT_SECONDS
-        )
-        if existing.expires_at <= now or abandoned:
+        if _stale(existing, now):
             # By primary key: a newer claim of the same key is another row and stays.
             IdempotencyKey.objects.filter(pk=existing.pk).delete()
             continue
@@ -112,6 +109,13 @@ def idempotency_key_claim(
             headers=dict(existing.response_headers),
         )
     raise IdempotencyKeyInUseError()
+
+
+def _stale(row: IdempotencyKey, now: datetime) -> bool:
+    """Expired, or a claim never answered within `IDEMPOTENCY_IN_FLIGHT_SECONDS` (its process
+    died): the key is free to claim again."""
+    abandoned_at = now - timedelta(seconds=settings.IDEMPOTENCY_IN_FLIGHT_SECONDS)
+    return row.expires_at <= now or (row.is_in_flight and row.created_at <= abandoned_at)
 
 
 def idempotency_key_record(
