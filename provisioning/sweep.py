@@ -5,6 +5,7 @@ reservations (SPEC §3)."""
 from __future__ import annotations
 
 import logging
+import uuid
 from datetime import timedelta
 
 from django.conf import settings
@@ -61,16 +62,7 @@ def reservations_release_abandoned(*, limit: int = 500) -> int:
             updated_at__lt=cutoff,
         ).values_list("pk", "reserved_by", "semrush_project_id", "status")[:limit]
     )
-    owners = {owner for _, owner, _, _ in leftovers if owner is not None}
-    live_owners = set(
-        ProvisioningAttempt.objects.filter(pk__in=owners, status=AttemptStatus.PENDING).values_list(
-            "id", flat=True
-        )
-    ) | set(
-        AsyncJob.objects.filter(pk__in=owners, status=JobStatus.IN_PROGRESS).values_list(
-            "id", flat=True
-        )
-    )
+    live_owners = _live_owners({owner for _, owner, _, _ in leftovers if owner is not None})
     released = 0
     for market_id, owner, project_id, status in leftovers:
         if owner in live_owners:
@@ -92,3 +84,10 @@ def reservations_release_abandoned(*, limit: int = 500) -> int:
     if released:
         logger.warning("sweep released abandoned market reservations", extra={"count": released})
     return released
+
+
+def _live_owners(owners: set[uuid.UUID]) -> set[uuid.UUID]:
+    """The owners still at work: a pending attempt or an IN_PROGRESS job with that id."""
+    attempts = ProvisioningAttempt.objects.filter(pk__in=owners, status=AttemptStatus.PENDING)
+    jobs = AsyncJob.objects.filter(pk__in=owners, status=JobStatus.IN_PROGRESS)
+    return set(attempts.values_list("id", flat=True)) | set(jobs.values_list("id", flat=True))
