@@ -376,11 +376,8 @@ def _live_reservations(
             # A market left `publish_failed` with no project id after an ambiguous project
             # create (see `provisioning.markets`): a project on its slice may have been made
             # upstream after we stopped looking; the next create of the slice resumes it.
-            workspace = parent if mode == WorkspaceMode.FLAT else pointer
-            if workspace:
-                out[str(workspace)].append((geo, str(language).lower()))
-            continue
-        if owner in known_attempts:
+            live = True
+        elif owner in known_attempts:
             live = owner in live_attempt_ids
         elif owner in known_jobs:
             live = owner in live_jobs
