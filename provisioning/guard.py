@@ -80,7 +80,6 @@ def lease(
     candidate_is_pointer: bool = False,
     checks: Checks | None = None,
     brand_is_new: bool = False,
-    durable: bool = False,
 ) -> Iterator[Begun]:
     """Begin an attempt on the brand under its row lock; the block runs in the same transaction.
 
@@ -93,11 +92,7 @@ def lease(
 
     `brand_is_new`: the brand was inserted by the caller's transaction, which nobody else can
     see until it commits, so nothing can hold or race it: the attempt is inserted without the
-    lock, the read and a savepoint (a failure ends the caller's transaction).
-
-    `durable`: the lease's transaction must be the outermost (its attempt must be committed,
-    visible to every other process, before the caller's upstream calls); nesting it in another
-    transaction raises RuntimeError."""
+    lock, the read and a savepoint (a failure ends the caller's transaction)."""
     if brand_is_new:
         with transaction.atomic(savepoint=False):
             first = ProvisioningAttempt.objects.create(
@@ -109,7 +104,7 @@ def lease(
             yield Begun(attempt=first, pointer=None)
         return
     try:
-        with transaction.atomic(durable=durable):
+        with transaction.atomic():
             pointer = _lock(brand_id)
             if checks is not None:
                 checks(pointer)

@@ -9,7 +9,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from django.db import ProgrammingError, connection
+from django.db import ProgrammingError, connection, transaction
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus, JobStep
@@ -62,7 +62,10 @@ def attempt_begin(
 ) -> ProvisioningAttempt | None:
     """The guard's begin with nothing else in its transaction, as `guard.attempt_held` begins
     sync work, the attempt left pending (the lease's own behaviour is what is tested here)."""
-    with guard.lease(brand_id=brand_id, started_by=started_by, durable=True) as begun:
+    with (
+        transaction.atomic(durable=True),
+        guard.lease(brand_id=brand_id, started_by=started_by) as begun,
+    ):
         return begun.attempt
 
 
