@@ -258,16 +258,11 @@ def error_for_response(
         "detail": excerpt(text, token=token),
         "request_id": request_id_of(headers),
     }
+    retry_after = parse_retry_after(headers.get("Retry-After"), now=now)
     if status == 429:
-        return SemrushRateLimitedError(
-            retry_after=parse_retry_after(headers.get("Retry-After"), now=now), **common
-        )
+        return SemrushRateLimitedError(retry_after=retry_after, **common)
     if status >= 500:
-        return SemrushServerError(
-            ambiguous=not idempotent,
-            retry_after=parse_retry_after(headers.get("Retry-After"), now=now),
-            **common,
-        )
+        return SemrushServerError(ambiguous=not idempotent, retry_after=retry_after, **common)
     if status in (400, 422):
         return SemrushValidationError(**common)
     if status == 401:
