@@ -10,8 +10,6 @@ from drf_spectacular.extensions import (
     OpenApiAuthenticationExtension,
     OpenApiSerializerFieldExtension,
 )
-from drf_spectacular.plumbing import build_basic_type
-from drf_spectacular.types import OpenApiTypes
 from rest_framework import serializers
 
 from api.responses import (
@@ -45,7 +43,7 @@ class StrictBooleanFieldExtension(OpenApiSerializerFieldExtension):
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         return {
-            **(build_basic_type(OpenApiTypes.BOOL) or {"type": "boolean"}),
+            "type": "boolean",
             "description": "JSON `true` or `false` only: a string, number or null is "
             "400 `invalidRequest`.",
         }

@@ -205,13 +205,17 @@ def _rename_parameters(operation: dict[str, Any], path: str) -> None:
 def _apply_constraints(components: dict[str, Any]) -> None:
     """A request's string that may be blank (a webhook's description) still holds no NUL (the
     other strings' rules are their fields': api.schemas.extensions); a brand create's
-    cross-field rules."""
+    cross-field rules; the onboarding create's closed body."""
     for name, schema in components.items():
         for prop in schema.get("properties", {}).values() if name.endswith("Request") else ():
             if prop.get("type") == "string" and not {"pattern", "enum", "format"} & set(prop):
                 prop["pattern"] = "^[^\\x00]*$"
     if "BrandCreateRequest" in components:
         components["BrandCreateRequest"]["allOf"] = BRAND_CREATE_RULES
+    # SPEC §12.2: the onboarding create body refuses any member it does not list (`async`
+    # included); the other bodies ignore unknown members (SPEC §7).
+    if "OnboardingCreateRequest" in components:
+        components["OnboardingCreateRequest"]["additionalProperties"] = False
 
 
 # SPEC §4.1's cross-field rules of a brand create (provisioning.flows.brand_create), stated with
@@ -284,13 +288,9 @@ def postprocess_schema(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     """SPEC §4's path parameter names, unique operationIds, the health views, the
     constraints validation applies beyond the serializers' fields, and nulls stated as
     OpenAPI 3.0 reads them."""
-    _apply_constraints(result.get("components", {}).get("schemas", {}))
-    # SPEC §12.2: the onboarding create body refuses any member it does not list (`async`
-    # included); the other bodies ignore unknown members (SPEC §7).
-    closed = result.get("components", {}).get("schemas", {}).get("OnboardingCreateRequest")
-    if closed is not None:
-        closed["additionalProperties"] = False
-    _nullable_by_construction(result.get("components", {}).get("schemas", {}))
+    schemas = result.get("components", {}).get("schemas", {})
+    _apply_constraints(schemas)
+    _nullable_by_construction(schemas)
     _nullable_by_construction(result.get("paths", {}))
     paths: dict[str, Any] = {}
     for path, item in result.get("paths", {}).items():

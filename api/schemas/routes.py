@@ -170,15 +170,11 @@ class RouteSchema(AutoSchema):
     def get_callbacks(self) -> list[Any]:
         return list(self.route.callbacks)
 
-    def _is_async(self) -> bool:
-        body = self.route.body
-        return body is not None and "async" in body().fields
-
     def get_override_parameters(self) -> list[Any]:
         parameters: list[Any] = [*self.route.headers, WWW_AUTHENTICATE]
         if self.method in WRITE_METHODS:
             parameters += [IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED]
-        if self._is_async():
+        if self.route.body is not None and "async" in self.route.body().fields:
             parameters += JOB_ACCEPTED_HEADERS
         if self.route.query is not None:
             parameters.append(self.route.query)
