@@ -121,6 +121,7 @@ class RunPolicy:
     deadline: float | None = None
 
     def past_deadline(self) -> bool:
+        """The run is to hand the rest of its work over to a later delivery (job only)."""
         return self.deadline is not None and time.monotonic() > self.deadline
 
     def rate_limited(self, exc: SemrushRateLimitedError) -> None:
