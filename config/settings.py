@@ -262,7 +262,9 @@ SEMRUSH_TIMEOUT_SECONDS = 15.0
 # credential, in the broker's Redis (in-process for the embedded default); an org may override
 # rate and burst. A rate of 0 turns the limiter off.
 SEMRUSH_RATE_LIMIT_PER_SECOND = env_float("SEMRUSH_RATE_LIMIT_PER_SECOND", 10.0)
-SEMRUSH_RATE_LIMIT_BURST = 20
+# Permits granted at once after an idle spell. 1: none beyond the pace. Semrush counts requests
+# over a second, so a burst above the pace is answered 429 and pauses the credential.
+SEMRUSH_RATE_LIMIT_BURST = 1
 # A sync request waits at most this in all for its permits, else 503 upstreamBusy.
 SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS = 5.0
 # Upstream calls in flight at once per credential (SPEC §11.1, provisioning.limiter); 0: none.

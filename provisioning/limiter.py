@@ -14,10 +14,13 @@ Callers with little patience never push the horizon beyond what they accepted.
 
 A refused caller gets a place in its org's queue (``queues``, one horizon per org): its "retry
 in" is its place, so refused steps come back spaced at the bucket's pace instead of all at
-once. Each org's places are spaced by ``T`` times the permits an average caller takes
-(``grants / starts``, a moving average) times the number of orgs waiting: while several orgs
-wait their places interleave (round-robin), and a refused step of an org with nothing waiting
-gets the next free permit, not the end of another org's backlog.
+once. Each org's places are spaced by ``T`` times the number of orgs waiting: while several
+orgs wait their places interleave (round-robin), and a refused step of an org with nothing
+waiting gets the next free permit, not the end of another org's backlog. One interval per
+place, not the permits a caller will take: a caller that comes back before its turn is
+refused again in milliseconds and takes a later place, while places spaced for more permits
+than the callers then take leave the credential idle (and an idle bucket's burst meets
+upstream's 429s).
 
 A 429 pauses the credential: ``tat`` moves to the end of the pause for every process, and the
 bucket paces ``SLOW_STEP`` slower for a while (at most once a second, up to ``SLOW_MAX``, fading
@@ -47,7 +50,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TypeVar, cast
 
 import redis
@@ -60,9 +63,6 @@ T = TypeVar("T")
 IDLE_TTL_SECONDS = 60.0
 # After Redis failed, the limiter lets calls through without asking it for this long.
 REDIS_RETRY_AFTER_SECONDS = 5.0
-# The permits-per-caller counts are halved past this many starts, trusted from this many on.
-DECAY_AT = 400.0
-TRUSTED_FROM = 20.0
 # After a 429 the bucket paces SLOW_STEP slower (see the module docstring).
 SLOW_STEP = 0.05
 SLOW_MAX = 0.3
@@ -80,13 +80,11 @@ class Reservation:
 
 @dataclass(frozen=True)
 class State:
-    """One credential's state (module docstring). `grants` / `starts`: permits granted and how
-    many were a caller's first (decayed); `queue`: the floor a pause sets for every place."""
+    """One credential's state (module docstring); `queue`: the floor a pause sets for every
+    place."""
 
     tat: float | None = None
     queue: float = 0.0
-    grants: float = 0.0
-    starts: float = 0.0
     pause_end: float = 0.0
     slow: float = 0.0
     slow_at: float = 0.0
@@ -121,7 +119,6 @@ def reserve(
     rate: float,
     burst: int,
     max_wait: float,
-    first: bool = False,
     org: str = "",
 ) -> tuple[Reservation, State]:
     """A permit reserved within `max_wait`, or the caller's place in its org's queue."""
@@ -131,17 +128,11 @@ def reserve(
     permit_at = start + interval - tolerance
     wait = max(permit_at - now, 0.0)
     if wait <= max_wait:
-        grants, starts = state.grants + 1, state.starts + (1 if first else 0)
-        if starts > DECAY_AT:
-            grants, starts = grants / 2, starts / 2
-        return Reservation(True, wait), replace(
-            state, tat=start + interval, grants=grants, starts=starts
-        )
-    per_caller = max(state.grants / state.starts, 1.0) if state.starts >= TRUSTED_FROM else 1.0
+        return Reservation(True, wait), replace(state, tat=start + interval)
     queues = {o: place for o, place in state.queues.items() if place > now}
     waiting = len(queues) + (0 if org in queues else 1)
     place = max(queues.get(org, 0.0), state.queue, permit_at)
-    queues[org] = place + interval * per_caller * waiting
+    queues[org] = place + interval * waiting
     return Reservation(False, place - now), replace(state, queues=queues)
 
 
@@ -193,13 +184,12 @@ class Store:
         rate: float,
         burst: int,
         max_wait: float,
-        first: bool = False,
         org: str = "",
     ) -> Reservation:
         return self.apply(
             key,
             lambda state, now: reserve(
-                state, now, rate=rate, burst=burst, max_wait=max_wait, first=first, org=org
+                state, now, rate=rate, burst=burst, max_wait=max_wait, org=org
             ),
             Reservation(True, 0.0),
         )
@@ -303,4 +293,6 @@ def _seconds(server_time: tuple[int, int]) -> float:
 def _decoded(raw: bytes | str | None) -> State:
     if raw is None:
         return State()
-    return State(**json.loads(raw))
+    # A field a newer or older release wrote and this one does not know is dropped.
+    known = {f.name for f in fields(State)}
+    return State(**{k: v for k, v in json.loads(raw).items() if k in known})

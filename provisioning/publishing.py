@@ -29,6 +29,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from provisioning import quota
 from provisioning.selectors import learned_median
@@ -76,7 +77,7 @@ class Patience:
 @dataclass(frozen=True)
 class Live:
     """Semrush says the project is published: the market's `status`, and how long the publish
-    had been running when the read that said so was made (the learned time's sample)."""
+    took (the learned time's sample, `_publish_took`)."""
 
     status: str
     seconds: float
@@ -147,13 +148,29 @@ def _read(
         project = {}
     status = str(project.get("publish_status") or "").strip().lower()
     if status in LIVE_STATUSES:
-        return Live(status=LIVE_STATUSES[status], seconds=elapsed)
+        return Live(
+            status=LIVE_STATUSES[status], seconds=_publish_took(project, started_at, elapsed)
+        )
     if status == FAILED_STATUS:
         reason = project.get("publishing_failed_reason")
         return NotPublished(code="publishFailed", reason=str(reason) if reason else None)
     if elapsed >= float(settings.SERENITY_PUBLISH_TIMEOUT_SECONDS):
         return NotPublished(code="publishTimeout")
     return None
+
+
+def _publish_took(project: dict, started_at: datetime, elapsed: float) -> float:
+    """How long the publish took, the learned time's sample: until the project's
+    `published_at` when Semrush gives one, never more than until the read that found it live
+    (`elapsed`). A read the quota held back found it live late; that says nothing of Semrush,
+    and a learned time grown by it would hold every later first read back as long."""
+    try:
+        published_at = parse_datetime(str(project.get("published_at") or ""))
+    except ValueError:  # well formed, but not a date (a 13th month)
+        published_at = None
+    if published_at is None or published_at.tzinfo is None:
+        return elapsed
+    return min(max((published_at - started_at).total_seconds(), 0.0), elapsed)
 
 
 def _interval(elapsed: float) -> float:

@@ -306,7 +306,6 @@ class CredentialPermits:
             rate=self._limits.rate,
             burst=self._limits.burst,
             max_wait=patience,
-            first=self._granted == 0,
             org=self._org,
         )
         if not answer.granted:
