@@ -413,10 +413,15 @@ is (the rounds themselves: `git show ccd26c7:bench/findings.md`).
   fewer slots means fewer chains in flight).
 - **The limiter's shape was measured** (provisioning/limiter.py, provisioning/quota.py): pacing
   at exactly R against a sliding-window limit draws a 429 whenever jitter delays one request,
-  so it paces 5 % under R; refused steps get places spaced by the permits an average step takes
-  (one permit apart, they came back faster than they were served and pushed the queue past the
-  work); a permit granted before a 429's pause asks again instead of going into it; after a 429
-  the pace slows a few percent for a while instead of pausing every few seconds.
+  so it paces 5 % under R, with no burst (a burst of 20 after an idle spell drew ten 429s at
+  once). Refused steps get places one interval apart: spaced by the permits an average step
+  took, they left the credential idle whenever the returning steps took fewer (an onboarding's
+  settle reads share a listing), and the idle bucket's burst then met 429s. A step that comes
+  back before its turn is refused again in milliseconds. A permit granted before a 429's pause
+  asks again instead of going into it; after a 429 the pace slows a few percent for a while.
+- **Learned publish time.** Sampled from the project's `published_at`: read at the confirm's
+  run time, it learned the quota's queue (13 s for a 2 s publish), and the onboarding's last
+  confirms waited that long.
 - **Settle and family reads.** A learned settle time is the age the ready read was *scheduled*
   for: read at its run time, it learned the quota's queue, and every later chain waited that
   long. An onboarding's family claim names the claimant's step (by a clock, a claimant
