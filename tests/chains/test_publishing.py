@@ -39,7 +39,8 @@ def test_an_async_create_completes_only_once_its_publish_is_confirmed(sw_writer,
     assert final["result"]["body"]["published"] is True
     market = Market.objects.get(brand_id=accepted["id"])
     assert market.status == "live"
-    assert 1.5 <= market.publish_seconds < 10
+    # how long Semrush took by its `published_at` (millisecond precision)
+    assert 1.49 <= market.publish_seconds < 2.5
     ws, pid = market.workspace_id, market.semrush_project_id
     made = calls(sim)
     after_publish = made[made.index(publish(ws, pid)) + 1 :]
