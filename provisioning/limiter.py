@@ -16,7 +16,10 @@ A refused caller gets a place in its org's queue (``queues``, one horizon per or
 in" is its place, so refused steps come back spaced at the bucket's pace instead of all at
 once. Each org's places are spaced by ``T`` times the number of orgs waiting: while several
 orgs wait their places interleave (round-robin), and a refused step of an org with nothing
-waiting gets the next free permit, not the end of another org's backlog. One interval per
+waiting gets the next free permit, not the end of another org's backlog; and while an org's
+queue is short (it ends within ``SHORT_QUEUE_SECONDS``, before the caller's own), other orgs'
+first permits wait for it, so that its step, back at its place, finds the permit free instead
+of a bucket kept full by a backlog's steps coming back. One interval per
 place, not the permits a caller will take: a caller that comes back before its turn is
 refused again in milliseconds and takes a later place, while places spaced for more permits
 than the callers then take leave the credential idle (and an idle bucket's burst meets
@@ -67,6 +70,8 @@ REDIS_RETRY_AFTER_SECONDS = 5.0
 SLOW_STEP = 0.05
 SLOW_MAX = 0.3
 SLOW_DECAY = 0.005
+# A queue that ends within this is short: other orgs' first permits wait for it (docstring).
+SHORT_QUEUE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -120,20 +125,32 @@ def reserve(
     burst: int,
     max_wait: float,
     org: str = "",
+    first: bool = False,
 ) -> tuple[Reservation, State]:
-    """A permit reserved within `max_wait`, or the caller's place in its org's queue."""
+    """A permit reserved within `max_wait`, or the caller's place in its org's queue. A
+    caller's `first` permit also waits while another org's short queue ends before its own
+    (module docstring)."""
     tolerance = burst / rate
     interval = (1.0 / rate) * (1.0 + _slowdown(state, now))
     start = max(state.tat if state.tat is not None else now, now)
     permit_at = start + interval - tolerance
     wait = max(permit_at - now, 0.0)
-    if wait <= max_wait:
-        return Reservation(True, wait), replace(state, tat=start + interval)
     queues = {o: place for o, place in state.queues.items() if place > now}
+    if wait <= max_wait and not (first and _behind_a_short_queue(queues, org, now)):
+        return Reservation(True, wait), replace(state, tat=start + interval)
     waiting = len(queues) + (0 if org in queues else 1)
     place = max(queues.get(org, 0.0), state.queue, permit_at)
     queues[org] = place + interval * waiting
     return Reservation(False, place - now), replace(state, queues=queues)
+
+
+def _behind_a_short_queue(queues: dict[str, float], org: str, now: float) -> bool:
+    """Whether another org's queue ends within `SHORT_QUEUE_SECONDS` and before `org`'s."""
+    own = queues.get(org, math.inf)
+    return any(
+        other != org and end <= now + SHORT_QUEUE_SECONDS and end < own
+        for other, end in queues.items()
+    )
 
 
 def paused(state: State, now: float, *, rate: float, burst: int, seconds: float) -> State:
@@ -185,11 +202,12 @@ class Store:
         burst: int,
         max_wait: float,
         org: str = "",
+        first: bool = False,
     ) -> Reservation:
         return self.apply(
             key,
             lambda state, now: reserve(
-                state, now, rate=rate, burst=burst, max_wait=max_wait, org=org
+                state, now, rate=rate, burst=burst, max_wait=max_wait, org=org, first=first
             ),
             Reservation(True, 0.0),
         )

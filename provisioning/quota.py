@@ -307,6 +307,7 @@ class CredentialPermits:
             burst=self._limits.burst,
             max_wait=patience,
             org=self._org,
+            first=self._in_step and self._granted == 0,
         )
         if not answer.granted:
             self._refuse(operation, max(answer.wait, 0.001))

@@ -20,7 +20,7 @@ import redis
 import requests
 from django.conf import settings
 
-from provisioning.limiter import MemoryStore, RedisStore
+from provisioning.limiter import MemoryStore, RedisStore, Reservation
 from provisioning.quota import (
     CredentialPermits,
     Limits,
@@ -73,6 +73,37 @@ def test_a_second_org_is_not_queued_behind_the_first_org_s_backlog(bucket_store,
     assert place_b == pytest.approx(1.0, abs=0.5)
     assert next_a == pytest.approx(101.0, abs=1.0)
     assert second_b - place_b == pytest.approx(2.0, abs=0.5)
+
+
+@pytest.fixture(params=["memory", "redis"])
+def clocked_store(request, redis_keys):  # type: ignore[no-untyped-def]
+    clock = FakeClock()
+    return store_on(request.param, clock, redis_keys), clock
+
+
+def test_a_backlog_s_first_permits_wait_while_a_short_queue_ends_before_theirs(
+    clocked_store, redis_keys
+):
+    # given one credential at 10 permits/s, drained, and org A's steps coming back faster than
+    # they are served (its queue 10 s long)
+    bucket_store, clock = clocked_store
+    key = _key()
+    redis_keys.append(key)
+    for _ in range(100):
+        bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.0, org="a", first=True)
+    # when org B's first step is refused (the next permit is 0.1 s away), and one of A's asks
+    place_b = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.0, org="b", first=True)
+    assert place_b == Reservation(False, pytest.approx(0.1))
+    a_meanwhile = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.25, org="a", first=True)
+    # then A's first permit waits for B's short queue (the permit was within its patience),
+    # and when B's step is back at its place its permit is free
+    assert a_meanwhile.granted is False
+    clock.now += place_b.wait
+    assert bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.25, org="b", first=True) == (
+        Reservation(True, 0.0)
+    )
+    # and a step of A already under way (not its first permit) is never held back for it
+    assert bucket_store.reserve(key, rate=10.0, burst=1, max_wait=5.0, org="a").granted
 
 
 def test_an_org_alone_gets_places_one_interval_apart(bucket_store, redis_keys):
