@@ -822,20 +822,9 @@ class SemrushSimulator:
         if name == "reset":
             return self._control_reset(data)
         if name == "parents":
-            if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not data["id"]:
-                raise SimulatorConfigError("body must be {id: <non-empty string>}")
-            title = data.get("title")
-            if title is not None and not isinstance(title, str):
-                raise SimulatorConfigError("title must be a string")
-            self.add_parent(data["id"], title)
-            return _json(200, {"id": data["id"]})
+            return self._control_parent(data)
         if name == "tokens":
-            if not isinstance(data, dict) or not isinstance(data.get("token"), str):
-                raise SimulatorConfigError("body must be {token: <non-empty string>}")
-            if not data["token"] or data["token"] != data["token"].strip():
-                raise SimulatorConfigError("body must be {token: <non-empty string>}")
-            self.add_token(data["token"])
-            return _json(200, {"token": data["token"]})
+            return self._control_token(data)
         if name == "config":
             if method == "GET":
                 return _json(200, self.config())
@@ -854,6 +843,23 @@ class SemrushSimulator:
         if name == "exchanges":
             return _json(200, self.exchanges())
         return _json(200, {"status": "ok"})
+
+    def _control_parent(self, data: Any) -> _Response:
+        if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not data["id"]:
+            raise SimulatorConfigError("body must be {id: <non-empty string>}")
+        title = data.get("title")
+        if title is not None and not isinstance(title, str):
+            raise SimulatorConfigError("title must be a string")
+        self.add_parent(data["id"], title)
+        return _json(200, {"id": data["id"]})
+
+    def _control_token(self, data: Any) -> _Response:
+        if not isinstance(data, dict) or not isinstance(data.get("token"), str):
+            raise SimulatorConfigError("body must be {token: <non-empty string>}")
+        if not data["token"] or data["token"] != data["token"].strip():
+            raise SimulatorConfigError("body must be {token: <non-empty string>}")
+        self.add_token(data["token"])
+        return _json(200, {"token": data["token"]})
 
     def _control_reset(self, data: Any) -> _Response:
         data = {} if data is None else data
