@@ -417,7 +417,10 @@ is (the rounds themselves: `git show ccd26c7:bench/findings.md`).
   once). Refused steps get places one interval apart: spaced by the permits an average step
   took, they left the credential idle whenever the returning steps took fewer (an onboarding's
   settle reads share a listing), and the idle bucket's burst then met 429s. A step that comes
-  back before its turn is refused again in milliseconds. A permit granted before a 429's pause
+  back before its turn is refused again in milliseconds. A call takes its slot before its permit:
+  the other way round, the slot's contended Redis transaction delayed requests past their
+  permit's time and the next ones closed up on them (11 arrivals in a second, a 429). A permit
+  granted before a 429's pause
   asks again instead of going into it; after a 429 the pace slows a few percent for a while.
 - **Learned publish time.** Sampled from the project's `published_at`: read at the confirm's
   run time, it learned the quota's queue (13 s for a 2 s publish), and the onboarding's last

@@ -1,7 +1,7 @@
-"""Upstream quota (SPEC §10.6, §11.1): who asks the credential's limiter for a permit, with
-what patience, and the concurrency slot held after it.
+"""Upstream quota (SPEC §10.6, §11.1): who asks the credential's limiter for a concurrency slot
+and a permit, with what patience.
 
-Every upstream call takes a permit first, in
+Every upstream call takes a slot and then a permit, in
 :meth:`provisioning.semrush.calls.SemrushCaller._request` (the one place every call goes
 through), from the :class:`CredentialPermits` that :func:`provisioning.upstream.client_for_org`
 gives the client. The arithmetic and where it lives (Redis for production, this process for
@@ -217,8 +217,9 @@ class CredentialPermits:
     """The permits of one client (one request, one step run): the protocol
     :class:`~provisioning.semrush.calls.SemrushCaller` calls around every attempt.
 
-    `acquire` returns once a permit is due (after sleeping until then) and a slot of the
-    credential's concurrency limit is held (:mod:`provisioning.limiter`), or raises
+    `acquire` returns once a slot of the credential's concurrency limit is held and then a
+    permit is due (after sleeping until then, so that the request leaves on time;
+    :mod:`provisioning.limiter`), or raises (the slot given back)
     :class:`PermitDeferredError` (in a step) / :class:`SemrushBusyError` (elsewhere); `release`
     gives the slot back once the attempt has its answer. `pause` records a 429's Retry-After
     (1 s without one) for every process."""
