@@ -275,16 +275,17 @@ class CredentialPermits:
         return max(sync_wait - self._waits.waited, 0.0)
 
     def acquire(self, operation: str) -> None:
-        # The slot first, then the permit: the request leaves as its permit falls due. Taken
-        # after it, the slot's Redis transaction (contended by every thread) delayed some
-        # requests by tens of milliseconds, and the next ones' arrivals closed up on them: 11
-        # in a second, a 429.
+        # A share-paced caller (the audit) waits for its own pace holding nothing. Then the
+        # slot, then the permit: the request leaves as its permit falls due. Taken after it,
+        # the slot's Redis transaction (contended by every thread) delayed some requests by
+        # tens of milliseconds, and the next ones' arrivals closed up on them: 11 in a second,
+        # a 429.
+        if self._limits.rate > 0 and 0 < self._share < 1:
+            self._take_share()
         if self._limits.concurrency > 0:
             self._take_slot(operation)
         try:
             if self._limits.rate > 0:
-                if 0 < self._share < 1:
-                    self._take_share()
                 while not self._acquired(operation):
                     # A 429 paused the credential while this permit was waiting to be due: it
                     # was granted before the pause and must not be sent into it; ask again.
