@@ -312,5 +312,7 @@ def _decoded(raw: bytes | str | None) -> State:
     if raw is None:
         return State()
     # A field a newer or older release wrote and this one does not know is dropped.
-    known = {f.name for f in fields(State)}
-    return State(**{k: v for k, v in json.loads(raw).items() if k in known})
+    return State(**{k: v for k, v in json.loads(raw).items() if k in _STATE_FIELDS})
+
+
+_STATE_FIELDS = frozenset(f.name for f in fields(State))
