@@ -1,0 +1,63 @@
+"""Semrush upstream (the client, the limiter) and provisioning (settle, publish, the audit,
+onboarding)."""
+
+from __future__ import annotations
+
+from config.env import env_float, env_int, env_str
+
+# --- Semrush upstream -------------------------------------------------------------------------
+SEMRUSH_BASE_URL = env_str("SEMRUSH_BASE_URL", "http://127.0.0.1:8765").rstrip("/")
+SEMRUSH_API_TOKEN = env_str("SEMRUSH_API_TOKEN", "dev-token")
+# Every upstream call's own bound (connect and each read).
+SEMRUSH_TIMEOUT_SECONDS = 15.0
+# The upstream limiter (SPEC §10.6, provisioning.quota / provisioning.limiter): one bucket per
+# credential, in the broker's Redis (in-process for the embedded default); an org may override
+# rate and burst. A rate of 0 turns the limiter off.
+SEMRUSH_RATE_LIMIT_PER_SECOND = env_float("SEMRUSH_RATE_LIMIT_PER_SECOND", 10.0)
+# Permits granted at once after an idle spell. 1: none beyond the pace. Semrush counts requests
+# over a second, so a burst above the pace is answered 429 and pauses the credential.
+SEMRUSH_RATE_LIMIT_BURST = 1
+# A sync request waits at most this in all for its permits, else 503 upstreamBusy.
+SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS = 5.0
+# Upstream calls in flight at once per credential (SPEC §11.1, provisioning.limiter); 0: none.
+SEMRUSH_CONCURRENCY_LIMIT = env_int("SEMRUSH_CONCURRENCY_LIMIT", 10)
+# The language catalogue is read at most once per this, per process (SPEC §11.1).
+SEMRUSH_LANGUAGES_CACHE_SECONDS = 86400.0
+
+# --- Provisioning (SPEC §9) -------------------------------------------------------------------
+# A sync request polls a new workspace's status this many times, this far apart (§4's settle).
+SERENITY_SETTLE_POLL_ATTEMPTS = 30
+SERENITY_SETTLE_POLL_INTERVAL_MS = 1000.0
+# The chain's settle reads are these far apart (the last repeats).
+SERENITY_PROVISION_BACKOFF_SECONDS: tuple[float, ...] = (5.0, 10.0, 20.0, 40.0, 80.0)
+# An attempt pending this long ends stale; beat's sweep looks every interval.
+SERENITY_PROVISIONING_STALE_AFTER_SECONDS = 900.0
+SERENITY_STALE_SWEEP_INTERVAL_SECONDS = 60.0
+# A chain's first status read waits the median settle time of the parent's last this many
+# workspaces (SPEC §11.1); 0: read at once, as §6.3.
+SERENITY_SETTLE_HISTORY = 20
+# Publishing confirmed (SPEC §12.1, provisioning.publishing). A publish still running after
+# the timeout ends the market `publish_failed` (`publishTimeout`); reads after the first are at
+# least the back-off apart (then doubling); a sync request waits at most this long in all
+# (3 reads) before a background job takes over.
+SERENITY_PUBLISH_TIMEOUT_SECONDS = 900.0
+SERENITY_PUBLISH_BACKOFF_SECONDS = 2.0
+SERENITY_PUBLISH_SYNC_WAIT_SECONDS = 10.0
+# Bounds of one request: markets of one activate, prompts of one push, markets of a brand.
+SERENITY_MAX_ACTIVATE_MARKETS = 50
+SERENITY_MAX_PROMPTS = 500
+SERENITY_MAX_MARKETS_PER_BRAND = 50
+# `provisioning_audit` takes at most this share of a credential's rate ...
+SERENITY_AUDIT_RATE_SHARE = 0.5
+# ... and reports its progress at least this often (seconds), on stderr.
+SERENITY_AUDIT_PROGRESS_SECONDS = 10.0
+# Work one org can queue (SPEC §12.4): onboarding items in progress at once per org (an org's
+# own `onboarding_open_items_max` overrides it), markets in one onboarding, and the wait a
+# refused onboarding is told (429 onboardingLimit, Retry-After).
+SERENITY_ONBOARDING_OPEN_ITEMS_MAX = 5000
+SERENITY_ONBOARDING_MARKETS_MAX = 5000
+SERENITY_ONBOARDING_LIMIT_RETRY_SECONDS = 60
+# An onboarding's items read their workspaces' statuses through shared family listings (SPEC
+# §12.5): a listing is made this long after the first read it answers was due, and answers
+# every read of the onboarding due until then.
+SERENITY_ONBOARDING_STATUS_GATHER_SECONDS = 2.0
