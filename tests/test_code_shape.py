@@ -1,6 +1,8 @@
-"""The code's shape, as a maintainer reads it: no product function longer than a screen (50
-lines, `def` to its end, docstring included) and the OpenAPI schema code within 900 lines.
-Product code: every package the service ships, migrations aside."""
+"""The code's shape, as a maintainer reads it: no product module over 500 lines (SPEC §13.5), no
+product function longer than a screen (50 lines, `def` to its end, docstring included) and the
+OpenAPI schema code within 900 lines. Product code: every top-level package but the tests, the
+benchmarks and the scripts (a new one, such as `cli/`, is product code at once), migrations
+aside."""
 
 from __future__ import annotations
 
@@ -9,17 +11,53 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("api", "config", "jobs", "kernel", "provisioning", "serenity", "webhooks")
+NOT_PRODUCT = ("tests", "bench", "scripts")
+MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 50
 MAX_SCHEMA_LINES = 900
+
+# TEMPORARY: modules over 500 lines that helper `begin` splits during revision 7 (its branch
+# brings them under). The integrator deletes this list at merge; it must end empty.
+OVER_500_UNTIL_SPLIT = ("provisioning/markets.py", "provisioning/flows/prompts.py")
+
+
+def _product_packages() -> list[str]:
+    """Every top-level package (a folder with an __init__.py) but the ones that do not ship."""
+    return sorted(
+        path.parent.name
+        for path in ROOT.glob("*/__init__.py")
+        if path.parent.name not in NOT_PRODUCT and not path.parent.name.startswith(".")
+    )
 
 
 def _product_files() -> list[Path]:
     return [
         path
-        for package in PRODUCT
+        for package in _product_packages()
         for path in sorted((ROOT / package).rglob("*.py"))
         if "migrations" not in path.parts
     ]
+
+
+def test_every_top_level_package_is_walked():
+    # then the walk finds today's product packages and nothing that does not ship
+    packages = _product_packages()
+    assert set(PRODUCT) <= set(packages)
+    assert not set(NOT_PRODUCT) & set(packages)
+
+
+def test_no_product_module_is_longer_than_500_lines():
+    # given every product module, the temporary exceptions aside
+    files = _product_files()
+    assert len(files) > 100
+    too_long = []
+    for path in files:
+        name = path.relative_to(ROOT).as_posix()
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_MODULE_LINES and name not in OVER_500_UNTIL_SPLIT:
+            too_long.append(f"{name} {lines}")
+    # then none is longer than 500 lines
+    assert too_long == []
 
 
 def test_no_product_function_is_longer_than_50_lines():
@@ -40,3 +78,15 @@ def test_no_product_function_is_longer_than_50_lines():
 def test_the_openapi_schema_code_is_within_900_lines():
     lines = sum(len(p.read_text().splitlines()) for p in (ROOT / "api" / "schemas").glob("*.py"))
     assert 0 < lines <= MAX_SCHEMA_LINES, lines
+
+
+def test_the_temporary_exceptions_are_still_needed():
+    # then each exception is a module still over 500 lines: once it is split, delete its entry
+    # (and the list with its last entry)
+    fitting = [
+        name
+        for name in OVER_500_UNTIL_SPLIT
+        if not (ROOT / name).exists()
+        or len((ROOT / name).read_text().splitlines()) <= MAX_MODULE_LINES
+    ]
+    assert fitting == [], "delete these from OVER_500_UNTIL_SPLIT"
