@@ -1,7 +1,8 @@
 """Liveness and readiness (no token needed), and metrics (SERENITY_METRICS_TOKEN, or loopback
 clients only when it is not set: SPEC §11.4).
 
-The probes answer whatever the `Host` (a load balancer or an operator probes by IP: SPEC §12.4):
+The probes and /metrics answer whatever the `Host` (a load balancer or an operator probes by IP,
+a Prometheus scrapes by IP: SPEC §12.4, §13.6):
 `ProbeMiddleware` serves them before anything validates the host or redirects to HTTPS, and
 refuses every other request for a host ALLOWED_HOSTS does not list with the JSON envelope (400
 `invalidRequest`) and one WARNING line (Django's `Bad Request` line of every 4xx; the refused host
@@ -113,14 +114,20 @@ def metrics(request: HttpRequest) -> HttpResponse:
     return HttpResponse(body, content_type=content_type)
 
 
-_PROBES: dict[str, Callable[[HttpRequest], HttpResponse]] = {"/healthz": healthz, "/readyz": readyz}
+# Served whatever the Host: a scraper, like a probe, asks by IP (SPEC §13.6); /metrics still
+# wants its token (or a loopback client).
+_PROBES: dict[str, Callable[[HttpRequest], HttpResponse]] = {
+    "/healthz": healthz,
+    "/readyz": readyz,
+    "/metrics": metrics,
+}
 # The refused host, as logged: enough to recognise it, never a whole attacker-sized header.
 _LOGGED_HOST_CHARACTERS = 200
 
 
 class ProbeMiddleware:
-    """Answers `/healthz` and `/readyz` whatever the `Host`; answers a request for any other
-    path with a host not allowed 400 `invalidRequest`. In MIDDLEWARE before
+    """Answers `/healthz`, `/readyz` and `/metrics` whatever the `Host`; answers a request for
+    any other path with a host not allowed 400 `invalidRequest`. In MIDDLEWARE before
     SecurityMiddleware (its HTTPS redirect reads the host, and a probe speaks plain HTTP to the
     loopback) and before everything else that reads the host."""
 

@@ -11,12 +11,23 @@ import os
 import re
 import secrets
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tests.harness import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
+# The README's layout: the checkout in /opt/serenity, its venv from scripts/bootstrap-venv.
+CHECKOUT = "/opt/serenity"
+VENV_BIN = f"{CHECKOUT}/.venv/bin/"
+# The tools that check the deploy files (scripts/install-deploy-tools), in /usr/sbin for nginx.
+NGINX = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/sbin")
+SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
 
 
 def _production_env(tmp_path: Path) -> dict[str, str]:
@@ -83,6 +94,25 @@ def test_check_deploy_is_clean_with_the_production_variables(tmp_path):
     assert checked.stdout == "System check identified no issues (0 silenced).\n"
 
 
+def test_check_deploy_with_a_placeholder_left_names_the_variable_without_a_traceback(tmp_path):
+    # given deploy/production.env.example copied as is: every <...> still in place
+    env: dict[str, str] = {"PATH": "/usr/bin:/bin"}
+    for line in (DEPLOY / "production.env.example").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, value = line.partition("=")
+            env[name] = value
+    env["SERENITY_VAR_DIR"] = str(tmp_path)
+    # when
+    checked = _manage(env, "check", "--deploy")
+    # then one line naming the first variable still holding one (SPEC §13.6)
+    assert checked.returncode == 1
+    assert checked.stdout == ""
+    assert checked.stderr == (
+        "error: SECRET_KEY still holds a placeholder (<...>) of deploy/production.env: "
+        "replace it with the real value; refusing to start.\n"
+    )
+
+
 def _procfile() -> dict[str, str]:
     return dict(
         line.split(": ", 1)
@@ -117,7 +147,7 @@ def test_the_readme_runs_release_to_its_end_before_the_processes_with_the_env_fi
     release = f"honcho -e deploy/production.env run sh -c {shlex.quote(_procfile()['release'])}"
     assert commands[1] == ("install -m 600 deploy/production.env.example deploy/production.env")
     assert commands.index(release) > commands.index(
-        "sudo -u postgres createdb --owner serenity serenity"
+        "runuser -u postgres -- createdb --owner serenity serenity"
     )
     order = ["create_org", "create_api_token", "createsuperuser"]
     positions = [next(i for i, c in enumerate(commands) if name in c) for name in order]
@@ -125,6 +155,24 @@ def test_the_readme_runs_release_to_its_end_before_the_processes_with_the_env_fi
     assert commands[-1] == (
         "honcho -e deploy/production.env -f deploy/Procfile start -p 8000 web worker webhooks beat"
     )
+
+
+def test_the_production_section_runs_as_root_without_sudo_and_creates_its_user():
+    # given the README's production section (SPEC §13.6: it assumed sudo and a user no step made)
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Production deploy") : readme.index("## Architecture")]
+    commands = readme_production_commands()
+    # then no line (nor the systemd paragraph) runs sudo
+    assert re.findall(r"\bsudo [-\w]", section) == []
+    # and the user the units run as is created before anything runs, once however often run
+    units = [_unit(p.name) for p in sorted((DEPLOY / "systemd").glob("*.service"))]
+    assert {user for unit in units for user in unit["Service"]["User"]} == {"serenity"}
+    useradd = next(c for c in commands if "useradd" in c)
+    assert useradd == (
+        "id -u serenity >/dev/null 2>&1 || useradd --system --user-group --no-create-home "
+        "--home-dir /var/lib/serenity --shell /usr/sbin/nologin serenity"
+    )
+    assert commands.index(useradd) < next(i for i, c in enumerate(commands) if "honcho" in c)
 
 
 def test_git_ignores_the_secrets_file_and_tracks_its_template():
@@ -179,13 +227,16 @@ def test_each_systemd_unit_runs_the_procfiles_command_with_the_secrets_file():
     ]
     for name in ("web", "worker", "webhooks", "beat"):
         service = units[name]["Service"]
-        assert service["ExecStart"] == [_procfile_command(name)]
+        # the venv's executable by its absolute path: systemd does not search the unit's PATH
+        assert service["ExecStart"] == [VENV_BIN + _procfile_command(name)]
         assert units[name]["Unit"]["Requires"] == ["serenity-release.service"]
         assert "serenity-release.service" in units[name]["Unit"]["After"][0].split()
         assert units[name]["Install"]["WantedBy"] == ["multi-user.target"]
     release = units["release"]["Service"]
     assert release["Type"] == ["oneshot"]
-    assert " && ".join(release["ExecStart"]) == _procfile_command("release")
+    assert " && ".join(release["ExecStart"]) == _procfile_command("release").replace(
+        "python ", VENV_BIN + "python "
+    )
     for unit in units.values():
         service = unit["Service"]
         assert service["EnvironmentFile"] == ["/opt/serenity/deploy/production.env"]
@@ -210,7 +261,7 @@ def test_the_nginx_snippet_sets_the_headers_the_service_believes():
         "proxy_set_header Host $host",
         "proxy_pass http://serenity",
         "server 127.0.0.1:8000",
-        "listen 443 ssl",
+        "listen 443 ssl http2",
     } <= directives
     assert "--bind 127.0.0.1:8000" in _procfile_command("web")
 
@@ -226,3 +277,82 @@ def test_gunicorns_control_socket_lives_in_the_var_dir():
     # then
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.splitlines()[-1] == "/tmp/serenity-ctl-check/gunicorn.ctl"
+
+
+@pytest.mark.skipif(SYSTEMD_ANALYZE is None, reason="no systemd-analyze here")
+def test_the_systemd_units_pass_systemd_analyze_verify(tmp_path):
+    # given the README's layout under a folder of the test's own: /opt/serenity, its venv's
+    # executables (this venv's), and the units with that folder for /opt/serenity
+    checkout = tmp_path / CHECKOUT.lstrip("/")
+    (checkout / ".venv" / "bin").mkdir(parents=True)
+    for name in ("python", "celery", "gunicorn"):
+        (checkout / ".venv" / "bin" / name).symlink_to(Path(sys.executable).parent / name)
+    units = tmp_path / "units"
+    units.mkdir()
+    for unit in sorted((DEPLOY / "systemd").glob("*.service")):
+        (units / unit.name).write_text(unit.read_text().replace(CHECKOUT, str(checkout)))
+    # when
+    verified = subprocess.run(
+        [str(SYSTEMD_ANALYZE), "verify", *sorted(str(p) for p in units.iterdir())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    # then not a word (found from outside: "Command celery is not executable")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert verified.stdout + verified.stderr == ""
+
+
+@pytest.mark.skipif(NGINX is None, reason="no nginx here (.ci/run installs it)")
+def test_the_nginx_snippet_passes_nginx_t(tmp_path):
+    # given the snippet as the README says (server_name and the certificate paths set: a
+    # self-signed certificate of the test's own), inside an http block as Debian's nginx.conf
+    # includes sites-enabled/
+    key, cert = tmp_path / "privkey.pem", tmp_path / "fullchain.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=serenity.example.com", "-keyout", str(key), "-out", str(cert)),
+        ],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    live = "/etc/letsencrypt/live/serenity.example.com/"
+    site = (DEPLOY / "nginx" / "serenity.conf").read_text()
+    assert f"{live}fullchain.pem" in site and f"{live}privkey.pem" in site
+    site = site.replace(f"{live}fullchain.pem", str(cert)).replace(f"{live}privkey.pem", str(key))
+    # nginx -t binds the ports it listens on: free ones of the test's own, for 80 and 443 (so
+    # that it runs without root, beside whatever holds 80 here)
+    ports = {"80": str(free_port()), "443": str(free_port())}
+    site = re.sub(
+        r"(listen (?:\[::\]:)?)(80|443)\b", lambda m: m.group(1) + ports[m.group(2)], site
+    )
+    (tmp_path / "site.conf").write_text(site)
+    (tmp_path / "nginx.conf").write_text(
+        f"pid {tmp_path}/nginx.pid;\n"
+        f"error_log {tmp_path}/error.log;\n"
+        "events {}\n"
+        "http {\n"
+        f"    client_body_temp_path {tmp_path}/body;\n"
+        f"    proxy_temp_path {tmp_path}/proxy;\n"
+        f"    access_log {tmp_path}/access.log;\n"
+        f"    include {tmp_path}/site.conf;\n"
+        "}\n"
+    )
+    # when
+    tested = subprocess.run(
+        [
+            *(str(NGINX), "-t", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")),
+            *("-e", str(tmp_path / "error.log")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    # then (found from outside: `http2 on;` is unknown to Debian 12's nginx 1.22)
+    assert tested.returncode == 0, tested.stderr
+    assert "test is successful" in tested.stderr
+    assert "[warn]" not in tested.stderr and "[emerg]" not in tested.stderr

@@ -10,8 +10,9 @@ What an operator does by hand is done by stand-ins: `$EDITOR` fills deploy/produ
 placeholders, the loopback PostgreSQL, Redis and simulator; plus the queue of this
 run and `SERENITY_WEBHOOK_ALLOW_PRIVATE` (the receiver is on the loopback), as test
 settings, and smaller
-`WEB_CONCURRENCY` / `WORKER_THREADS`, the Procfile's sizes); `sudo -u
-postgres` is `runuser` (CI has no sudo); the passwords typed are on stdin. No systemd: the last
+`WEB_CONCURRENCY` / `WORKER_THREADS`, the Procfile's sizes); the passwords typed are on stdin.
+The section runs as root without sudo; the system user it creates has this run's name too, and
+is deleted after. No systemd: the last
 line, `honcho … start`, runs the Procfile's commands, as the units do.
 """
 
@@ -78,7 +79,7 @@ class _Receiver:
 
 
 def _stand_ins(tmp_path: Path, values: dict[str, str], extra: dict[str, str]) -> Path:
-    """A folder with `editor` (fills the file it is given) and `sudo` (runuser)."""
+    """A folder with `editor` (fills the file it is given)."""
     folder = tmp_path / "stand-ins"
     folder.mkdir()
     filler = folder / "fill.py"
@@ -99,13 +100,7 @@ def _stand_ins(tmp_path: Path, values: dict[str, str], extra: dict[str, str]) ->
     )
     editor = folder / "editor"
     editor.write_text(f'#!/bin/sh\nexec {sys.executable} {filler} "$1"\n')
-    sudo = folder / "sudo"
-    sudo.write_text(
-        '#!/bin/sh\nif [ "$1" = "-u" ]; then user="$2"; shift 2; '
-        'exec runuser -u "$user" -- "$@"; fi\nexec "$@"\n'
-    )
-    for script in (editor, sudo):
-        script.chmod(0o755)
+    editor.chmod(0o755)
     return folder
 
 
@@ -113,7 +108,7 @@ def _script(name: str, port: int, parent: str) -> tuple[str, str]:
     """The README's lines, but the last, as one bash script; and the last (`honcho start`)."""
     lines = []
     for line in readme_production_commands():
-        if line.startswith("sudo -u postgres"):
+        if line.startswith("runuser -u postgres") or "useradd" in line:
             line = re.sub(r"\bserenity\b", name, line)
         line = line.replace("<your Semrush parent workspace id>", parent)
         lines.append(line.replace("-p 8000", f"-p {port}"))
@@ -322,6 +317,8 @@ def _cleanup(
             if attempt == 9:
                 raise
             time.sleep(3)
+    # The system user the README's section created (this run's name).
+    subprocess.run(["userdel", name], capture_output=True, timeout=60, check=False)
     keys = redis.Redis.from_url(broker)
     for key in keys.scan_iter(match=f"*{queue}*"):
         keys.delete(key)

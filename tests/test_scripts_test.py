@@ -2,7 +2,9 @@
 (Debian's chromium and chromium-driver) is installed only when a browser test runs, without
 recommended packages and saying what it installs (scripts/install-browser, with sudo only when
 not root), and `--no-browser-install` turns that off (the browser test then fails, naming the
-installer). `.ci/run` relies on `./scripts/test` rather than installing anything itself.
+installer). `.ci/run` relies on `./scripts/test` rather than installing anything itself, but for
+the deploy files' tools (scripts/install-deploy-tools: nginx, and systemd when systemd-analyze
+is missing, installed never started).
 
 The scripts run in a copy of the repository's scripts with stand-ins for the venv, apt-get and
 sudo (a PATH that has no chromium), so nothing is installed by these tests."""
@@ -32,7 +34,7 @@ def _fresh_machine(tmp_path: Path, uid: str = "1000") -> tuple[Path, dict[str, s
     are asked to do; returns the tree, a plain environment and the log."""
     tree = tmp_path / "tree"
     (tree / "scripts").mkdir(parents=True)
-    for script in ("test", "install-browser"):
+    for script in ("test", "install-browser", "install-deploy-tools"):
         shutil.copy(ROOT / "scripts" / script, tree / "scripts" / script)
     log = tmp_path / "calls.log"
     _stub(tree / "scripts" / "bootstrap-venv", f'echo "bootstrap-venv $*" >> {log}')
@@ -42,7 +44,7 @@ def _fresh_machine(tmp_path: Path, uid: str = "1000") -> tuple[Path, dict[str, s
     _stub(bin_dir / "apt-get", f'echo "apt-get $* DEBIAN_FRONTEND=$DEBIAN_FRONTEND" >> {log}')
     _stub(bin_dir / "sudo", f'echo "sudo" >> {log}; exec "$@"')
     _stub(bin_dir / "id", f"echo {uid}")
-    for tool in ("bash", "dirname", "env", "cat"):
+    for tool in ("bash", "dirname", "env", "cat", "tee", "chmod", "rm", "tail"):
         found = shutil.which(tool)
         assert found is not None
         (bin_dir / tool).symlink_to(found)
@@ -159,3 +161,45 @@ def test_ci_relies_on_scripts_test_for_chromium():
     assert "./scripts/test\n" in ci
     assert os.access(ROOT / "scripts" / "test", os.X_OK)
     assert os.access(ROOT / "scripts" / "install-browser", os.X_OK)
+
+
+@pytest.mark.parametrize(("uid", "through_sudo"), [("0", False), ("1000", True)])
+def test_install_deploy_tools_installs_nginx_and_systemd_never_started(tmp_path, uid, through_sudo):
+    # given a machine with none of the tools, and apt-get noting whether a start is refused
+    tree, env, log = _fresh_machine(tmp_path, uid)
+    policy = tmp_path / "policy-rc.d"
+    env["POLICY_RC_D"] = str(policy)
+    _stub(
+        tmp_path / "bin" / "apt-get",
+        f'echo "apt-get $* DEBIAN_FRONTEND=$DEBIAN_FRONTEND policy=$(cat {policy} 2>/dev/null'
+        f' | tail -1)" >> {log}',
+    )
+    # when
+    completed = _run(tree, env, "scripts/install-deploy-tools")
+    # then
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stderr == (
+        "==> installing nginx systemd openssl (Debian packages, --no-install-recommends)"
+        " for the deploy tests\n"
+    )
+    expected = [
+        "apt-get update -qq DEBIAN_FRONTEND= policy=",
+        "apt-get install -y -qq --no-install-recommends nginx systemd openssl"
+        " DEBIAN_FRONTEND=noninteractive policy=exit 101",
+    ]
+    calls = [line for line in log.read_text().splitlines() if line != "sudo"]
+    assert calls == expected
+    assert ("sudo" in log.read_text().splitlines()) is through_sudo
+    assert not policy.exists()  # only for the time of the install
+
+
+def test_install_deploy_tools_does_nothing_when_they_are_there(tmp_path):
+    # given
+    tree, env, log = _fresh_machine(tmp_path)
+    for tool in ("nginx", "systemd-analyze", "openssl"):
+        _stub(tmp_path / "bin" / tool, "exit 0")
+    # when
+    completed = _run(tree, env, "scripts/install-deploy-tools")
+    # then
+    assert (completed.returncode, completed.stderr) == (0, "")
+    assert not log.exists()

@@ -82,3 +82,31 @@ def test_an_allowed_host_is_served_as_before(db, settings):
     # then
     assert response.status_code == 404
     assert response.json() == {"error": "notFound", "message": "Not found."}
+
+
+@pytest.mark.parametrize("host", ["10.20.30.40:8000", "127.0.0.1:8000", "[::1]:8000"])
+def test_metrics_answer_a_scrape_by_ip_with_the_token(db, settings, host):
+    # given the production switches and a metrics token (SPEC §13.6: found from outside, 400)
+    settings.ALLOWED_HOSTS = ["serenity.example.com"]
+    settings.SECURE_SSL_REDIRECT = True
+    settings.SERENITY_METRICS_TOKEN = "scrape-token"
+    # when
+    response = Client().get("/metrics", HTTP_HOST=host, HTTP_AUTHORIZATION="Bearer scrape-token")
+    # then
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain")
+    assert b"# TYPE " in response.content
+
+
+def test_metrics_by_ip_still_want_the_token(db, settings):
+    # given
+    settings.ALLOWED_HOSTS = ["serenity.example.com"]
+    settings.SERENITY_METRICS_TOKEN = "scrape-token"
+    # when
+    response = Client().get("/metrics", HTTP_HOST="10.20.30.40", HTTP_AUTHORIZATION="Bearer no")
+    # then
+    assert response.status_code == 401
+    assert response.json() == {
+        "error": "authenticationRequired",
+        "message": "Authentication credentials were not provided or are invalid.",
+    }
