@@ -13,6 +13,11 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
+from api.database_unavailable import (
+    DatabaseUnavailableError,
+    is_database_unavailable,
+    log_unavailable,
+)
 from api.responses import ErrorEnvelopeSerializer
 from kernel.errors import (
     DomainError,
@@ -122,6 +127,10 @@ def to_domain_error(exc: Exception) -> DomainError | None:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     error = to_domain_error(exc)
+    if error is None and is_database_unavailable(exc):
+        # 503 databaseUnavailable, one line and no traceback (api.database_unavailable).
+        log_unavailable(context["request"], exc)
+        error = DatabaseUnavailableError()
     if error is None:
         logger.exception("unhandled error", exc_info=exc)
         error = DomainError()
@@ -133,6 +142,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         headers["WWW-Authenticate"] = "Bearer"
     # DRF's Throttled carries the wait in `wait`; our own errors in `retry_after`.
     retry_after = getattr(exc, "retry_after", getattr(exc, "wait", None))
+    if isinstance(error, DatabaseUnavailableError):
+        retry_after = error.retry_after
     if isinstance(retry_after, int | float) and retry_after > 0:
         headers["Retry-After"] = str(max(1, int(retry_after)))
     body = ErrorEnvelopeSerializer(error.as_body()).data

@@ -19,9 +19,15 @@ from functools import wraps
 
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from api.database_unavailable import (
+    is_database_unavailable,
+    log_unavailable,
+    unavailable_response,
+)
 from api.throttling import client_address
 from serenity.models import Organization
 
@@ -137,7 +143,14 @@ class ProbeMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         probe = _PROBES.get(request.path_info)
         if probe is not None:
-            return probe(request)
+            try:
+                return probe(request)
+            except (OperationalError, InterfaceError) as exc:
+                # /metrics reads the database (readyz says so itself): 503, no traceback.
+                if not is_database_unavailable(exc):
+                    raise
+                log_unavailable(request, exc)
+                return unavailable_response()
         try:
             request.get_host()
         except DisallowedHost:

@@ -33,8 +33,8 @@ from webhooks import exceptions as webhook_errors
 NEXT_CURSOR_HELP = "Pass as `?cursor=` for the next page; null on the last page."
 
 # Codes of the errors that are not a class of ours: DRF's refusals as the exception handler
-# names them (api.errors) and the request limits of the WSGI and middleware layers
-# (kernel.request_limits).
+# names them (api.errors), the request limits of the WSGI and middleware layers
+# (kernel.request_limits), and a database that refuses connections (api.database_unavailable).
 FRAMEWORK_ERROR_CODES = [
     "authenticationRequired",
     "unsupportedMediaType",
@@ -43,6 +43,7 @@ FRAMEWORK_ERROR_CODES = [
     "rateLimited",
     "requestTooLarge",
     "lengthRequired",
+    "databaseUnavailable",
 ]
 # Every `error` an envelope can carry: the codes of the domain error classes of every app, and
 # the framework's.

@@ -30,6 +30,9 @@ MIDDLEWARE = [
     # bodies over SERENITY_MAX_BODY_BYTES (chunked or not) answer 413 `requestTooLarge`.
     "kernel.request_limits.RequestLimitsMiddleware",
     "kernel.middleware.RequestMetricsMiddleware",
+    # A view whose database connection cannot be made answers 503 `databaseUnavailable` with
+    # Retry-After (the DRF views get it from api.errors).
+    "api.database_unavailable.DatabaseUnavailableMiddleware",
     # /healthz and /readyz whatever the Host; a host not allowed elsewhere: the JSON envelope.
     "api.health.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",

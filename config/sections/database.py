@@ -32,6 +32,10 @@ else:
         # then skips both. Off for a pooler that does not keep prepared statements across
         # transactions (PgBouncer in transaction mode before 1.21).
         DATABASES["default"]["OPTIONS"].update(server_side_binding=True, prepare_threshold=5)
+    else:
+        # Behind a pooler in transaction mode a connection is another one at each transaction:
+        # a server-side cursor (`.iterator()` outside a transaction) would not survive either.
+        DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
 # Django reads ATOMIC_REQUESTS per database, here (a top-level setting of that name is ignored).
 # Off: no request is one transaction; the flows open their own, commit before every upstream
 # call, and the blocks that must be outermost say so with `transaction.atomic(durable=True)`.

@@ -53,15 +53,19 @@ def test_a_statement_that_has_run_five_times_is_prepared_on_its_connection():
     assert job.run_count == 1
 
 
-@pytest.mark.parametrize(("value", "expected"), [("true", "True 5"), ("false", "None None")])
+@pytest.mark.parametrize(
+    ("value", "expected"), [("true", "True 5 False"), ("false", "None None True")]
+)
 def test_the_setting_turns_server_side_binding_and_preparing_on_or_off(value, expected):
+    # (off: behind PgBouncer in transaction mode, no server-side cursor either: SPEC §13.6)
     # when
     completed = subprocess.run(
         [
             sys.executable,
             "-c",
             "from django.conf import settings as s; o = s.DATABASES['default']['OPTIONS'];"
-            " print(o.get('server_side_binding'), o.get('prepare_threshold'))",
+            " print(o.get('server_side_binding'), o.get('prepare_threshold'),"
+            " s.DATABASES['default'].get('DISABLE_SERVER_SIDE_CURSORS'))",
         ],
         cwd=REPO_ROOT,
         env={
