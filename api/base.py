@@ -6,7 +6,9 @@ from typing import Any, ClassVar
 
 from rest_framework import serializers
 from rest_framework.request import Request
+from rest_framework.response import Response
 
+from api.fields import DEPRECATED_SINCE, DeprecatedBooleanField
 from api.idempotency import IdempotencyMixin
 from api.pagination import query_parse
 from api.routes import Route
@@ -40,6 +42,7 @@ class OrgScopedView(IdempotencyMixin):
     require_serenity_active: ClassVar[bool] = False
     schema = RouteSchema()
     scope: CallerScope
+    deprecated_members_used = False
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
@@ -72,12 +75,27 @@ class OrgScopedView(IdempotencyMixin):
         return query_parse(route.query, request)
 
     def body(self, request: Request) -> dict[str, Any]:
-        """The validated body, by the handler's route's `body` serializer (400 otherwise)."""
+        """The validated body, by the handler's route's `body` serializer (400 otherwise),
+        without the deprecated members it holds: those are ignored, and the answer says so
+        with a `Deprecation` header (SPEC §13.6)."""
         route = self._route(request)
         assert route is not None and route.body is not None
         body = route.body(data=request.data)
         body.is_valid(raise_exception=True)
-        return dict(body.validated_data)
+        data = dict(body.validated_data)
+        for name, field in body.fields.items():
+            if isinstance(field, DeprecatedBooleanField):
+                data.pop(field.source, None)
+                if name in request.data:
+                    self.deprecated_members_used = True
+        return data
+
+    def finalize_response(
+        self, request: Request, response: Any, *args: Any, **kwargs: Any
+    ) -> Response:
+        if self.deprecated_members_used:
+            response["Deprecation"] = DEPRECATED_SINCE
+        return super().finalize_response(request, response, *args, **kwargs)
 
 
 def require_json_object(request: Request) -> None:

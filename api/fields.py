@@ -28,6 +28,21 @@ class StrictBooleanField(serializers.Field):
         return bool(value)
 
 
+class DeprecatedBooleanField(StrictBooleanField):
+    """A member a previous release accepted and this one dropped (SPEC §13.6: the onboarding
+    create's `async`): still accepted (a JSON boolean), then ignored, until the next major
+    version; the answer carries a `Deprecation` header (`OrgScopedView.body`). The OpenAPI
+    document marks it `deprecated` (api.schemas.extensions)."""
+
+    def __init__(self, *, why: str, **kwargs: Any) -> None:
+        self.why = why
+        super().__init__(required=False, **kwargs)
+
+
+# RFC 9745's `Deprecation` header: when the deprecated members were dropped (release 2.3.0).
+DEPRECATED_SINCE = "@1796428800"  # 2026-12-05T00:00:00Z
+
+
 class StrictCharField(serializers.CharField):
     """A string, never a number coerced to one (trimmed, not blank and without NUL unless
     `allow_blank`, as DRF's `CharField`)."""

@@ -212,8 +212,8 @@ def _apply_constraints(components: dict[str, Any]) -> None:
                 prop["pattern"] = "^[^\\x00]*$"
     if "BrandCreateRequest" in components:
         components["BrandCreateRequest"]["allOf"] = BRAND_CREATE_RULES
-    # SPEC §12.2: the onboarding create body refuses any member it does not list (`async`
-    # included); the other bodies ignore unknown members (SPEC §7).
+    # SPEC §12.2: the onboarding create body refuses any member it does not list; the other
+    # bodies ignore unknown members (SPEC §7).
     if "OnboardingCreateRequest" in components:
         components["OnboardingCreateRequest"]["additionalProperties"] = False
 
