@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.bodies import query_refuse, unknown_member_refuse
 from api.fields import DEPRECATED_SINCE, DeprecatedBooleanField
 from api.idempotency import IdempotencyMixin
 from api.pagination import query_parse
@@ -58,10 +58,14 @@ class OrgScopedView(IdempotencyMixin):
             require_serenity_active=self.require_serenity_active,
         )
         context.bind(org_id=self.scope.organization.id, brand_id=kwargs.get("brand_id"))
-        # A query parameter the handler's route does not take is refused (SPEC §12.2).
-        refuse_unknown_query_parameters(request, getattr(self._route(request), "query", None))
+        # A query parameter the handler's route does not take, or one given twice, and a body
+        # member it does not declare are refused (SPEC §12.2, §13.6: api.bodies).
+        route = self._route(request)
+        query_refuse(request.query_params, getattr(route, "query", None))
         if request.method in BODY_METHODS:
             require_json_object(request)
+            if route is not None:  # else 405: the method has no handler
+                unknown_member_refuse(route.body() if route.body else None, request.data)
         self.idempotency_key_begin(request, self.scope.organization)
 
     def _route(self, request: Request) -> Route | None:
@@ -104,19 +108,6 @@ def require_json_object(request: Request) -> None:
     `invalidRequest`, before the route does anything (SPEC §10.2). An empty body is `{}`."""
     if not isinstance(request.data, dict):
         raise InvalidRequestError("The body must be a JSON object.")
-
-
-def refuse_unknown_query_parameters(
-    request: Request, serializer_class: type[serializers.Serializer] | None
-) -> None:
-    """A query parameter the route does not take → 400 `invalidRequest` naming it (SPEC §12.2),
-    after the tenancy checks (SPEC §4's order: it is the route's own rule)."""
-    known = set(serializer_class().fields) if serializer_class is not None else set()
-    for name in request.query_params:
-        if name not in known:
-            raise InvalidRequestError(
-                f"{name}: not a query parameter of this route.", details={"field": name}
-            )
 
 
 class SerenityView(OrgScopedView):

@@ -53,13 +53,6 @@ class OnboardingCreateSerializer(serializers.Serializer):
         super().__init__(*args, **kwargs)
         self.fields["async"] = self.fields.pop("async_")
 
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = [name for name in data if name not in self.fields]
-            if unknown:
-                raise serializers.ValidationError({unknown[0]: ["is not a member of this body."]})
-        return super().to_internal_value(data)
-
 
 class OnboardingListQuerySerializer(PageQuerySerializer):
     status = status_query(OnboardingStatus.choices, "Only onboardings in this status")

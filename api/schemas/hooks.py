@@ -205,17 +205,18 @@ def _rename_parameters(operation: dict[str, Any], path: str) -> None:
 def _apply_constraints(components: dict[str, Any]) -> None:
     """A request's string that may be blank (a webhook's description) still holds no NUL (the
     other strings' rules are their fields': api.schemas.extensions); a brand create's
-    cross-field rules; the onboarding create's closed body."""
+    cross-field rules; every body closed to members it does not list."""
     for name, schema in components.items():
         for prop in schema.get("properties", {}).values() if name.endswith("Request") else ():
             if prop.get("type") == "string" and not {"pattern", "enum", "format"} & set(prop):
                 prop["pattern"] = "^[^\\x00]*$"
     if "BrandCreateRequest" in components:
         components["BrandCreateRequest"]["allOf"] = BRAND_CREATE_RULES
-    # SPEC §12.2: the onboarding create body refuses any member it does not list; the other
-    # bodies ignore unknown members (SPEC §7).
-    if "OnboardingCreateRequest" in components:
-        components["OnboardingCreateRequest"]["additionalProperties"] = False
+    # SPEC §13.6: every body (and every object inside one) refuses a member it does not list
+    # (api.bodies).
+    for name, schema in components.items():
+        if name.endswith("Request") and schema.get("type") == "object":
+            schema["additionalProperties"] = False
 
 
 # SPEC §4.1's cross-field rules of a brand create (provisioning.flows.brand_create), stated with
