@@ -27,7 +27,6 @@ from jobs.selectors import (
 )
 from provisioning import services as provisioning_services
 from provisioning.serializers import (
-    JobListItemSerializer,
     JobSerializer,
     JobSummarySerializer,
     job_type_field,
@@ -35,7 +34,7 @@ from provisioning.serializers import (
 
 
 class JobListSerializer(serializers.Serializer):
-    items = JobListItemSerializer(many=True)
+    items = JobSummarySerializer(many=True)
     nextCursor = serializers.CharField(  # noqa: N815
         source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
     )

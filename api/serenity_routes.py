@@ -241,7 +241,15 @@ class MarketCollectionView(SerenityView):
             brand_domain=data.get("brandDomain"),
         )
         created = market_create(brand=self.scope.brand, plan=plan, run_async=data["run_async"])
-        return render(created, MARKET_CREATED)
+        response = render(created, MARKET_CREATED)
+        if response.status_code == 201:
+            body = response.data
+            brand = self.scope.brand
+            response["Location"] = (
+                f"/v2/orgs/{brand.organization_id}/brands/{brand.pk}/serenity/markets/"
+                f"{body['geoTargetId']}/{body['languageCode']}"
+            )
+        return response
 
 
 class MarketDetailView(SerenityView):

@@ -134,13 +134,16 @@ class JobStepSerializer(serializers.Serializer):
     )
 
 
-class JobListItemSerializer(serializers.Serializer):
-    """A chain's document without its steps (the job list; a job event's `data`)."""
+class JobSummarySerializer(serializers.Serializer):
+    """A chain's document without its steps: the item of every job list (a brand's, an org's)
+    and a job event's `data`. The poll document is this with `steps` (SPEC §13.6: one shape
+    wherever a job is shown)."""
 
     jobId = serializers.UUIDField(  # noqa: N815
         source="job_id", help_text="The root job's id: the one clients hold."
     )
     jobType = job_type_field(source="job_type")  # noqa: N815
+    brandId = serializers.UUIDField(source="brand_id", allow_null=True)  # noqa: N815
     status = serializers.ChoiceField(
         choices=JobStatus.choices, help_text="The effective status of the whole chain."
     )
@@ -157,7 +160,7 @@ class JobListItemSerializer(serializers.Serializer):
     )
 
 
-class JobSerializer(JobListItemSerializer):
+class JobSerializer(JobSummarySerializer):
     """A chain's document with the steps that exist so far (job polling, cancel)."""
 
     jobId = serializers.UUIDField(  # noqa: N815
@@ -172,13 +175,6 @@ class JobSerializer(JobListItemSerializer):
     finishedAt = serializers.DateTimeField(  # noqa: N815
         source="finished_at", allow_null=True, help_text="When the chain ended; null until then."
     )
-
-
-class JobSummarySerializer(JobListItemSerializer):
-    """A chain's document without its steps, plus `brandId`: the org-wide job list's items and a
-    job event's `data`."""
-
-    brandId = serializers.UUIDField(source="brand_id", allow_null=True)  # noqa: N815
 
 
 class OnboardingCountsSerializer(serializers.Serializer):

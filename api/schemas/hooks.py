@@ -278,11 +278,24 @@ def _nullable_by_construction(node: Any) -> None:
             _nullable_by_construction(value)
 
 
+LOCATION = {
+    "201": "The path of what was created.",
+    "202": "The path of what was started, to poll.",
+}
+
+
 def _retry_after_headers(responses: dict[str, Any]) -> None:
-    """Every 429 and 503 of the API says when to come back (api.errors)."""
+    """Every 429 and 503 of the API says when to come back (api.errors); every 201 and 202
+    says where (SPEC §13.6: `Location`, unless the route describes its own)."""
     for status, header in (("429", RETRY_AFTER_429), ("503", RETRY_AFTER_503)):
         if status in responses:
             responses[status].setdefault("headers", {}).update(header)
+    for status, description in LOCATION.items():
+        if status in responses:
+            responses[status].setdefault("headers", {}).setdefault(
+                "Location",
+                {"schema": {"type": "string"}, "required": True, "description": description},
+            )
 
 
 def postprocess_schema(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:

@@ -661,7 +661,7 @@ def test_step_names_job_types_and_provisioning_error_codes_are_open_with_stable_
 
     assert _open_codes(document, "JobStep", "step") == set(JobStep.values)
     assert _component_name(document, "JobStep", "step") == "JobStepName"
-    for component in ("Job", "JobListItem", "JobSummary", "JobAccepted"):
+    for component in ("Job", "JobSummary", "JobAccepted"):
         assert _open_codes(document, component, "jobType") == set(JobType.values), component
         assert _component_name(document, component, "jobType") == "JobType"
     assert _open_codes(document, "ProvisioningError", "code") == set(AttemptReason.values)
