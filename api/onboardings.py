@@ -11,6 +11,7 @@ from rest_framework.response import Response
 
 from api.base import OrgScopedView
 from api.onboarding_serializers import (
+    MAX_BRANDS,
     OnboardingAcceptedSerializer,
     OnboardingCreateSerializer,
     OnboardingItemsQuerySerializer,
@@ -30,7 +31,12 @@ from provisioning.exceptions import (
     OnboardingNotFoundError,
 )
 from provisioning.flows.common import MarketPlan
-from provisioning.flows.onboarding import OnboardingBrand, onboarding_begin, onboarding_cancel
+from provisioning.flows.onboarding import (
+    OnboardingBrand,
+    onboarding_begin,
+    onboarding_cancel,
+    onboarding_markets_check,
+)
 from provisioning.models import Onboarding
 from serenity.exceptions import (
     BrandExistsError,
@@ -76,6 +82,21 @@ def _brands_input(brands: list[dict[str, Any]]) -> list[OnboardingBrand]:
         # The brand's fields by the model's names (api.brands.BrandFieldsSerializer).
         parsed.append(OnboardingBrand(**{**brand, "markets": plans}))
     return parsed
+
+
+def _markets_given(body: Any) -> int:
+    """How many markets the body's items list, counted before they are validated (a list over
+    its own limit is not counted: its validation refuses it at once, naming it)."""
+    brands = body.get("brands") if isinstance(body, dict) else None
+    if not isinstance(brands, list) or len(brands) > MAX_BRANDS:
+        return 0
+    per_item = settings.SERENITY_MAX_ACTIVATE_MARKETS
+    counts = (
+        len(item["markets"])
+        for item in brands
+        if isinstance(item, dict) and isinstance(item.get("markets"), list)
+    )
+    return sum(count for count in counts if count <= per_item)
 
 
 def _document(
@@ -155,6 +176,8 @@ class OnboardingCollectionView(OrgScopedView):
         ],
     )
     def post(self, request: Request, org_id: str) -> Response:
+        # Cheap refusals first: the markets in all are counted before any member is validated.
+        onboarding_markets_check(_markets_given(request.data))
         onboarding = onboarding_begin(
             organization=self.scope.organization,
             brands=_brands_input(self.body(request)["brands"]),

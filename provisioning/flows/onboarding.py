@@ -72,18 +72,23 @@ def onboarding_begin(*, organization: Organization, brands: list[OnboardingBrand
             "Bulk onboarding needs a Serenity organization with a parent workspace in "
             "sub-workspace mode."
         )
-    markets = sum(len(b.markets) for b in brands)
-    if markets > settings.SERENITY_ONBOARDING_MARKETS_MAX:
-        raise _limit_error(
-            f"An onboarding holds at most {settings.SERENITY_ONBOARDING_MARKETS_MAX} markets "
-            f"in all; this one has {markets}."
-        )
+    onboarding_markets_check(sum(len(b.markets) for b in brands))
     for _ in range(3):
         try:
             return _begin(organization=organization, brands=brands)
         except IntegrityError:
             continue  # a name was taken meanwhile: read the names again
     raise BrandExistsError()
+
+
+def onboarding_markets_check(markets: int) -> None:
+    """429 `onboardingLimit` for an onboarding of more markets in all than the setting allows
+    (the API checks a body's count before validating its members: SPEC §13.6)."""
+    if markets > settings.SERENITY_ONBOARDING_MARKETS_MAX:
+        raise _limit_error(
+            f"An onboarding holds at most {settings.SERENITY_ONBOARDING_MARKETS_MAX} markets "
+            f"in all; this one has {markets}."
+        )
 
 
 def _limit_error(message: str) -> OnboardingLimitError:
