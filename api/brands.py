@@ -40,6 +40,7 @@ from provisioning.exceptions import (
     AmbiguousWorkspaceError,
     NoParentWorkspaceError,
     PublishFailedError,
+    QueuedMarketsLimitError,
     QuotaExceededError,
     WorkspaceNotEmptyError,
 )
@@ -258,6 +259,7 @@ class BrandCollectionView(OrgScopedView):
             NoParentWorkspaceError,
             BrandExistsError,
             SliceExistsError,
+            QueuedMarketsLimitError,
             QuotaExceededError,
             AmbiguousWorkspaceError,
             WorkspaceNotEmptyError,

@@ -29,6 +29,7 @@ from provisioning.exceptions import (
     OnboardingFinishedError,
     OnboardingLimitError,
     OnboardingNotFoundError,
+    QueuedMarketsLimitError,
 )
 from provisioning.flows.common import MarketPlan
 from provisioning.flows.onboarding import (
@@ -173,6 +174,7 @@ class OnboardingCollectionView(OrgScopedView):
             SerenityNotEnabledError,
             BrandExistsError,
             OnboardingLimitError,
+            QueuedMarketsLimitError,
         ],
     )
     def post(self, request: Request, org_id: str) -> Response:

@@ -43,6 +43,7 @@ from provisioning.exceptions import (
     ProvisioningIncompleteError,
     ProvisioningInProgressError,
     PublishFailedError,
+    QueuedMarketsLimitError,
     QuotaExceededError,
     SubworkspaceGoneError,
     WorkspaceMisconfiguredError,
@@ -221,6 +222,7 @@ class MarketCollectionView(SerenityView):
             UnknownLanguageError,
             NoParentWorkspaceError,
             SliceExistsError,
+            QueuedMarketsLimitError,
             WorkspaceMisconfiguredError,
             ProvisioningIncompleteError,
             QuotaExceededError,
@@ -330,6 +332,7 @@ class ActivateView(SerenityView):
             ),
         },
         raises=[
+            QueuedMarketsLimitError,
             ActivationIncompleteError,
             BaseUrlRequiredError,
             UnknownMarketError,

@@ -571,3 +571,9 @@ LOGGING = {
         "celery.beat": {"filters": ["beat_ticks"]},
     },
 }
+
+# --- api (revision 7) ---
+# An org's queued markets (`creating`: an onboarding's, an async brand create's, an async market
+# create's), at most; past it a request that would queue more is told 429 queuedMarketsLimit
+# (Retry-After: SERENITY_ONBOARDING_LIMIT_RETRY_SECONDS).
+SERENITY_ORG_QUEUED_MARKETS_MAX = 5000

@@ -525,8 +525,12 @@ def test_every_v2_operation_documents_429_rate_limited_with_retry_after(document
             continue
         refused = operation["responses"].get("429")
         assert refused is not None, (method, path)
-        # an onboarding also past the work one org can queue (SPEC §12.4)
-        limits = {"onboardingLimit"} if operation["operationId"] == "onboardingCreate" else set()
+        # an onboarding also past the work one org can queue (SPEC §12.4), and a request that
+        # would queue markets past the org's queued markets (SPEC §13.6)
+        queues = {"brandCreate", "marketCreate", "brandActivate", "onboardingCreate"}
+        limits = {"queuedMarketsLimit"} if operation["operationId"] in queues else set()
+        if operation["operationId"] == "onboardingCreate":
+            limits.add("onboardingLimit")
         assert _error_codes(refused) == {"rateLimited"} | limits
         assert refused["headers"]["Retry-After"]["required"] is True
 
