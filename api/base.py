@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from rest_framework import serializers
 from rest_framework.request import Request
+from rest_framework.response import Response
 
+from api.bodies import query_refuse, unknown_member_refuse
+from api.fields import DEPRECATED_SINCE, DeprecatedBooleanField
 from api.idempotency import IdempotencyMixin
 from api.pagination import query_parse
 from api.routes import Route
@@ -40,6 +42,7 @@ class OrgScopedView(IdempotencyMixin):
     require_serenity_active: ClassVar[bool] = False
     schema = RouteSchema()
     scope: CallerScope
+    deprecated_members_used = False
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
@@ -55,10 +58,14 @@ class OrgScopedView(IdempotencyMixin):
             require_serenity_active=self.require_serenity_active,
         )
         context.bind(org_id=self.scope.organization.id, brand_id=kwargs.get("brand_id"))
-        # A query parameter the handler's route does not take is refused (SPEC §12.2).
-        refuse_unknown_query_parameters(request, getattr(self._route(request), "query", None))
+        # A query parameter the handler's route does not take, or one given twice, and a body
+        # member it does not declare are refused (SPEC §12.2, §13.6: api.bodies).
+        route = self._route(request)
+        query_refuse(request.query_params, getattr(route, "query", None))
         if request.method in BODY_METHODS:
             require_json_object(request)
+            if route is not None:  # else 405: the method has no handler
+                unknown_member_refuse(route.body() if route.body else None, request.data)
         self.idempotency_key_begin(request, self.scope.organization)
 
     def _route(self, request: Request) -> Route | None:
@@ -72,12 +79,27 @@ class OrgScopedView(IdempotencyMixin):
         return query_parse(route.query, request)
 
     def body(self, request: Request) -> dict[str, Any]:
-        """The validated body, by the handler's route's `body` serializer (400 otherwise)."""
+        """The validated body, by the handler's route's `body` serializer (400 otherwise),
+        without the deprecated members it holds: those are ignored, and the answer says so
+        with a `Deprecation` header (SPEC §13.6)."""
         route = self._route(request)
         assert route is not None and route.body is not None
         body = route.body(data=request.data)
         body.is_valid(raise_exception=True)
-        return dict(body.validated_data)
+        data = dict(body.validated_data)
+        for name, field in body.fields.items():
+            if isinstance(field, DeprecatedBooleanField):
+                data.pop(field.source, None)
+                if name in request.data:
+                    self.deprecated_members_used = True
+        return data
+
+    def finalize_response(
+        self, request: Request, response: Any, *args: Any, **kwargs: Any
+    ) -> Response:
+        if self.deprecated_members_used:
+            response["Deprecation"] = DEPRECATED_SINCE
+        return super().finalize_response(request, response, *args, **kwargs)
 
 
 def require_json_object(request: Request) -> None:
@@ -86,19 +108,6 @@ def require_json_object(request: Request) -> None:
     `invalidRequest`, before the route does anything (SPEC §10.2). An empty body is `{}`."""
     if not isinstance(request.data, dict):
         raise InvalidRequestError("The body must be a JSON object.")
-
-
-def refuse_unknown_query_parameters(
-    request: Request, serializer_class: type[serializers.Serializer] | None
-) -> None:
-    """A query parameter the route does not take → 400 `invalidRequest` naming it (SPEC §12.2),
-    after the tenancy checks (SPEC §4's order: it is the route's own rule)."""
-    known = set(serializer_class().fields) if serializer_class is not None else set()
-    for name in request.query_params:
-        if name not in known:
-            raise InvalidRequestError(
-                f"{name}: not a query parameter of this route.", details={"field": name}
-            )
 
 
 class SerenityView(OrgScopedView):

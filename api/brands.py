@@ -40,6 +40,7 @@ from provisioning.exceptions import (
     AmbiguousWorkspaceError,
     NoParentWorkspaceError,
     PublishFailedError,
+    QueuedMarketsLimitError,
     QuotaExceededError,
     WorkspaceNotEmptyError,
 )
@@ -258,6 +259,7 @@ class BrandCollectionView(OrgScopedView):
             NoParentWorkspaceError,
             BrandExistsError,
             SliceExistsError,
+            QueuedMarketsLimitError,
             QuotaExceededError,
             AmbiguousWorkspaceError,
             WorkspaceNotEmptyError,
@@ -279,7 +281,11 @@ class BrandCollectionView(OrgScopedView):
             return Response(accepted.data, status=202, headers=accepted_headers(created.job))
         brand = selectors.brand_get(brand_id=created.brand.pk)
         market = {"market": created.market} if created.market is not None else {}
-        return Response(BrandCreatedSerializer(brand, context=market).data, status=201)
+        return Response(
+            BrandCreatedSerializer(brand, context=market).data,
+            status=201,
+            headers={"Location": f"/v2/orgs/{brand.organization_id}/brands/{brand.pk}"},
+        )
 
 
 class BrandDetailView(OrgScopedView):

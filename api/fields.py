@@ -10,7 +10,9 @@ import re
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
+from rest_framework.fields import get_error_detail
 
 from serenity.names import REFUSED_NAME_CHARACTERS, brand_name_refusal
 from serenity.slices import LANGUAGE_CODE_PATTERN, market_pattern
@@ -26,6 +28,21 @@ class StrictBooleanField(serializers.Field):
 
     def to_representation(self, value: Any) -> bool:
         return bool(value)
+
+
+class DeprecatedBooleanField(StrictBooleanField):
+    """A member a previous release accepted and this one dropped (SPEC §13.6: the onboarding
+    create's `async`): still accepted (a JSON boolean), then ignored, until the next major
+    version; the answer carries a `Deprecation` header (`OrgScopedView.body`). The OpenAPI
+    document marks it `deprecated` (api.schemas.extensions)."""
+
+    def __init__(self, *, why: str, **kwargs: Any) -> None:
+        self.why = why
+        super().__init__(required=False, **kwargs)
+
+
+# RFC 9745's `Deprecation` header: when the deprecated members were dropped (release 2.3.0).
+DEPRECATED_SINCE = "@1796428800"  # 2026-12-05T00:00:00Z
 
 
 class StrictCharField(serializers.CharField):
@@ -129,6 +146,39 @@ class BoundedListField(serializers.ListField):
         if isinstance(data, list) and len(data) > self.max_length:  # type: ignore[operator]
             self.fail("max_length", max_length=self.max_length)
         return super().to_internal_value(data)
+
+    def run_child_validation(self, data: list[Any]) -> list[Any]:
+        """DRF's, stopping once the body has met `MAX_BODY_ERRORS` refused members in all (its
+        lists nested in lists included): a body inside every list limit but invalid in every
+        member costs a hundred members' validation, not a million's (SPEC §13.6). The answer
+        names the first anyway (api.errors)."""
+        result: list[Any] = []
+        errors: dict[int, Any] = {}
+        for index, item in enumerate(data):
+            try:
+                result.append(self.child.run_validation(item))
+            except serializers.ValidationError as error:
+                errors[index] = error.detail
+            except DjangoValidationError as error:
+                errors[index] = get_error_detail(error)
+            else:
+                continue
+            if _errors_spent(self.root) >= MAX_BODY_ERRORS:
+                break
+        if errors:
+            raise serializers.ValidationError(errors)  # type: ignore[arg-type]  # as DRF's own
+        return result
+
+
+# A body's validation stops after this many refused list members (BoundedListField).
+MAX_BODY_ERRORS = 100
+
+
+def _errors_spent(root: serializers.Field) -> int:
+    """One more refused member of the body `root` validates; how many so far."""
+    spent: int = getattr(root, "_refused_members", 0) + 1
+    root._refused_members = spent  # type: ignore[attr-defined]
+    return spent
 
 
 # A webhook's URL: `https://` (`http://` is accepted only where private addresses are allowed,

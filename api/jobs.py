@@ -15,7 +15,7 @@ from api.routes import answer, route
 from api.schemas import examples as ex
 from api.schemas.routes import polling_header
 from jobs.exceptions import JobFinishedError, JobNotCancellableError, JobNotFoundError
-from jobs.models import AsyncJob, JobStatus, JobType
+from jobs.models import AsyncJob, JobStatus
 from jobs.selectors import (
     JobFilters,
     chain_document,
@@ -26,11 +26,15 @@ from jobs.selectors import (
     retry_after_seconds,
 )
 from provisioning import services as provisioning_services
-from provisioning.serializers import JobListItemSerializer, JobSerializer, JobSummarySerializer
+from provisioning.serializers import (
+    JobSerializer,
+    JobSummarySerializer,
+    job_type_field,
+)
 
 
 class JobListSerializer(serializers.Serializer):
-    items = JobListItemSerializer(many=True)
+    items = JobSummarySerializer(many=True)
     nextCursor = serializers.CharField(  # noqa: N815
         source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
     )
@@ -72,10 +76,10 @@ class OrgJobListQuerySerializer(JobListQuerySerializer):
     brandId = serializers.UUIDField(  # noqa: N815
         required=False, help_text="Only this brand's jobs; not a UUID → 400 `invalidRequest`."
     )
-    jobType = serializers.ChoiceField(  # noqa: N815
-        choices=JobType.choices,
+    jobType = job_type_field(  # noqa: N815
+        known_only=True,
         required=False,
-        help_text="Only jobs of this type; an unknown type → 400 `invalidRequest`.",
+        help_text="Only jobs of this type.",
     )
     createdAfter = serializers.DateTimeField(  # noqa: N815
         required=False, help_text="Only jobs created after this instant (ISO 8601)."

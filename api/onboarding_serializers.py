@@ -12,7 +12,12 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from api.brands import BrandFieldsSerializer
-from api.fields import ActivateMarketSerializer, BoundedListField, HttpUrlField
+from api.fields import (
+    ActivateMarketSerializer,
+    BoundedListField,
+    DeprecatedBooleanField,
+    HttpUrlField,
+)
 from api.pagination import PageQuerySerializer, status_query
 from api.responses import NEXT_CURSOR_HELP
 from jobs.models import JobStatus
@@ -36,19 +41,17 @@ class OnboardingBrandSerializer(BrandFieldsSerializer):
 
 
 class OnboardingCreateSerializer(serializers.Serializer):
-    """Always asynchronous: no `async` member. A member the body does not have (`async`
-    included) → 400 `invalidRequest` naming it (SPEC §12.2)."""
+    """Always asynchronous. A member the body does not have → 400 `invalidRequest` naming it;
+    `async`, which an earlier release took, is accepted and ignored (SPEC §13.6)."""
 
     brands = BoundedListField(
         child=OnboardingBrandSerializer(), min_length=1, max_length=MAX_BRANDS
     )
+    async_ = DeprecatedBooleanField(why="an onboarding is always asynchronous.", source="run_async")
 
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = [name for name in data if name not in self.fields]
-            if unknown:
-                raise serializers.ValidationError({unknown[0]: ["is not a member of this body."]})
-        return super().to_internal_value(data)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["async"] = self.fields.pop("async_")
 
 
 class OnboardingListQuerySerializer(PageQuerySerializer):

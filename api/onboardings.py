@@ -11,6 +11,7 @@ from rest_framework.response import Response
 
 from api.base import OrgScopedView
 from api.onboarding_serializers import (
+    MAX_BRANDS,
     OnboardingAcceptedSerializer,
     OnboardingCreateSerializer,
     OnboardingItemsQuerySerializer,
@@ -28,9 +29,15 @@ from provisioning.exceptions import (
     OnboardingFinishedError,
     OnboardingLimitError,
     OnboardingNotFoundError,
+    QueuedMarketsLimitError,
 )
 from provisioning.flows.common import MarketPlan
-from provisioning.flows.onboarding import OnboardingBrand, onboarding_begin, onboarding_cancel
+from provisioning.flows.onboarding import (
+    OnboardingBrand,
+    onboarding_begin,
+    onboarding_cancel,
+    onboarding_markets_check,
+)
 from provisioning.models import Onboarding
 from serenity.exceptions import (
     BrandExistsError,
@@ -78,6 +85,21 @@ def _brands_input(brands: list[dict[str, Any]]) -> list[OnboardingBrand]:
     return parsed
 
 
+def _markets_given(body: Any) -> int:
+    """How many markets the body's items list, counted before they are validated (a list over
+    its own limit is not counted: its validation refuses it at once, naming it)."""
+    brands = body.get("brands") if isinstance(body, dict) else None
+    if not isinstance(brands, list) or len(brands) > MAX_BRANDS:
+        return 0
+    per_item = settings.SERENITY_MAX_ACTIVATE_MARKETS
+    counts = (
+        len(item["markets"])
+        for item in brands
+        if isinstance(item, dict) and isinstance(item.get("markets"), list)
+    )
+    return sum(count for count in counts if count <= per_item)
+
+
 def _document(
     onboarding: Onboarding, *, cursor: str | None, limit: int, status: str | None = None
 ) -> Response:
@@ -123,7 +145,9 @@ class OnboardingCollectionView(OrgScopedView):
         "its own brand, attempt and chain (provision-workspace → create the markets). The whole "
         "body is validated before anything is written: a bad item → 400 naming `brands[i].field` "
         "in `details.field` (e.g. `brands[3].markets[0].market`); a member the body does not "
-        "have (such as `async`: it is always asynchronous) → 400 `invalidRequest`. An item whose "
+        "have → 400 `invalidRequest` naming it (`async`, which an earlier release took, is "
+        "accepted and ignored, with a `Deprecation` header: it is always asynchronous). An "
+        "item whose "
         "name exists in the organization or repeats an earlier item's ends `FAILED` "
         "`brandExists`, alone. An organization's items in progress are capped (5,000 unless an "
         "operator set its own cap) and one onboarding holds at most 5,000 markets in all: past "
@@ -150,9 +174,12 @@ class OnboardingCollectionView(OrgScopedView):
             SerenityNotEnabledError,
             BrandExistsError,
             OnboardingLimitError,
+            QueuedMarketsLimitError,
         ],
     )
     def post(self, request: Request, org_id: str) -> Response:
+        # Cheap refusals first: the markets in all are counted before any member is validated.
+        onboarding_markets_check(_markets_given(request.data))
         onboarding = onboarding_begin(
             organization=self.scope.organization,
             brands=_brands_input(self.body(request)["brands"]),

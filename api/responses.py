@@ -19,12 +19,12 @@ from rest_framework import serializers
 from rest_framework.fields import SkipField, get_attribute
 
 from jobs import exceptions as job_errors
-from jobs.models import JobStatus, JobType
+from jobs.models import JobStatus
 from kernel import errors as kernel_errors
 from kernel.errors import DomainError
 from provisioning import exceptions as provisioning_errors
 from provisioning.models import AttemptReason
-from provisioning.serializers import OpenCodeField
+from provisioning.serializers import OpenCodeField, job_type_field
 from serenity import exceptions as serenity_errors
 from serenity.models import BrandStatus, Market, MarketStatus
 from serenity.slices import country_for_geo_target_id
@@ -100,7 +100,9 @@ class ErrorDetailsSerializer(serializers.Serializer):
 class ErrorEnvelopeSerializer(serializers.Serializer):
     """Renders `DomainError.as_body()`: `details` only when the error has some."""
 
-    error = OpenCodeField(known=ERROR_CODES, help_text="A stable machine code.")
+    error = OpenCodeField(
+        known=ERROR_CODES, schema_name="ErrorCode", help_text="A stable machine code."
+    )
     message = serializers.CharField(
         help_text="One line, at most 500 characters; never upstream text, URLs or ids."
     )
@@ -111,8 +113,10 @@ class ErrorEnvelopeSerializer(serializers.Serializer):
 
 
 class ProvisioningErrorSerializer(serializers.Serializer):
-    code = serializers.ChoiceField(
-        choices=AttemptReason.choices, help_text="Why the latest attempt failed."
+    code = OpenCodeField(
+        known=AttemptReason.values,
+        schema_name="ProvisioningErrorCode",
+        help_text="Why the latest attempt failed.",
     )
     message = serializers.CharField()
 
@@ -202,7 +206,7 @@ class JobAcceptedSerializer(serializers.Serializer):
     """202 of an async request: the job just started."""
 
     jobId = serializers.UUIDField(source="pk")  # noqa: N815
-    jobType = serializers.ChoiceField(source="job_type", choices=JobType.choices)  # noqa: N815
+    jobType = job_type_field(source="job_type")  # noqa: N815
     status = serializers.ChoiceField(choices=JobStatus.choices, help_text="Always `IN_PROGRESS`.")
 
 
@@ -248,7 +252,9 @@ class ActivationIncompleteSerializer(serializers.Serializer):
     status = serializers.ChoiceField(
         choices=[BrandStatus.ACTIVE, BrandStatus.PENDING], required=False
     )
-    error = OpenCodeField(known=ERROR_CODES, help_text="A stable machine code.")
+    error = OpenCodeField(
+        known=ERROR_CODES, schema_name="ErrorCode", help_text="A stable machine code."
+    )
     message = serializers.CharField()
     details = ErrorDetailsSerializer(required=False)
     markets = ActivatedMarketSerializer(many=True, required=False)

@@ -43,6 +43,7 @@ from provisioning.exceptions import (
     ProvisioningIncompleteError,
     ProvisioningInProgressError,
     PublishFailedError,
+    QueuedMarketsLimitError,
     QuotaExceededError,
     SubworkspaceGoneError,
     WorkspaceMisconfiguredError,
@@ -221,6 +222,7 @@ class MarketCollectionView(SerenityView):
             UnknownLanguageError,
             NoParentWorkspaceError,
             SliceExistsError,
+            QueuedMarketsLimitError,
             WorkspaceMisconfiguredError,
             ProvisioningIncompleteError,
             QuotaExceededError,
@@ -241,7 +243,15 @@ class MarketCollectionView(SerenityView):
             brand_domain=data.get("brandDomain"),
         )
         created = market_create(brand=self.scope.brand, plan=plan, run_async=data["run_async"])
-        return render(created, MARKET_CREATED)
+        response = render(created, MARKET_CREATED)
+        if response.status_code == 201:
+            body = response.data
+            brand = self.scope.brand
+            response["Location"] = (
+                f"/v2/orgs/{brand.organization_id}/brands/{brand.pk}/serenity/markets/"
+                f"{body['geoTargetId']}/{body['languageCode']}"
+            )
+        return response
 
 
 class MarketDetailView(SerenityView):
@@ -322,6 +332,7 @@ class ActivateView(SerenityView):
             ),
         },
         raises=[
+            QueuedMarketsLimitError,
             ActivationIncompleteError,
             BaseUrlRequiredError,
             UnknownMarketError,

@@ -37,7 +37,9 @@ def _url_field(*, required: bool = True) -> WebhookUrlField:
 
 def _events_field() -> serializers.ListField:
     return BoundedListField(
-        child=OpenCodeField(known=SUBSCRIBABLE_EVENT_TYPES, known_only=True),
+        child=OpenCodeField(
+            known=SUBSCRIBABLE_EVENT_TYPES, schema_name="SubscribableEventType", known_only=True
+        ),
         required=False,
         min_length=1,
         max_length=len(SUBSCRIBABLE_EVENT_TYPES),
@@ -81,7 +83,9 @@ class DeliveryListQuerySerializer(PageQuerySerializer):
 class WebhookSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     url = serializers.CharField()
-    events = serializers.ListField(child=OpenCodeField(known=SUBSCRIBABLE_EVENT_TYPES))
+    events = serializers.ListField(
+        child=OpenCodeField(known=SUBSCRIBABLE_EVENT_TYPES, schema_name="SubscribableEventType")
+    )
     enabled = serializers.BooleanField(help_text="A disabled endpoint gets no new deliveries.")
     disabledReason = serializers.CharField(  # noqa: N815
         source="disabled_reason",
@@ -112,7 +116,9 @@ class DeliverySerializer(serializers.Serializer):
     eventId = serializers.UUIDField(  # noqa: N815
         source="event_id", help_text="The `webhook-id` header of every attempt."
     )
-    type = OpenCodeField(source="event_type", known=WebhookEventType.values)
+    type = OpenCodeField(
+        source="event_type", known=WebhookEventType.values, schema_name="WebhookEventType"
+    )
     status = serializers.ChoiceField(choices=DeliveryStatus.choices)
     attempts = serializers.IntegerField(help_text="How many attempts were made.")
     lastStatusCode = serializers.IntegerField(  # noqa: N815

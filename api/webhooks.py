@@ -29,7 +29,7 @@ from api.webhook_serializers import (
 )
 from webhooks import selectors, services
 from webhooks.exceptions import WebhookDisabledError, WebhookNotFoundError
-from webhooks.models import Webhook
+from webhooks.models import Webhook, WebhookDelivery
 
 SIGNED = (
     "Signed as Standard Webhooks specifies: `webhook-id` (the event's id, the same on every "
@@ -127,7 +127,11 @@ class WebhookCollectionView(SecretAnswerView):
             events=data.get("events"),
             description=data.get("description", ""),
         )
-        return Response(WebhookCreatedSerializer(created).data, status=201)
+        return Response(
+            WebhookCreatedSerializer(created).data,
+            status=201,
+            headers={"Location": webhook_location(created.webhook)},
+        )
 
 
 class WebhookDetailView(WebhookView):
@@ -216,8 +220,9 @@ class WebhookTestView(WebhookView):
         raises=[WebhookNotFoundError, WebhookDisabledError],
     )
     def post(self, request: Request, org_id: str, webhook_id: str) -> Response:
-        delivery = services.webhook_test_send(webhook=self.webhook(webhook_id))
-        return Response(DeliverySerializer(delivery).data, status=202)
+        webhook = self.webhook(webhook_id)
+        delivery = services.webhook_test_send(webhook=webhook)
+        return _delivery_accepted(delivery, webhook=webhook)
 
 
 class DeliveryCollectionView(WebhookView):
@@ -268,9 +273,8 @@ class DeliveryRedeliverView(WebhookView):
     def post(self, request: Request, org_id: str, webhook_id: str, delivery_id: str) -> Response:
         webhook = self.webhook(webhook_id)
         delivery = selectors.delivery_get(webhook=webhook, delivery_id=uuid.UUID(delivery_id))
-        return Response(
-            DeliverySerializer(services.delivery_redeliver(delivery=delivery)).data, status=202
-        )
+        delivery = services.delivery_redeliver(delivery=delivery)
+        return _delivery_accepted(delivery, webhook=webhook)
 
 
 class AttemptCollectionView(WebhookView):
@@ -298,3 +302,13 @@ class AttemptCollectionView(WebhookView):
             delivery=delivery, cursor=query["cursor"], limit=query["limit"]
         )
         return Response(AttemptListSerializer(page).data)
+
+
+def webhook_location(webhook: Webhook) -> str:
+    return f"/v2/orgs/{webhook.organization_id}/serenity/webhooks/{webhook.pk}"
+
+
+def _delivery_accepted(delivery: WebhookDelivery, *, webhook: Webhook) -> Response:
+    """A 202 of a delivery scheduled now, and where to read it (SPEC §13.6)."""
+    path = f"{webhook_location(webhook)}/deliveries/{delivery.pk}"
+    return Response(DeliverySerializer(delivery).data, status=202, headers={"Location": path})

@@ -194,3 +194,17 @@ class OnboardingLimitError(DomainError):
     def __init__(self, message: str, *, retry_after: int) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class QueuedMarketsLimitError(DomainError):
+    """The request would queue more markets than the org may have queued (SPEC §13.6:
+    `provisioning.caps`). Nothing is written; the client retries after `retry_after` seconds
+    (the `Retry-After` header)."""
+
+    code = "queuedMarketsLimit"
+    http_status = 429
+    default_message = "The request would queue more markets than the organization may."
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -45,22 +45,35 @@ OUTCOMES = ["succeeded", "partial", "failed"]
 
 
 class OpenCodeField(serializers.CharField):
-    """A code whose set grows (SPEC §12.2: error codes, job error codes, webhook event types):
-    a string, documented with its known values (`x-extensible-enum`, and in its description:
-    `api.schemas.extensions`), never as a closed enum, so that a client generated
+    """A code whose set grows (SPEC §12.2, §13.6: error codes, job error codes, step names, job
+    types, a brand's provisioning error codes, webhook event types): a string, documented once
+    as the component `schema_name` with its known values (`x-extensible-enum`, and in its
+    description: `api.schemas.extensions`), never as a closed enum, so that a client generated
     today still parses an answer carrying a code added later. As a request field
-    (`known_only`) it accepts the known values only."""
+    (`known_only`) it accepts the known values only (the field's help text says so)."""
 
     default_error_messages = {"unknown": "{value} is not one of the known values."}
 
-    def __init__(self, *, known: Sequence[str], known_only: bool = False, **kwargs: Any) -> None:
-        self.known = list(known)
+    def __init__(
+        self,
+        *,
+        known: Sequence[str],
+        schema_name: str,
+        known_only: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        self.known = list(dict.fromkeys(known))
+        self.schema_name = schema_name
         self.known_only = known_only
-        lead = str(kwargs.pop("help_text", "") or "").rstrip(".")
-        rule = "one of these" if known_only else "more may be added: expect others"
-        listed = ", ".join(f"`{code}`" for code in self.known)
-        kwargs["help_text"] = f"{lead + '. ' if lead else ''}Known values ({rule}): {listed}."
+        if known_only:
+            lead = str(kwargs.pop("help_text", "") or "").rstrip(".")
+            rule = "One of the known values of today; another → 400 `invalidRequest`."
+            kwargs["help_text"] = f"{lead + '. ' if lead else ''}{rule}"
         super().__init__(**kwargs)
+
+    def schema_description(self) -> str:
+        listed = ", ".join(f"`{code}`" for code in self.known)
+        return f"Known values (more may be added: expect others): {listed}."
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
@@ -69,6 +82,11 @@ class OpenCodeField(serializers.CharField):
         if self.known_only and value not in self.known:
             self.fail("unknown", value=value)
         return value
+
+
+def job_type_field(**kwargs: Any) -> OpenCodeField:
+    """A job's `jobType`: the set grows with the operations (SPEC §13.6)."""
+    return OpenCodeField(known=JobType.values, schema_name="JobType", **kwargs)
 
 
 class OmittedWhenNullDateTimeField(serializers.DateTimeField):
@@ -89,7 +107,9 @@ class OutcomeBodyField(serializers.JSONField):
 
 
 class JobErrorSerializer(serializers.Serializer):
-    code = OpenCodeField(known=JOB_ERROR_CODES, help_text="A stable machine code.")
+    code = OpenCodeField(
+        known=JOB_ERROR_CODES, schema_name="JobErrorCode", help_text="A stable machine code."
+    )
     message = serializers.CharField(help_text="Generic for upstream failures.")
     retryable = serializers.BooleanField()
 
@@ -103,7 +123,7 @@ class JobResultSerializer(serializers.Serializer):
 
 
 class JobStepSerializer(serializers.Serializer):
-    step = serializers.ChoiceField(choices=JobStep.choices)
+    step = OpenCodeField(known=JobStep.values, schema_name="JobStepName")
     status = serializers.ChoiceField(choices=["PENDING", *JobStatus.values])
     startedAt = serializers.DateTimeField(source="started_at", allow_null=True)  # noqa: N815
     finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)  # noqa: N815
@@ -114,13 +134,16 @@ class JobStepSerializer(serializers.Serializer):
     )
 
 
-class JobListItemSerializer(serializers.Serializer):
-    """A chain's document without its steps (the job list; a job event's `data`)."""
+class JobSummarySerializer(serializers.Serializer):
+    """A chain's document without its steps: the item of every job list (a brand's, an org's)
+    and a job event's `data`. The poll document is this with `steps` (SPEC §13.6: one shape
+    wherever a job is shown)."""
 
     jobId = serializers.UUIDField(  # noqa: N815
         source="job_id", help_text="The root job's id: the one clients hold."
     )
-    jobType = serializers.ChoiceField(source="job_type", choices=JobType.choices)  # noqa: N815
+    jobType = job_type_field(source="job_type")  # noqa: N815
+    brandId = serializers.UUIDField(source="brand_id", allow_null=True)  # noqa: N815
     status = serializers.ChoiceField(
         choices=JobStatus.choices, help_text="The effective status of the whole chain."
     )
@@ -137,7 +160,7 @@ class JobListItemSerializer(serializers.Serializer):
     )
 
 
-class JobSerializer(JobListItemSerializer):
+class JobSerializer(JobSummarySerializer):
     """A chain's document with the steps that exist so far (job polling, cancel)."""
 
     jobId = serializers.UUIDField(  # noqa: N815
@@ -152,13 +175,6 @@ class JobSerializer(JobListItemSerializer):
     finishedAt = serializers.DateTimeField(  # noqa: N815
         source="finished_at", allow_null=True, help_text="When the chain ended; null until then."
     )
-
-
-class JobSummarySerializer(JobListItemSerializer):
-    """A chain's document without its steps, plus `brandId`: the org-wide job list's items and a
-    job event's `data`."""
-
-    brandId = serializers.UUIDField(source="brand_id", allow_null=True)  # noqa: N815
 
 
 class OnboardingCountsSerializer(serializers.Serializer):

@@ -237,6 +237,14 @@ class Market(models.Model):
                 name="uniq_live_market_slice",
             ),
         ]
+        # An org's queued markets are counted at every accept (provisioning.caps).
+        indexes = [
+            models.Index(
+                fields=["brand"],
+                condition=Q(status="creating", deleted_at__isnull=True),
+                name="market_queued_idx",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.brand.name} {self.geo_target_id}/{self.language_code}"

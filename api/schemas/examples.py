@@ -84,6 +84,7 @@ JOB_ACCEPTED = {"jobId": JOB_ID, "jobType": "provisionWorkspace", "status": "IN_
 JOB_COMPLETED_ITEM = {
     "jobId": JOB_ID,
     "jobType": "provisionWorkspace",
+    "brandId": BRAND_ID,
     "status": "COMPLETED",
     "result": {"status": 201, "body": MARKET_CREATED, "outcome": "succeeded"},
     "error": None,
@@ -100,6 +101,7 @@ SETTLE_READ_DONE = {
 JOB_IN_PROGRESS: dict[str, Any] = {
     "jobId": JOB_ID,
     "jobType": "provisionWorkspace",
+    "brandId": BRAND_ID,
     "status": "IN_PROGRESS",
     "result": None,
     "error": None,
@@ -140,7 +142,7 @@ JOB_CANCELLED = {
     "steps": [SETTLE_READ_DONE],
     "finishedAt": UPDATED_AT,
 }
-ORG_JOB_ITEM = {**JOB_COMPLETED_ITEM, "brandId": BRAND_ID}
+ORG_JOB_ITEM = JOB_COMPLETED_ITEM
 BRAND_CREATE = {
     "name": "Acme",
     "baseUrl": "https://acme.example",

@@ -10,6 +10,7 @@ from drf_spectacular.extensions import (
     OpenApiAuthenticationExtension,
     OpenApiSerializerFieldExtension,
 )
+from drf_spectacular.plumbing import ResolvedComponent
 from rest_framework import serializers
 
 from api.responses import (
@@ -49,6 +50,19 @@ class StrictBooleanFieldExtension(OpenApiSerializerFieldExtension):
         }
 
 
+class DeprecatedBooleanFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = "api.fields.DeprecatedBooleanField"
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        return {
+            "type": "boolean",
+            "deprecated": True,
+            "description": f"Deprecated: {self.target.why} Accepted (a JSON boolean) and "
+            "ignored until the next major version; the answer then carries a `Deprecation` "
+            "header.",
+        }
+
+
 class CharFieldRulesExtension(OpenApiSerializerFieldExtension):
     """A request string field's rule, from its class (api.fields `openapi`): by default, as
     DRF's `CharField` checks, not blank (unless `allow_blank`) and without NUL."""
@@ -69,17 +83,31 @@ class CharFieldRulesExtension(OpenApiSerializerFieldExtension):
 
 
 class OpenCodeFieldExtension(OpenApiSerializerFieldExtension):
-    """A code whose set grows: a string with its known values listed (Zalando's
-    `x-extensible-enum`, and in the description), not a closed enum (SPEC §12.2)."""
+    """A code whose set grows: a named component (`OpenCodeField.schema_name`, the same name in
+    every release, never a generated `CodeEnum`), a string with its known values listed once
+    (Zalando's `x-extensible-enum`, and in the component's description), not a closed enum
+    (SPEC §12.2, §13.6). A request field that takes the known values only says so in its own
+    description: the set still grows."""
 
     target_class = "provisioning.serializers.OpenCodeField"
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
-        # The description (the known values in prose) is the field's help text. A request
-        # field accepts the known values only: there the set is closed.
-        if self.target.known_only:
-            return {"type": "string", "enum": list(self.target.known)}
-        return {"type": "string", "x-extensible-enum": list(self.target.known)}
+        field = self.target
+        component = ResolvedComponent(
+            name=field.schema_name,
+            type=ResolvedComponent.SCHEMA,
+            object=field.schema_name,
+            schema={
+                "type": "string",
+                "x-extensible-enum": list(field.known),
+                "description": field.schema_description(),
+            },
+        )
+        # The first field of that name registers it; every other one names the same values.
+        auto_schema.registry.register_on_missing(component)
+        known = auto_schema.registry[component].schema["x-extensible-enum"]
+        assert known == list(field.known), (field.schema_name, known, field.known)
+        return component.ref
 
 
 class AnswerBodyExtension(OpenApiSerializerFieldExtension):

@@ -205,17 +205,18 @@ def _rename_parameters(operation: dict[str, Any], path: str) -> None:
 def _apply_constraints(components: dict[str, Any]) -> None:
     """A request's string that may be blank (a webhook's description) still holds no NUL (the
     other strings' rules are their fields': api.schemas.extensions); a brand create's
-    cross-field rules; the onboarding create's closed body."""
+    cross-field rules; every body closed to members it does not list."""
     for name, schema in components.items():
         for prop in schema.get("properties", {}).values() if name.endswith("Request") else ():
             if prop.get("type") == "string" and not {"pattern", "enum", "format"} & set(prop):
                 prop["pattern"] = "^[^\\x00]*$"
     if "BrandCreateRequest" in components:
         components["BrandCreateRequest"]["allOf"] = BRAND_CREATE_RULES
-    # SPEC §12.2: the onboarding create body refuses any member it does not list (`async`
-    # included); the other bodies ignore unknown members (SPEC §7).
-    if "OnboardingCreateRequest" in components:
-        components["OnboardingCreateRequest"]["additionalProperties"] = False
+    # SPEC §13.6: every body (and every object inside one) refuses a member it does not list
+    # (api.bodies).
+    for name, schema in components.items():
+        if name.endswith("Request") and schema.get("type") == "object":
+            schema["additionalProperties"] = False
 
 
 # SPEC §4.1's cross-field rules of a brand create (provisioning.flows.brand_create), stated with
@@ -277,11 +278,24 @@ def _nullable_by_construction(node: Any) -> None:
             _nullable_by_construction(value)
 
 
+LOCATION = {
+    "201": "The path of what was created.",
+    "202": "The path of what was started, to poll.",
+}
+
+
 def _retry_after_headers(responses: dict[str, Any]) -> None:
-    """Every 429 and 503 of the API says when to come back (api.errors)."""
+    """Every 429 and 503 of the API says when to come back (api.errors); every 201 and 202
+    says where (SPEC §13.6: `Location`, unless the route describes its own)."""
     for status, header in (("429", RETRY_AFTER_429), ("503", RETRY_AFTER_503)):
         if status in responses:
             responses[status].setdefault("headers", {}).update(header)
+    for status, description in LOCATION.items():
+        if status in responses:
+            responses[status].setdefault("headers", {}).setdefault(
+                "Location",
+                {"schema": {"type": "string"}, "required": True, "description": description},
+            )
 
 
 def postprocess_schema(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:

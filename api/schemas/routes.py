@@ -18,6 +18,7 @@ from api.errors import (
     RequestTooLargeError,
     UnsupportedMediaTypeError,
 )
+from api.fields import DeprecatedBooleanField
 from api.responses import ErrorEnvelopeSerializer
 from api.routes import Route
 from api.schemas.examples import JOB_ID
@@ -77,6 +78,15 @@ IDEMPOTENT_REPLAYED = OpenApiParameter(
     response=True,
     description="`true` when this answer is the stored answer to an earlier request with the "
     "same `Idempotency-Key`.",
+)
+
+DEPRECATION = OpenApiParameter(
+    "Deprecation",
+    {"type": "string", "pattern": "^@-?[0-9]+$"},
+    OpenApiParameter.HEADER,
+    response=True,
+    description="Sent when the body held a deprecated member (RFC 9745: `@` and when it was "
+    "deprecated, in seconds since 1970); the member was ignored.",
 )
 
 
@@ -174,8 +184,11 @@ class RouteSchema(AutoSchema):
         parameters: list[Any] = [*self.route.headers, WWW_AUTHENTICATE]
         if self.method in WRITE_METHODS:
             parameters += [IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED]
-        if self.route.body is not None and "async" in self.route.body().fields:
+        fields = self.route.body().fields if self.route.body is not None else {}
+        if "async" in fields and not isinstance(fields["async"], DeprecatedBooleanField):
             parameters += JOB_ACCEPTED_HEADERS
+        if any(isinstance(field, DeprecatedBooleanField) for field in fields.values()):
+            parameters.append(DEPRECATION)
         if self.route.query is not None:
             parameters.append(self.route.query)
         return parameters

@@ -27,6 +27,7 @@ from jobs.models import JobStep, JobType
 from jobs.runner import StepRun
 from kernel.errors import DomainError
 from provisioning import chain, guard, quota
+from provisioning.caps import queued_markets_check
 from provisioning.exceptions import (
     ActivationIncompleteError,
     WorkspaceMisconfiguredError,
@@ -89,6 +90,8 @@ def activate(
     if brand.workspace_mode == WorkspaceMode.FLAT:
         return _activate_flat(brand=brand, branch=branch, chained=chained)
     if run_async:
+        adding = len(plans) if branch.creates_markets else 0
+        queued_markets_check(organization_id=brand.organization_id, adding=adding)
         return _begin_async(brand=brand, chained=chained)
     with quota.request_permits():
         return _activate_sync(brand=brand, branch=branch, chained=chained)

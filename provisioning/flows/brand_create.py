@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from jobs.models import AsyncJob, JobStep
 from kernel.errors import DomainError, InvalidRequestError
 from provisioning import guard, quota
+from provisioning.caps import queued_markets_check
 from provisioning.exceptions import UpstreamBusyError
 from provisioning.flows.common import (
     Chained,
@@ -103,6 +104,7 @@ def brand_create(*, organization: Organization, data: BrandInput, run_async: boo
 
 def _begin_async(*, organization: Organization, data: BrandInput, status: str) -> BrandCreated:
     """The brand row, its attempt, its reservation and the chain's jobs in one transaction."""
+    queued_markets_check(organization_id=organization.pk, adding=1 if data.market else 0)
     root_id = uuid.uuid4()
     # Durable: the brand and its attempt are committed before a worker may claim the chain.
     with transaction.atomic(durable=True):

@@ -20,6 +20,7 @@ from jobs.models import JobStep, JobType
 from jobs.runner import StepRun
 from kernel.errors import DomainError
 from provisioning import chain, guard, quota
+from provisioning.caps import queued_markets_check
 from provisioning.exceptions import ProvisioningIncompleteError, WorkspaceMisconfiguredError
 from provisioning.flows.common import (
     Chained,
@@ -86,6 +87,7 @@ def _chained(plan: MarketPlan) -> Chained:
 def _begin_async(*, brand: Brand, plan: MarketPlan, parent_id: str) -> Accepted:
     """Guard, attempt (its candidate: the pointer), reservation and jobs in one short
     transaction; the chain settles the existing workspace, then creates the market."""
+    queued_markets_check(organization_id=brand.organization_id, adding=1)
     root_id = uuid.uuid4()
     live: list[Market] = []
     try:
@@ -151,6 +153,8 @@ def market_create_flat(*, brand: Brand, plan: MarketPlan, run_async: bool) -> Ou
     """Flat mode: the project goes in the parent, by a `createMarket` job with no
     provisioning step (no attempt: nothing creates a workspace), owning the reservation; a
     sync request runs that job inline (`jobs.inline`)."""
+    if run_async:
+        queued_markets_check(organization_id=brand.organization_id, adding=1)
     root_id = uuid.uuid4()
     with transaction.atomic():
         reservation = market_reserve(brand=brand, slice_=plan.slice, owner=root_id, name=plan.name)

@@ -32,6 +32,7 @@ from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.signals import chains_ended_check
 from kernel import context
 from provisioning import selectors, services
+from provisioning.caps import queued_markets_check
 from provisioning.exceptions import OnboardingFinishedError, OnboardingLimitError
 from provisioning.family import GROUP_KEY, ONBOARDING_KEY
 from provisioning.flows.common import MarketPlan
@@ -72,18 +73,23 @@ def onboarding_begin(*, organization: Organization, brands: list[OnboardingBrand
             "Bulk onboarding needs a Serenity organization with a parent workspace in "
             "sub-workspace mode."
         )
-    markets = sum(len(b.markets) for b in brands)
-    if markets > settings.SERENITY_ONBOARDING_MARKETS_MAX:
-        raise _limit_error(
-            f"An onboarding holds at most {settings.SERENITY_ONBOARDING_MARKETS_MAX} markets "
-            f"in all; this one has {markets}."
-        )
+    onboarding_markets_check(sum(len(b.markets) for b in brands))
     for _ in range(3):
         try:
             return _begin(organization=organization, brands=brands)
         except IntegrityError:
             continue  # a name was taken meanwhile: read the names again
     raise BrandExistsError()
+
+
+def onboarding_markets_check(markets: int) -> None:
+    """429 `onboardingLimit` for an onboarding of more markets in all than the setting allows
+    (the API checks a body's count before validating its members: SPEC §13.6)."""
+    if markets > settings.SERENITY_ONBOARDING_MARKETS_MAX:
+        raise _limit_error(
+            f"An onboarding holds at most {settings.SERENITY_ONBOARDING_MARKETS_MAX} markets "
+            f"in all; this one has {markets}."
+        )
 
 
 def _limit_error(message: str) -> OnboardingLimitError:
@@ -132,6 +138,7 @@ def _begin(*, organization: Organization, brands: list[OnboardingBrand]) -> Onbo
             taken.add(key)
             rows.add(onboarding, organization, index, item, key)
         _open_items_check(organization=organization, adding=len(rows.chains))
+        queued_markets_check(organization_id=organization.pk, adding=rows.queued_markets)
         onboarding.in_progress = len(rows.chains)
         onboarding.failed = len(rows.items) - len(rows.chains)
         onboarding.save(force_insert=True)
@@ -151,6 +158,7 @@ class _Rows:
         self.markets: list[Market] = []
         self.chains: list[job_services.ChainSpec] = []
         self.items: list[OnboardingItem] = []
+        self.queued_markets = 0  # the accepted items' markets (provisioning.caps)
 
     def refused(self, onboarding: Onboarding, index: int, name: str) -> None:
         error = BrandExistsError()
@@ -197,6 +205,7 @@ class _Rows:
             GROUP_KEY: index // ONBOARDING_GROUP_SIZE,
         }
         then = self._chained(brand, attempt, item.markets, refs)
+        self.queued_markets += len(item.markets)
         self.brands.append(brand)
         self.attempts.append(attempt)
         self.chains.append(

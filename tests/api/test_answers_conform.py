@@ -358,7 +358,7 @@ def test_onboarding_routes(sw_writer: Caller, sim: Any, seen: set[Checked]) -> N
     assert sw_writer.post(f"{accepted['Location']}/cancel").status_code == 200
     assert sw_writer.post(f"{accepted['Location']}/cancel").status_code == 409
     assert sw_writer.get(f"{path}?status=CANCELLED").status_code == 200
-    assert sw_writer.post(path, {"brands": brands, "async": True}).status_code == 400
+    assert sw_writer.post(path, {"brands": brands, "asynch": True}).status_code == 400
     assert sw_writer.get(f"{path}/00000000-0000-4000-8000-000000000000").status_code == 404
     plain = make_caller(OrganizationFactory(serenity_enabled=False))
     refused = plain.post(f"/v2/orgs/{plain.org.id}/serenity/onboardings", {"brands": brands})

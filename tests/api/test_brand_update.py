@@ -25,19 +25,23 @@ def brand(sw_writer) -> Brand:  # type: ignore[no-untyped-def]
 
 
 def test_patch_updates_the_given_fields_only(sw_writer, sim, brand):
-    # when (unknown and read-only fields are ignored)
-    response = sw_writer.patch(
-        brand_path(sw_writer, brand),
-        {
-            "baseUrl": "https://www.acme.example/",
-            "urls": ["https://acme.example/shop"],
-            "aliases": ["Acme Corp"],
-            "serenityEnabled": False,
-            "name": "Renamed",
-            "semrushSubWorkspaceId": "ws-other",
-            "status": "deleted",
-        },
-    )
+    # given a read-only member beside the writable ones: refused, naming it (SPEC §13.6)
+    writable = {
+        "baseUrl": "https://www.acme.example/",
+        "urls": ["https://acme.example/shop"],
+        "aliases": ["Acme Corp"],
+        "serenityEnabled": False,
+    }
+    for member, value in (
+        ("name", "Renamed"),
+        ("semrushSubWorkspaceId", "ws-other"),
+        ("status", "deleted"),
+    ):
+        refused = sw_writer.patch(brand_path(sw_writer, brand), {**writable, member: value})
+        assert refused.status_code == 400, refused.json()
+        assert refused.json()["details"] == {"field": member}
+    # when
+    response = sw_writer.patch(brand_path(sw_writer, brand), writable)
     # then
     assert response.status_code == 200, response.json()
     assert response.json() == {

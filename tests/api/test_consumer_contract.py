@@ -132,10 +132,10 @@ def test_a_bad_onboarding_item_is_named_in_details_field(sw_writer, bad, code, f
     assert written() == {"onboardings": 0, "brands": 0, "jobs": 0, "markets": 0}
 
 
-# --- The onboarding body has no `async` -------------------------------------------------------
+# --- The onboarding body: `async` deprecated, other members refused (SPEC §13.6) ---------------
 
 
-@pytest.mark.parametrize("member", ["async", "expand"])
+@pytest.mark.parametrize("member", ["asynch", "expand"])
 def test_an_onboarding_body_with_a_member_it_does_not_have_is_refused(sw_writer, member):
     response = onboard(sw_writer, {"brands": [item("A")], member: False})
     body = assert_error(response, 400, "invalidRequest")
@@ -143,9 +143,12 @@ def test_an_onboarding_body_with_a_member_it_does_not_have_is_refused(sw_writer,
     assert written() == {"onboardings": 0, "brands": 0, "jobs": 0, "markets": 0}
 
 
-def test_the_documented_onboarding_body_has_no_async(served_document):
+def test_the_documented_onboarding_body_marks_async_deprecated(served_document):
     schema = served_document.document["components"]["schemas"]["OnboardingCreateRequest"]
-    assert set(schema["properties"]) == {"brands"}
+    assert set(schema["properties"]) == {"brands", "async"}
+    assert schema["properties"]["async"]["deprecated"] is True
+    assert schema["additionalProperties"] is False
+    assert schema["required"] == ["brands"]
 
 
 # --- The onboarding filters ---------------------------------------------------------------------

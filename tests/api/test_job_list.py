@@ -56,13 +56,14 @@ def test_the_list_holds_root_jobs_with_the_chains_effective_state(writer):
     AsyncJobFactory(brand=BrandFactory(organization=writer.org))  # another brand's
     # when
     response = writer.get(jobs_url(writer, brand))
-    # then newest first, one item per chain (the root's id), no steps
+    # then newest first, one item per chain (the root's id): the poll document without steps
     assert response.status_code == 200
     assert response.json() == {
         "items": [
             {
                 "jobId": str(running_root.pk),
                 "jobType": "provisionWorkspace",
+                "brandId": str(brand.pk),
                 "status": "IN_PROGRESS",
                 "result": None,
                 "error": None,
@@ -73,6 +74,7 @@ def test_the_list_holds_root_jobs_with_the_chains_effective_state(writer):
             {
                 "jobId": str(done_root.pk),
                 "jobType": "provisionWorkspace",
+                "brandId": str(brand.pk),
                 "status": "COMPLETED",
                 "result": market_created(brand),
                 "error": None,

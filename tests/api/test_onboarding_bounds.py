@@ -320,3 +320,63 @@ def test_a_cancel_of_1000_items_publishes_their_events_to_10_endpoints_set_based
     # and one delivery job each (the pending cap of 10,000 dropped the 10 oldest as overflow)
     assert AsyncJob.objects.filter(job_type="webhookDelivery").count() == 10_010
     assert WebhookDelivery.objects.filter(last_error="overflow").count() == 10
+
+
+# --- Cheap refusals (SPEC §13.6) -----------------------------------------------------------------
+
+
+@pytest.fixture
+def validated(monkeypatch):  # type: ignore[no-untyped-def]
+    """How many URL and market members were validated (no timing: work counted)."""
+    from api import fields
+
+    counts = {"urls": 0, "markets": 0}
+
+    def counting(kind, original):  # type: ignore[no-untyped-def]
+        def run(self, data):  # type: ignore[no-untyped-def]
+            counts[kind] += 1
+            return original(self, data)
+
+        return run
+
+    monkeypatch.setattr(
+        fields.HttpUrlField,
+        "to_internal_value",
+        counting("urls", fields.HttpUrlField.to_internal_value),
+    )
+    monkeypatch.setattr(
+        fields.MarketField,
+        "to_internal_value",
+        counting("markets", fields.MarketField.to_internal_value),
+    )
+    return counts
+
+
+def test_a_body_invalid_in_every_member_stops_after_a_hundred_refusals(
+    sw_writer, published, validated
+):
+    # given 1,000 items inside every limit, each with 20 URLs that are all refused
+    items = [{**brand(f"B{n}"), "urls": ["ftp://x.example"] * 20} for n in range(1000)]
+    # when
+    response = sw_writer.post(url(sw_writer), {"brands": items})
+    # then the first is named, nothing is written, and about a hundred members were validated,
+    # not 21,000
+    error = assert_error(response, 400, "invalidRequest")
+    assert error["details"] == {"field": "brands[0].urls[0]"}
+    assert written() == {"onboardings": 0, "brands": 0, "attempts": 0, "jobs": 0, "markets": 0}
+    assert published == []
+    assert validated["urls"] <= 150
+
+
+def test_markets_past_the_onboarding_s_limit_are_refused_before_any_is_validated(
+    sw_writer, published, validated, settings
+):
+    # given 200 items of 50 valid markets each: 10,000 markets, over the 5,000 in all
+    markets = [("US", "en")] * 50
+    items = [brand(f"B{n}", *markets) for n in range(200)]
+    # when
+    response = sw_writer.post(url(sw_writer), {"brands": items})
+    # then 429 before a single market was validated
+    limit_refusal(response, "An onboarding holds at most 5000 markets in all; this one has 10000.")
+    assert validated["markets"] == 0
+    assert written() == {"onboardings": 0, "brands": 0, "attempts": 0, "jobs": 0, "markets": 0}

@@ -367,3 +367,31 @@ def test_a_repeated_request_with_its_idempotency_key_replays_the_first_answer(sw
     assert again.json() == first.json()
     assert again["Idempotent-Replayed"] == "true"
     assert Onboarding.objects.count() == 1 and Brand.objects.count() == 2
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_the_dropped_async_member_is_accepted_and_ignored_with_a_deprecation_header(
+    sw_writer, published, value
+):
+    """SPEC §13.6: a client generated from an earlier release sends `"async": false`; it is
+    accepted and ignored (an onboarding is always asynchronous) until the next major version,
+    and the answer says it is deprecated (RFC 9745)."""
+    response = sw_writer.post(url(sw_writer), {"brands": [brand("A")], "async": value})
+    assert response.status_code == 202, response.json()
+    assert response["Deprecation"] == "@1796428800"
+    assert response.json()["status"] == "IN_PROGRESS"
+    assert Onboarding.objects.get().total == 1
+    # without it, no such header
+    plain = sw_writer.post(url(sw_writer), {"brands": [brand("B")]})
+    assert plain.status_code == 202
+    assert "Deprecation" not in plain
+
+
+def test_a_dropped_async_that_is_not_a_boolean_is_refused_and_nothing_is_written(
+    sw_writer, published
+):
+    response = sw_writer.post(url(sw_writer), {"brands": [brand("A")], "async": "false"})
+    error = assert_error(response, 400, "invalidRequest")
+    assert error["details"] == {"field": "async"}
+    assert written() == NOTHING
+    assert published == []

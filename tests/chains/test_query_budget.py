@@ -50,8 +50,9 @@ def test_async_accepts_stay_within_the_query_budget(sw_writer, sim, published):
                 },
             )
         )
-        # token, org + role, BEGIN, four INSERTs, COMMIT: the 202 renders the rows in hand
-        <= 8
+        # token, org + role, the org's queued markets (SPEC §13.6: provisioning.caps), BEGIN,
+        # four INSERTs, COMMIT: the 202 renders the rows in hand
+        <= 9
     )
     assert (
         count_queries(
