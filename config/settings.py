@@ -447,6 +447,7 @@ def beat_schedule(
         "jobs-dispatch": ("jobs.dispatch_due_jobs", dispatch),
         "provisioning-stale-sweep": ("provisioning.sweep_stale_attempts", stale_sweep),
         "jobs-purge": ("jobs.purge_finished_jobs", 3600.0),
+        "provisioning-ledger-purge": ("provisioning.purge_upstream_calls", 3600.0),
         "serenity-idempotency-purge": ("serenity.purge_idempotency_keys", idempotency_purge),
     }
     return {
@@ -571,3 +572,8 @@ LOGGING = {
         "celery.beat": {"filters": ["beat_ticks"]},
     },
 }
+
+# --- ledger (revision 7) ----------------------------------------------------------------------
+# The ledger of upstream writes (SPEC §13.4, provisioning/ledger/): rows are kept this many days,
+# then beat's hourly purge deletes them.
+SERENITY_LEDGER_RETENTION_DAYS = 90.0
