@@ -25,23 +25,23 @@ from provisioning.semrush.contract import operation_for
 
 logger = logging.getLogger("serenity.ledger")
 
-# The client's operations that are recorded: every write, and the reads that confirm one (a
+# The contract's operations that are recorded: every write, and the reads that confirm one (a
 # new workspace's status, a publish's state). Listings and the language catalogue are not.
 RECORDED_OPERATIONS = frozenset(
     {
-        "create_subworkspace",
-        "get_workspace_status",
-        "create_project",
-        "set_tracked_url",
-        "publish_project",
-        "get_project",
-        "delete_project",
-        "add_prompts",
+        "workspace-child-create-v2",
+        "workspaces-status-get",
+        "projects-post-project",
+        "projects-patch-project",
+        "projects-publish-project",
+        "projects-get-project",
+        "projects-delete-project",
+        "aio-create-tagged-prompts",
     }
 )
 # The operations whose answer names the object they made (its `id`).
-_CREATES_WORKSPACE = "create_subworkspace"
-_CREATES_PROJECT = "create_project"
+_CREATES_WORKSPACE = "workspace-child-create-v2"
+_CREATES_PROJECT = "projects-post-project"
 
 _IDS = re.compile(r"/workspaces/(?P<workspace>[^/]+)(?:/projects/(?P<project>[^/]+))?")
 
@@ -67,9 +67,10 @@ class LedgerRecorder:
     def record(self, attempt: SentAttempt) -> None:
         """One row for the attempt, if its operation is recorded. A failed INSERT is logged,
         never raised (inside a transaction, under a savepoint, so the transaction survives)."""
-        if attempt.operation not in RECORDED_OPERATIONS:
+        operation = operation_for(attempt.method, attempt.path)
+        if operation is None or operation.name not in RECORDED_OPERATIONS:
             return
-        row = self.row(attempt)
+        row = self.row(attempt, operation=operation.name)
         try:
             if connection.in_atomic_block:
                 with transaction.atomic():
@@ -80,13 +81,12 @@ class LedgerRecorder:
             logger.warning(
                 "the upstream call was not recorded",
                 exc_info=True,
-                extra={"upstream_operation": attempt.operation, "x_request_id": attempt.request_id},
+                extra={"upstream_operation": operation.name, "x_request_id": attempt.request_id},
             )
 
-    def row(self, attempt: SentAttempt) -> UpstreamCall:
-        """The attempt's row, not saved."""
-        workspace_id, project_id = object_ids(attempt)
-        operation = operation_for(attempt.method, attempt.path)
+    def row(self, attempt: SentAttempt, *, operation: str) -> UpstreamCall:
+        """The attempt's row (`operation`: the contract's operationId), not saved."""
+        workspace_id, project_id = object_ids(attempt, operation=operation)
         return UpstreamCall(
             at=datetime.fromtimestamp(attempt.started_at, tz=UTC),
             organization_id=self.organization_id,
@@ -94,7 +94,7 @@ class LedgerRecorder:
             job_id=self.job_id,
             step_job_id=self.step_job_id,
             attempt_id=self.attempt_id,
-            operation=operation.name if operation is not None else attempt.operation,
+            operation=operation,
             method=attempt.method,
             status_code=attempt.status,
             duration_ms=attempt.duration_ms,
@@ -104,16 +104,16 @@ class LedgerRecorder:
         )
 
 
-def object_ids(attempt: SentAttempt) -> tuple[str | None, str | None]:
+def object_ids(attempt: SentAttempt, *, operation: str) -> tuple[str | None, str | None]:
     """The workspace and project the attempt names or (a create, answered 2xx) returns. A
     child workspace's create names its parent: the row names the child it made (None when it
     made none)."""
     match = _IDS.search(attempt.path)
     workspace = unquote(match["workspace"]) if match else None
     project = unquote(match["project"]) if match and match["project"] else None
-    if attempt.operation == _CREATES_WORKSPACE:
+    if operation == _CREATES_WORKSPACE:
         workspace = _returned_id(attempt)
-    elif attempt.operation == _CREATES_PROJECT:
+    elif operation == _CREATES_PROJECT:
         project = _returned_id(attempt)
     return workspace, project
 

@@ -90,11 +90,11 @@ class Permits(Protocol):
 
 @dataclass(frozen=True)
 class SentAttempt:
-    """One HTTP attempt as a :class:`CallRecorder` sees it: ``operation`` is the client's name
-    for it, ``path`` the URL's path (no host, no query), ``started_at`` the wall clock when it
-    was sent, ``status`` None when no answer arrived, ``response`` the answer (its body read)."""
+    """One HTTP attempt as a :class:`CallRecorder` sees it: ``path`` is the URL's path (no host,
+    no query: with the method, it names the contract's operation), ``started_at`` the wall clock
+    when it was sent, ``status`` None when no answer arrived, ``response`` the answer (its body
+    read)."""
 
-    operation: str
     method: str
     path: str
     request_id: str
@@ -235,12 +235,11 @@ class SemrushCaller:
             if self._permits is not None:
                 self._permits.acquire(operation)
             request_id = str(uuid.uuid4())
-            sent_at = self._wall_clock()
+            logged = functools.partial(log, request_id=request_id)
             started = self._clock()
             failure: TransportError | None = None
-            answer: requests.Response | None = None
             try:
-                response = answer = self._send_released(method, url, params, json_body, request_id)
+                response = self._send_released(method, url, params, json_body, request_id)
             except TransportError as exc:
                 failure = exc
                 error = self._failure_error(exc, operation=operation, method=method, path=path)
@@ -249,8 +248,7 @@ class SemrushCaller:
             else:
                 duration_ms = _elapsed_ms(started, self._clock())
                 if response.status_code < 300:
-                    self._record(operation, method, path, request_id, sent_at, duration_ms, answer)
-                    log(logging.INFO, response.status_code, duration_ms, attempt, request_id)
+                    logged(logging.INFO, response.status_code, duration_ms, attempt)
                     return response
                 error = self._answer_error(
                     response, operation=operation, method=method, path=path, owned=owned
@@ -259,16 +257,7 @@ class SemrushCaller:
                     self._permits.pause(error.retry_after)
                 wait = self._wait_before_retry(error, attempt=attempt, idempotent=idempotent)
             duration_ms = _elapsed_ms(started, self._clock())
-            self._record(operation, method, path, request_id, sent_at, duration_ms, answer)
-            log(
-                logging.WARNING,
-                error.status,
-                duration_ms,
-                attempt,
-                request_id,
-                error=error,
-                wait=wait,
-            )
+            logged(logging.WARNING, error.status, duration_ms, attempt, error=error, wait=wait)
             if wait is None:
                 raise error from failure
             self._sleep(wait)
@@ -313,25 +302,30 @@ class SemrushCaller:
         json_body: Any,
         request_id: str,
     ) -> requests.Response:
-        """One attempt, with its ``X-Request-Id``; the concurrency slot its permit holds is
-        given back once it has its answer (or failed)."""
+        """One attempt, with its ``X-Request-Id``, handed to the recorder once it has its answer
+        (or failed); the concurrency slot its permit holds is given back then."""
+        sent_at, started = self._wall_clock(), self._clock()
+        response: requests.Response | None = None
         try:
-            return self._transport.send(
+            response = self._transport.send(
                 method,
                 url,
                 params=params,
                 json_body=json_body,
                 headers={"X-Request-Id": request_id},
             )
+            return response
         finally:
             if self._permits is not None:
                 self._permits.release()
+            if self._recorder is not None:
+                duration_ms = _elapsed_ms(started, self._clock())
+                self._record(method, url, request_id, sent_at, duration_ms, response)
 
     def _record(
         self,
-        operation: str,
         method: str,
-        path: str,
+        url: str,
         request_id: str,
         sent_at: float,
         duration_ms: int,
@@ -341,9 +335,8 @@ class SemrushCaller:
         if self._recorder is None:
             return
         attempt = SentAttempt(
-            operation=operation,
             method=method,
-            path=path,
+            path=urlsplit(url).path,
             request_id=request_id,
             started_at=sent_at,
             duration_ms=duration_ms,
@@ -355,7 +348,7 @@ class SemrushCaller:
         except Exception:
             logger.exception(
                 "the upstream call was not recorded",
-                extra={"upstream_operation": operation, "x_request_id": request_id},
+                extra={"upstream_method": method, "x_request_id": request_id},
             )
 
     def _wait_before_retry(

@@ -26,6 +26,8 @@ PARENT = "parent-ws-1"
 WS = "child ws/1"  # percent-encoded in paths
 WS_PATH = "child%20ws%2F1"
 PID = "project-1"
+CREATE_PROJECT = "projects-post-project"
+CREATE_CHILD = "workspace-child-create-v2"
 
 
 class Recorded:
@@ -65,9 +67,9 @@ def test_each_attempt_is_recorded_with_its_own_x_request_id(caplog):
         )  # fmt: skip
     # then both attempts were recorded, each with the id it was sent with
     sent = [call.request.headers["X-Request-Id"] for call in responses.calls]
-    assert [(a.operation, a.method, a.status, a.request_id) for a in recorder.attempts] == [
-        ("create_project", "POST", 429, sent[0]),
-        ("create_project", "POST", 201, sent[1]),
+    assert [(a.method, a.status, a.request_id) for a in recorder.attempts] == [
+        ("POST", 429, sent[0]),
+        ("POST", 201, sent[1]),
     ]
     assert sent[0] != sent[1] and all(str(uuid.UUID(s)) == s for s in sent)
     assert {a.started_at for a in recorder.attempts} == {WALL_NOW.timestamp()}
@@ -77,8 +79,8 @@ def test_each_attempt_is_recorded_with_its_own_x_request_id(caplog):
     assert [r.x_request_id for r in lines] == sent  # type: ignore[attr-defined]
     assert all(f"x_request_id={s}" in r.getMessage() for r, s in zip(lines, sent, strict=True))
     # and the record names the workspace of the path and the project the answer returned
-    assert object_ids(recorder.attempts[1]) == (WS, PID)
-    assert object_ids(recorder.attempts[0]) == (WS, None)
+    assert object_ids(recorder.attempts[1], operation=CREATE_PROJECT) == (WS, PID)
+    assert object_ids(recorder.attempts[0], operation=CREATE_PROJECT) == (WS, None)
 
 
 @responses.activate
@@ -88,13 +90,9 @@ def test_an_attempt_without_an_answer_is_recorded_without_a_status():
     with pytest.raises(SemrushNetworkError):
         client(recorder).create_subworkspace(parent_id=PARENT, title="Acme")
     [attempt] = recorder.attempts
-    assert (attempt.operation, attempt.status, attempt.response) == (
-        "create_subworkspace",
-        None,
-        None,
-    )
+    assert (attempt.method, attempt.status, attempt.response) == ("POST", None, None)
     # a child's create names its parent: the row names no workspace it did not make
-    assert object_ids(attempt) == (None, None)
+    assert object_ids(attempt, operation=CREATE_CHILD) == (None, None)
 
 
 @responses.activate
@@ -105,7 +103,7 @@ def test_a_workspace_create_names_the_child_it_made():
         json={"id": "child-9", "title": "Acme", "status": "not ready"},
     )
     client(recorder).create_subworkspace(parent_id=PARENT, title="Acme")
-    assert object_ids(recorder.attempts[0]) == ("child-9", None)
+    assert object_ids(recorder.attempts[0], operation=CREATE_CHILD) == ("child-9", None)
 
 
 @responses.activate
@@ -122,4 +120,4 @@ def test_a_failing_recorder_never_fails_the_call(caplog):
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == [
         "the upstream call was not recorded"
     ]
-    assert object_ids(recorder.attempts[0]) == (WS, PID)
+    assert object_ids(recorder.attempts[0], operation="projects-delete-project") == (WS, PID)
