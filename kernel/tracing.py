@@ -67,7 +67,13 @@ def _provider(exporter: SpanExporter | None) -> object:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
-    provider = TracerProvider(resource=Resource.create({"service.name": "serenity"}))
+    # `serenity` unless the operator named the service (OpenTelemetry's own variables).
+    named = os.environ.get("OTEL_SERVICE_NAME") or "service.name=" in os.environ.get(
+        "OTEL_RESOURCE_ATTRIBUTES", ""
+    )
+    provider = TracerProvider(
+        resource=Resource.create({} if named else {"service.name": "serenity"})
+    )
     if exporter is None:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
