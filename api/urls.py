@@ -1,7 +1,16 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from api import brands, health, jobs, onboardings, prompts, serenity_routes, webhooks
+from api import (
+    brands,
+    health,
+    jobs,
+    onboardings,
+    prompts,
+    serenity_routes,
+    upstream_calls,
+    webhooks,
+)
 
 B = "v2/orgs/<str:org_id>/brands/<str:brand_id>"
 ONB = "v2/orgs/<str:org_id>/serenity/onboardings"
@@ -53,6 +62,10 @@ urlpatterns = [
         webhooks.AttemptCollectionView.as_view(),
     ),
     path(J, jobs.OrgJobCollectionView.as_view()),
+    path(
+        "v2/orgs/<str:org_id>/serenity/upstream-calls",
+        upstream_calls.UpstreamCallCollectionView.as_view(),
+    ),
     path(f"{J}/<str:job_id>", jobs.OrgJobDetailView.as_view()),
     path(B, brands.BrandDetailView.as_view()),
     path(f"{B}/serenity/markets", serenity_routes.MarketCollectionView.as_view()),

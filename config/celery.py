@@ -13,6 +13,7 @@ from celery.signals import (
     celeryd_init,
     task_postrun,
     task_prerun,
+    worker_init,
     worker_process_init,
     worker_ready,
 )
@@ -88,6 +89,24 @@ def route_task(name: str, *_: object, **__: object) -> dict[str, str]:
 
 
 app.conf.task_routes = (route_task,)
+
+
+@worker_init.connect
+def trace_worker(sender: Any = None, **_: object) -> None:
+    """Tracing (kernel.tracing, when OTEL_EXPORTER_OTLP_ENDPOINT is set) in a worker whose
+    pool runs tasks in this process (threads, solo); a prefork pool's processes set it up
+    after the fork (`trace_pool_process`), where its exporter's thread lives."""
+    if "prefork" not in str(getattr(sender, "pool_cls", "")).lower():
+        from kernel.tracing import setup_tracing
+
+        setup_tracing()
+
+
+@worker_process_init.connect
+def trace_pool_process(**_: object) -> None:
+    from kernel.tracing import setup_tracing
+
+    setup_tracing()
 
 
 @worker_ready.connect

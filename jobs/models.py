@@ -82,6 +82,11 @@ class AsyncJob(models.Model):
     # poison-step count. Releases (settle, quota) end a claim cleanly and do not count.
     expired_claims = models.PositiveIntegerField(default=0)
 
+    # The W3C `traceparent` of the trace this chain belongs to (SPEC §13.4): its later steps
+    # are sent by the dispatcher or a hand-over, not by the request, so each step's span
+    # continues the trace from here. Empty when tracing is off.
+    trace_context = models.CharField(max_length=128, blank=True, default="")
+
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
 from jobs.services import chain_origin, publish_on_commit
+from kernel import tracing
 
 
 def outbox_jobs_create(
@@ -34,6 +35,7 @@ def outbox_jobs_create(
         return
     now = timezone.now()
     origin = chain_origin()
+    trace_context = tracing.traceparent()
     rows = [
         AsyncJob(
             id=job_id,
@@ -42,6 +44,7 @@ def outbox_jobs_create(
             job_type=job_type,
             step=step,
             metadata={**metadata, **origin},
+            trace_context=trace_context,
             current_id=job_id,
             position=0,
             run_after=now,

@@ -15,7 +15,7 @@ from jobs import services
 from jobs.dispatch import job_fairest_due
 from jobs.exceptions import PoisonStepError
 from jobs.models import AsyncJob, JobStatus
-from kernel import context
+from kernel import context, tracing
 from kernel.metrics import record_step
 
 logger = logging.getLogger("serenity.jobs")
@@ -167,11 +167,27 @@ def _log_ids(job: AsyncJob, *, inline: bool) -> dict[str, object]:
     return {**ids, "step": job.step}
 
 
+def _span_attributes(job: AsyncJob) -> dict[str, str | None]:
+    """What a step's span says of it (kernel.tracing.step_span)."""
+    return {
+        "serenity.step": job.step,
+        "serenity.job_id": str(job.root_id or job.id),
+        "serenity.step_job_id": str(job.id),
+        "serenity.org_id": str(job.organization_id),
+        "serenity.brand_id": str(job.brand_id) if job.brand_id else None,
+    }
+
+
 def _run_claimed(run: StepRun, handlers: StepHandlers, *, inline: bool = False) -> None:
     job = run.job
     started = time.monotonic()
     outcome = "error"
-    with context.scope(**_log_ids(job, inline=inline)):
+    with (
+        context.scope(**_log_ids(job, inline=inline)),
+        tracing.step_span(
+            f"step {job.step}", traceparent=job.trace_context, attributes=_span_attributes(job)
+        ),
+    ):
         # DEBUG: the row's `started_at` says as much; "step ended" (INFO) carries the outcome.
         logger.debug("step started", extra={"run_count": job.run_count})
         try:

@@ -24,7 +24,7 @@ from jobs import states
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.publishing import publish_job
 from jobs.signals import chain_ended_check, chain_ended_send
-from kernel import context
+from kernel import context, tracing
 
 CHAINED_POSITION = 1000
 # The key, in every row's `metadata`, of the id of the request that started the chain.
@@ -121,6 +121,8 @@ def job_chain_rows(spec: ChainSpec) -> list[AsyncJob]:
     sync request runs them in memory (`jobs.inline`)."""
     now = timezone.now()
     origin = chain_origin()
+    # The request's trace: every step of the chain continues it (kernel.tracing.step_span).
+    trace_context = tracing.traceparent()
     chained = [spec.then] if isinstance(spec.then, StepSpec) else list(spec.then or ())
     ids = [uuid.uuid4() for _ in chained]
     # `published_at` is set now: the on-commit publish then needs no UPDATE, and clears it
@@ -132,6 +134,7 @@ def job_chain_rows(spec: ChainSpec) -> list[AsyncJob]:
         job_type=spec.job_type,
         step=spec.first.step,
         metadata={**spec.first.metadata, **origin},
+        trace_context=trace_context,
         next_id=ids[0] if ids else None,
         current_id=spec.root_id,
         position=0,
@@ -146,6 +149,7 @@ def job_chain_rows(spec: ChainSpec) -> list[AsyncJob]:
             job_type=spec.job_type,
             step=step.step,
             metadata={**step.metadata, **origin},
+            trace_context=trace_context,
             next_id=ids[index + 1] if index + 1 < len(ids) else None,
             root_id=spec.root_id,
             position=CHAINED_POSITION + index,
@@ -389,6 +393,7 @@ def job_repeat_row(
         job_type=job.job_type,
         step=job.step,
         metadata={**job.metadata, **metadata} if metadata else job.metadata,
+        trace_context=job.trace_context,
         root_id=job.root_id or job.id,
         next_id=job.next_id,
         position=job.position + 1,

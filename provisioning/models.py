@@ -7,6 +7,9 @@ import uuid
 from django.db import models
 from django.db.models import Q
 
+# The ledger's model lives in its own room (provisioning/ledger/); imported so Django finds it.
+from provisioning.ledger.models import UpstreamCall  # noqa: F401
+
 
 class AttemptStatus(models.TextChoices):
     PENDING = "pending"

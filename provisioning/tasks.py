@@ -10,6 +10,7 @@ from jobs.runner import register_step, run_step
 from jobs.services import task_name_for
 from provisioning import chain
 from provisioning.flows import activate, market_create, prompts, provision, publish_confirm
+from provisioning.ledger.retention import upstream_calls_purge
 from provisioning.markets import CONFIRM_STEP
 from provisioning.services import CLEANUP_TASK
 from provisioning.sweep import attempts_sweep
@@ -91,3 +92,8 @@ def cleanup_attempt(attempt_id: str) -> None:
 @shared_task(name="provisioning.sweep_stale_attempts", ignore_result=True)
 def sweep_stale_attempts() -> dict[str, int]:
     return attempts_sweep()
+
+
+@shared_task(name="provisioning.purge_upstream_calls", ignore_result=True)
+def purge_upstream_calls() -> int:
+    return upstream_calls_purge()

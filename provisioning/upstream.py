@@ -18,6 +18,7 @@ from provisioning.exceptions import (
     UpstreamRateLimitedError,
     UpstreamUnauthorizedError,
 )
+from provisioning.ledger.recorder import recorder_for
 from provisioning.semrush import (
     SemrushAuthError,
     SemrushBusyError,
@@ -44,7 +45,8 @@ def client_for_org(organization: Organization, **log_context: object) -> Semrush
     org with a credential of its own has its own bucket, at its override where it has one.
 
     Its lines carry the step's row (`step_job_id`) as the log context has it: the runner binds
-    it on a worker, not for an inline run, whose rows are never saved."""
+    it on a worker, not for an inline run, whose rows are never saved. Its writes and confirm
+    reads are recorded in the ledger (SPEC §13.4, `provisioning.ledger`)."""
     try:
         token = organization.semrush_credential()
     except ValueError as exc:
@@ -70,6 +72,7 @@ def client_for_org(organization: Organization, **log_context: object) -> Semrush
             log_context=ids,
             on_call=record_upstream_call,
             permits=permits,
+            recorder=recorder_for(organization_id=str(organization.id), **log_context),
         )
     except SemrushConfigurationError as exc:
         raise ConfigurationError() from exc

@@ -1,3 +1,3 @@
 """The admin of every app, registered when Django's autodiscovery imports `api.admin`."""
 
-from api.admin import jobs, onboardings, provisioning, serenity, webhooks  # noqa: F401
+from api.admin import jobs, ledger, onboardings, provisioning, serenity, webhooks  # noqa: F401

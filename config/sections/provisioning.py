@@ -65,3 +65,7 @@ SERENITY_ORG_QUEUED_MARKETS_MAX = 5000
 # §12.5): a listing is made this long after the first read it answers was due, and answers
 # every read of the onboarding due until then.
 SERENITY_ONBOARDING_STATUS_GATHER_SECONDS = 2.0
+
+# --- The ledger of upstream writes (SPEC §13.4, provisioning/ledger/) -----------------------------
+# Rows are kept this many days, then beat's hourly purge deletes them.
+SERENITY_LEDGER_RETENTION_DAYS = 90.0

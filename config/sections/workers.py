@@ -123,6 +123,7 @@ def beat_schedule(
         "jobs-dispatch": ("jobs.dispatch_due_jobs", dispatch),
         "provisioning-stale-sweep": ("provisioning.sweep_stale_attempts", stale_sweep),
         "jobs-purge": ("jobs.purge_finished_jobs", 3600.0),
+        "provisioning-ledger-purge": ("provisioning.purge_upstream_calls", 3600.0),
         "serenity-idempotency-purge": ("serenity.purge_idempotency_keys", idempotency_purge),
     }
     return {

@@ -23,6 +23,10 @@ Guarantees of every call (SPEC §5):
   ``Retry-After`` pauses that bucket for every process (``permits.pause``), so the retry waits
   for its permit rather than sleeping the ``Retry-After`` itself.
 - Waits go through the injected ``sleep``, durations through the injected ``clock``.
+- Every attempt carries its own correlation id as ``X-Request-Id`` (a UUID), on its log line
+  as ``x_request_id``, and is handed to ``recorder`` (when given) once it has its answer or
+  failed (:class:`SentAttempt`): the ledger of upstream writes (SPEC §13.4) is kept there, by
+  the caller that knows the tenant, not by this module.
 - One line per attempt on the ``serenity.semrush`` logger: operation, method, path (no host,
   no query), status, duration, attempt and the tenant ids of ``log_context``; error lines add
   a scrubbed excerpt of at most 2000 characters. The token is never logged, never put into an
@@ -35,7 +39,9 @@ import functools
 import logging
 import random
 import time
+import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -82,6 +88,30 @@ class Permits(Protocol):
         """Upstream answered 429 (``Retry-After`` = ``seconds``): hold every permit until then."""
 
 
+@dataclass(frozen=True)
+class SentAttempt:
+    """One HTTP attempt as a :class:`CallRecorder` sees it: ``path`` is the URL's path (no host,
+    no query: with the method, it names the contract's operation), ``started_at`` the wall clock
+    when it was sent, ``status`` None when no answer arrived, ``response`` the answer (its body
+    read)."""
+
+    method: str
+    path: str
+    request_id: str
+    started_at: float
+    duration_ms: int
+    status: int | None
+    response: requests.Response | None
+
+
+class CallRecorder(Protocol):
+    """Told of every attempt (:class:`SentAttempt`), in the thread that sent it; what it raises
+    is logged and swallowed: a record never fails the call it describes."""
+
+    def record(self, attempt: SentAttempt) -> None:
+        """Keep what it wants of the attempt."""
+
+
 class SemrushCaller:
     """Sends logical calls to Semrush with the retry, wait and logging policy of SPEC §5.
 
@@ -108,6 +138,7 @@ class SemrushCaller:
         wall_clock: Callable[[], float] = time.time,
         on_call: Callable[[str, int | None, float], None] | None = None,
         permits: Permits | None = None,
+        recorder: CallRecorder | None = None,
     ) -> None:
         if not token or not token.strip():
             raise SemrushConfigurationError(operation="configure", detail="token is empty")
@@ -131,6 +162,7 @@ class SemrushCaller:
         self.log_context: dict[str, Any] = dict(log_context or {})
         self._on_call = on_call
         self._permits = permits
+        self._recorder = recorder
 
     @property
     def permits(self) -> Permits | None:
@@ -202,10 +234,12 @@ class SemrushCaller:
             attempt += 1
             if self._permits is not None:
                 self._permits.acquire(operation)
+            request_id = str(uuid.uuid4())
+            logged = functools.partial(log, request_id=request_id)
             started = self._clock()
             failure: TransportError | None = None
             try:
-                response = self._send_released(method, url, params, json_body)
+                response = self._send_released(method, url, params, json_body, request_id)
             except TransportError as exc:
                 failure = exc
                 error = self._failure_error(exc, operation=operation, method=method, path=path)
@@ -214,7 +248,7 @@ class SemrushCaller:
             else:
                 duration_ms = _elapsed_ms(started, self._clock())
                 if response.status_code < 300:
-                    log(logging.INFO, response.status_code, duration_ms, attempt)
+                    logged(logging.INFO, response.status_code, duration_ms, attempt)
                     return response
                 error = self._answer_error(
                     response, operation=operation, method=method, path=path, owned=owned
@@ -223,7 +257,7 @@ class SemrushCaller:
                     self._permits.pause(error.retry_after)
                 wait = self._wait_before_retry(error, attempt=attempt, idempotent=idempotent)
             duration_ms = _elapsed_ms(started, self._clock())
-            log(logging.WARNING, error.status, duration_ms, attempt, error=error, wait=wait)
+            logged(logging.WARNING, error.status, duration_ms, attempt, error=error, wait=wait)
             if wait is None:
                 raise error from failure
             self._sleep(wait)
@@ -261,15 +295,61 @@ class SemrushCaller:
         )
 
     def _send_released(
-        self, method: str, url: str, params: Mapping[str, str] | None, json_body: Any
+        self,
+        method: str,
+        url: str,
+        params: Mapping[str, str] | None,
+        json_body: Any,
+        request_id: str,
     ) -> requests.Response:
-        """One attempt; the concurrency slot its permit holds is given back once it has its
-        answer (or failed)."""
+        """One attempt, with its ``X-Request-Id``, handed to the recorder once it has its answer
+        (or failed); the concurrency slot its permit holds is given back then."""
+        sent_at, started = self._wall_clock(), self._clock()
+        response: requests.Response | None = None
         try:
-            return self._transport.send(method, url, params=params, json_body=json_body)
+            response = self._transport.send(
+                method,
+                url,
+                params=params,
+                json_body=json_body,
+                headers={"X-Request-Id": request_id},
+            )
+            return response
         finally:
             if self._permits is not None:
                 self._permits.release()
+            if self._recorder is not None:
+                duration_ms = _elapsed_ms(started, self._clock())
+                self._record(method, url, request_id, sent_at, duration_ms, response)
+
+    def _record(
+        self,
+        method: str,
+        url: str,
+        request_id: str,
+        sent_at: float,
+        duration_ms: int,
+        response: requests.Response | None,
+    ) -> None:
+        """Hand the attempt to the recorder; a recorder's failure is logged, never raised."""
+        if self._recorder is None:
+            return
+        attempt = SentAttempt(
+            method=method,
+            path=urlsplit(url).path,
+            request_id=request_id,
+            started_at=sent_at,
+            duration_ms=duration_ms,
+            status=response.status_code if response is not None else None,
+            response=response,
+        )
+        try:
+            self._recorder.record(attempt)
+        except Exception:
+            logger.exception(
+                "the upstream call was not recorded",
+                extra={"upstream_method": method, "x_request_id": request_id},
+            )
 
     def _wait_before_retry(
         self, error: SemrushError, *, attempt: int, idempotent: bool
@@ -306,6 +386,7 @@ class SemrushCaller:
         status: int | None,
         duration_ms: int,
         attempt: int,
+        request_id: str,
         *,
         operation: str,
         method: str,
@@ -323,12 +404,13 @@ class SemrushCaller:
             "upstream_status": status,
             "duration_ms": duration_ms,
             "attempt": attempt,
+            "x_request_id": request_id,
         }
         for key, value in self.log_context.items():
             if key not in _RESERVED_LOG_ATTRS and key not in fields:
                 fields[key] = value
-        message = "semrush %s %s %s status=%s duration_ms=%d attempt=%d"
-        args: list[Any] = [operation, method, path, status, duration_ms, attempt]
+        message = "semrush %s %s %s status=%s duration_ms=%d attempt=%d x_request_id=%s"
+        args: list[Any] = [operation, method, path, status, duration_ms, attempt, request_id]
         for key, value in self.log_context.items():
             message += f" {str(key).replace('%', '%%')}=%s"
             args.append(value)

@@ -20,7 +20,7 @@ from urllib.parse import quote, urlsplit
 
 import requests
 
-from provisioning.semrush.calls import DEFAULT_MAX_RETRIES, Permits, SemrushCaller
+from provisioning.semrush.calls import DEFAULT_MAX_RETRIES, CallRecorder, Permits, SemrushCaller
 from provisioning.semrush.errors import (
     SemrushConfigurationError,
     SemrushNotFoundError,
@@ -52,7 +52,8 @@ class SemrushClient(SemrushCaller):
     every log line. ``owned=True`` on a method means the workspace is the brand's own pointer or
     candidate: a 403 on it raises :class:`SemrushGoneError` instead of
     :class:`SemrushForbiddenError`. ``on_call`` observes every attempt (operation, status or
-    None, seconds), for metrics this module knows nothing about.
+    None, seconds), for metrics this module knows nothing about; ``recorder`` is told of every
+    attempt (:class:`.calls.SentAttempt`), for the ledger this module knows nothing about.
 
     Raises :class:`SemrushConfigurationError` when ``base_url`` is not an absolute http(s) URL,
     or on the token, timeout and retry checks of :class:`SemrushCaller`.
@@ -73,6 +74,7 @@ class SemrushClient(SemrushCaller):
         wall_clock: Callable[[], float] = time.time,
         on_call: Callable[[str, int | None, float], None] | None = None,
         permits: Permits | None = None,
+        recorder: CallRecorder | None = None,
     ) -> None:
         self.base_url = _validated_base_url(base_url)
         super().__init__(
@@ -87,6 +89,7 @@ class SemrushClient(SemrushCaller):
             wall_clock=wall_clock,
             on_call=on_call,
             permits=permits,
+            recorder=recorder,
         )
         self._um = self.base_url + USER_MANAGER_PREFIX
         self._pe = self.base_url + PROJECT_ENGINE_PREFIX
@@ -355,6 +358,7 @@ def semrush_client_for(
     log_context: Mapping[str, Any] | None = None,
     on_call: Callable[[str, int | None, float], None] | None = None,
     permits: Permits | None = None,
+    recorder: CallRecorder | None = None,
 ) -> SemrushClient:
     """Build a client from Django settings, read at call time (never at import).
 
@@ -378,6 +382,7 @@ def semrush_client_for(
         log_context=log_context,
         on_call=on_call,
         permits=permits,
+        recorder=recorder,
         session=pooled_session(),
     )
 

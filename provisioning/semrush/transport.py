@@ -135,8 +135,10 @@ class Transport:
         *,
         params: Mapping[str, str] | None = None,
         json_body: Any = None,
+        headers: Mapping[str, str] | None = None,
     ) -> requests.Response:
-        """Send one request and return the answer, whatever its status.
+        """Send one request and return the answer, whatever its status. ``headers`` are sent
+        besides ``Accept`` (the call's ``X-Request-Id``).
 
         Raises :class:`TransportError` when no answer arrived.
         """
@@ -146,7 +148,7 @@ class Transport:
             url,
             params=params,
             json=json_body,
-            headers={"Accept": "application/json"},
+            headers={"Accept": "application/json", **(headers or {})},
             auth=self._auth,
         )
         try:

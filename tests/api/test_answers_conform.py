@@ -50,6 +50,7 @@ GROUPS: dict[str, set[str]] = {
         "webhookAttemptList",
     },
     "operations": {"healthz", "readyz", "metrics"},
+    "ledger": {"upstreamCallList"},
 }
 
 
@@ -458,6 +459,32 @@ def test_every_event_type_is_sent_as_its_documented_schema(
         served_document.check_event(body)
     job_event = next(b for b in bodies if b["type"] == "job.completed")
     assert job_event["data"]["brandId"] == done.json()["id"]
+
+
+def test_ledger_routes(sw_writer: Caller, sim: Any, seen: set[Checked]) -> None:
+    # an async create with a market run to its end: its writes are in the ledger
+    accepted = sw_writer.post(
+        brands_path(sw_writer),
+        {
+            "name": "Ledgered",
+            "baseUrl": "https://ledgered.example",
+            "semrushMarket": {"market": "US", "languageCode": "en"},
+            "async": True,
+        },
+    )
+    assert accepted.status_code == 202, accepted.json()
+    assert finish_chain(accepted.json()["jobId"]) == {"status": JobStatus.COMPLETED}
+    path = f"/v2/orgs/{sw_writer.org.id}/serenity/upstream-calls"
+    listed = make_caller(sw_writer.org, Role.READER).get(f"{path}?limit=2")
+    assert listed.status_code == 200 and len(listed.json()["items"]) == 2
+    assert sw_writer.get(f"{path}?since=never").status_code == 400
+    stranger = make_caller(OrganizationFactory())
+    assert stranger.get(path).status_code == 403
+    assert pairs(seen) >= {
+        ("upstreamCallList", 200),
+        ("upstreamCallList", 400),
+        ("upstreamCallList", 403),
+    }
 
 
 def test_operations_routes(db: Any, seen: set[Checked], settings: Any) -> None:
