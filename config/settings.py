@@ -571,3 +571,11 @@ LOGGING = {
         "celery.beat": {"filters": ["beat_ticks"]},
     },
 }
+
+# --- quota (revision 7) -----------------------------------------------------------------------
+# The adaptive rate (SPEC §13.3, provisioning.limiter): SEMRUSH_RATE_LIMIT_PER_SECOND is the
+# ceiling; a 429 without Retry-After multiplies a credential's rate by the factor (at most once a
+# second, never below 0.5/s); each spell of this many seconds without a 429 adds the step.
+SEMRUSH_RATE_DECREASE_FACTOR = 0.85
+SEMRUSH_RATE_INCREASE_STEP = 0.1
+SEMRUSH_RATE_INCREASE_SPELL_SECONDS = 2.0

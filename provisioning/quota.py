@@ -32,6 +32,10 @@ Patience: who waits, and how long
   compensation's own calls, after a refusal, may wait up to ``COMPENSATION_WAIT_SECONDS``
   each: an orphan upstream is worse than a slower 503.
 
+The configured rate is a ceiling: the rate each credential is paced at adapts to upstream's
+429s (SPEC §13.3; the rules in :mod:`provisioning.limiter`, their numbers in the settings,
+:func:`adaptation`), and :func:`rate_per_second` tells it in the operator's terms.
+
 The bucket paces ``MARGIN`` (5 %) below the configured rate: an upstream that enforces R
 requests per second over a sliding second answers 429 to a client pacing at exactly R as soon
 as jitter makes one request arrive later than the one R permits after it.
@@ -62,7 +66,7 @@ from kernel.metrics import (
     UPSTREAM_SLOT_REFUSALS,
     org_label,
 )
-from provisioning.limiter import MemoryStore, RedisStore, Store
+from provisioning.limiter import Adaptation, MemoryStore, RedisStore, Store
 from provisioning.semrush.errors import SemrushBusyError
 
 # After a refusal, the calls that undo what the refused work made (emptying a workspace this
@@ -95,6 +99,25 @@ def store() -> Store:
             found = RedisStore(url, timeout=timeout) if shared else MemoryStore()
             _stores[cache_key] = found
         return found
+
+
+def adaptation() -> Adaptation:
+    """The adaptive rate's rules, from the settings (SPEC §13.3, :mod:`provisioning.limiter`)."""
+    return Adaptation(
+        decrease=float(settings.SEMRUSH_RATE_DECREASE_FACTOR),
+        step=float(settings.SEMRUSH_RATE_INCREASE_STEP),
+        spell=float(settings.SEMRUSH_RATE_INCREASE_SPELL_SECONDS),
+        floor=RATE_FLOOR * (1.0 - MARGIN),
+    )
+
+
+def rate_per_second(key: str, limits: Limits) -> float:
+    """The credential's current rate in the operator's terms (the configured rate at most,
+    `MARGIN` not taken off: what `/metrics`, `GET O/serenity` and the admin show)."""
+    if limits.rate <= 0:
+        return 0.0
+    paced = store().rate(key, ceiling=limits.rate, adapt=adaptation())
+    return round(paced / (1.0 - MARGIN), 2)
 
 
 def slot_ttl() -> float:
@@ -206,8 +229,8 @@ def limits_for(*, rate: float | None, burst: int | None, concurrency: int | None
     )
 
 
-# A 429 without Retry-After pauses the credential this long (SPEC §11.1).
-DEFAULT_PAUSE_SECONDS = 1.0
+# The adaptive rate never goes below this (SPEC §13.3), in permits per second.
+RATE_FLOOR = 0.5
 # Waiting for a free slot: polls start this far apart and double up to the cap.
 SLOT_POLL_SECONDS = 0.02
 SLOT_POLL_MAX_SECONDS = 0.2
@@ -222,7 +245,7 @@ class CredentialPermits:
     :mod:`provisioning.limiter`), or raises (the slot given back)
     :class:`PermitDeferredError` (in a step) / :class:`SemrushBusyError` (elsewhere); `release`
     gives the slot back once the attempt has its answer. `pause` records a 429's Retry-After
-    (1 s without one) for every process."""
+    for every process, or (without one) lowers the credential's adapted rate."""
 
     def __init__(
         self,
@@ -248,6 +271,7 @@ class CredentialPermits:
         self._granted = 0
         self._waits = _request.get() or _Waits()
         self._slot: str | None = None
+        self._adapt = adaptation()
 
     @property
     def key(self) -> str:
@@ -318,6 +342,7 @@ class CredentialPermits:
             max_wait=patience,
             org=self._org,
             first=self._in_step and self._granted == 0,
+            adapt=self._adapt,
         )
         if not answer.granted:
             self._refuse(operation, max(answer.wait, 0.001))
@@ -335,7 +360,8 @@ class CredentialPermits:
     def _take_share(self) -> None:
         """The caller's own pace (`patient_permits(share)`): a permit of its share's bucket,
         waited for as long as it takes (only such callers of this credential use it)."""
-        rate = self._limits.rate * self._share
+        ceiling = self._limits.rate
+        rate = self.store.rate(self._key, ceiling=ceiling, adapt=self._adapt) * self._share
         while True:
             answer = self.store.reserve(
                 f"{self._key}:share", rate=rate, burst=1, max_wait=COMPENSATION_WAIT_SECONDS
@@ -377,8 +403,10 @@ class CredentialPermits:
         UPSTREAM_RATE_LIMITED.labels(self._org_label).inc()
         if self._limits.rate <= 0:
             return
-        if seconds is None or seconds <= 0:
-            seconds = DEFAULT_PAUSE_SECONDS
         self.store.pause(
-            self._key, rate=self._limits.rate, burst=self._limits.burst, seconds=seconds
+            self._key,
+            rate=self._limits.rate,
+            burst=self._limits.burst,
+            seconds=seconds if seconds is not None and seconds > 0 else None,
+            adapt=self._adapt,
         )
