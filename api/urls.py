@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from api import brands, health, jobs, onboardings, prompts, serenity_routes, webhooks
+from api import brands, health, jobs, onboardings, org_serenity, prompts, serenity_routes, webhooks
 
 B = "v2/orgs/<str:org_id>/brands/<str:brand_id>"
 ONB = "v2/orgs/<str:org_id>/serenity/onboardings"
@@ -35,6 +35,7 @@ urlpatterns = [
         name="redoc",
     ),
     path("v2/orgs/<str:org_id>/brands", brands.BrandCollectionView.as_view()),
+    path("v2/orgs/<str:org_id>/serenity", org_serenity.SerenityStateView.as_view()),
     path("v2/orgs/<str:org_id>/serenity/languages", serenity_routes.LanguagesView.as_view()),
     path(f"{ONB}", onboardings.OnboardingCollectionView.as_view()),
     path(f"{ONB}/<str:onboarding_id>", onboardings.OnboardingDetailView.as_view()),

@@ -579,3 +579,12 @@ LOGGING = {
 SEMRUSH_RATE_DECREASE_FACTOR = 0.85
 SEMRUSH_RATE_INCREASE_STEP = 0.1
 SEMRUSH_RATE_INCREASE_SPELL_SECONDS = 2.0
+# A refused credential (SPEC §13.2, provisioning.credential_hold): a held credential is read
+# again this often (beat), and a hold older than the max fails the work that waited.
+SERENITY_CREDENTIAL_RECHECK_SECONDS = 60.0
+SERENITY_CREDENTIAL_HOLD_MAX_SECONDS = 6 * 3600.0
+CELERY_BEAT_SCHEDULE["provisioning-credential-recheck"] = {
+    "task": "provisioning.recheck_credentials",
+    "schedule": SERENITY_CREDENTIAL_RECHECK_SECONDS,
+    "options": {"queue": CELERY_PERIODIC_QUEUE, "expires": SERENITY_CREDENTIAL_RECHECK_SECONDS},
+}

@@ -1,5 +1,13 @@
 """A Semrush credential as the service knows it (SPEC §13.2, §13.3): which one an org uses, its
-key in the limiter (:mod:`provisioning.quota`), and its state: the rate it is paced at now.
+key in the limiter (:mod:`provisioning.quota`), and its state: the rate it is paced at now, and
+whether it is on hold.
+
+The hold: a 401 on a credential that has answered 2xx before (`UpstreamCredential.accepted_at`)
+puts it on hold (`refused_at`) instead of failing the work: every client of it refuses its calls
+as held (`CredentialWatch`, the `quota.CredentialGuard` of `upstream.client_for_org`), a chained
+step waits (`quota.CredentialHeldError`), a sync request answers 503 `credentialRefused`.
+:mod:`provisioning.credential_hold` re-checks held credentials and wakes the waiting steps when
+a hold lifts (a 2xx with it, from a re-check or any call).
 
 One credential, one set of limits: orgs sharing the service-wide credential share its bucket at
 the service-wide limits (an org's override would conflict with the others'); an org with a
@@ -8,13 +16,24 @@ credential of its own has its own bucket, at its override where it has one.
 
 from __future__ import annotations
 
+import logging
+import uuid
 from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
+from jobs.dispatch import jobs_wake
 from kernel.errors import ConfigurationError
 from provisioning import quota
+from provisioning.models import UpstreamCredential
+from provisioning.signals import credential_refused as credential_refused_signal
 from serenity.models import Organization
+
+logger = logging.getLogger("serenity.quota")
 
 
 @dataclass(frozen=True)
@@ -81,3 +100,155 @@ def label(credential: Credential) -> str:
     """A name for the credential fit for a metric label or an admin page: a short prefix of its
     keyed hash (never the credential)."""
     return credential.key.rsplit(":", 1)[-1][:12]
+
+
+# --- the hold (SPEC §13.2) ----------------------------------------------------------------------
+
+
+class CredentialStatus(StrEnum):
+    OK = "ok"
+    REFUSED = "refused"
+
+
+@dataclass(frozen=True)
+class CredentialState:
+    """A credential's state: `refused` while a hold stands (since `refused_at`), `ok` otherwise;
+    `accepted`: it has answered 2xx before (a 401 then holds work instead of failing it)."""
+
+    status: CredentialStatus
+    accepted: bool
+    refused_at: datetime | None
+    checked_at: datetime | None
+
+    @property
+    def held(self) -> bool:
+        """On hold: refused, and for less than `SERENITY_CREDENTIAL_HOLD_MAX_SECONDS` (after it,
+        the work that waited runs into the refusal and fails as a never-accepted one does)."""
+        if self.refused_at is None:
+            return False
+        age = (timezone.now() - self.refused_at).total_seconds()
+        return age < float(settings.SERENITY_CREDENTIAL_HOLD_MAX_SECONDS)
+
+
+def state_of(credential: Credential) -> CredentialState:
+    """The credential's state (one read); a credential never seen is `ok`, not accepted."""
+    row = UpstreamCredential.objects.filter(key=credential.key).first()
+    if row is None:
+        return CredentialState(CredentialStatus.OK, False, None, None)
+    return CredentialState(
+        CredentialStatus.REFUSED if row.refused_at is not None else CredentialStatus.OK,
+        row.accepted_at is not None,
+        row.refused_at,
+        row.checked_at,
+    )
+
+
+def credential_accepted(credential: Credential) -> bool:
+    """Upstream answered 2xx with the credential: it is accepted from now on, and a hold on it
+    lifts. True when a hold lifted (its waiting work is then woken: `credential_hold`)."""
+    now = timezone.now()
+    UpstreamCredential.objects.get_or_create(
+        key=credential.key, defaults={"accepted_at": now, "checked_at": now}
+    )
+    UpstreamCredential.objects.filter(key=credential.key, accepted_at__isnull=True).update(
+        accepted_at=now, checked_at=now
+    )
+    lifted = UpstreamCredential.objects.filter(key=credential.key, refused_at__isnull=False).update(
+        refused_at=None, checked_at=now
+    )
+    if lifted:
+        logger.warning(
+            "Semrush accepts the credential again: its hold is lifted",
+            extra={"credential": label(credential), "source": credential.source},
+        )
+    return lifted == 1
+
+
+def credential_refused(credential: Credential, *, organization_id: uuid.UUID) -> bool:
+    """Upstream answered 401 with the credential. True: the credential is on hold (it had been
+    accepted before); the hold that this refusal began sends `credential_refused` (once per
+    hold). False: never accepted, or held too long already: the refusal fails as SPEC §7 says."""
+    now = timezone.now()
+    began = UpstreamCredential.objects.filter(
+        key=credential.key, accepted_at__isnull=False, refused_at__isnull=True
+    ).update(refused_at=now, checked_at=now)
+    if began:
+        logger.warning(
+            "Semrush refuses a credential it accepted before: the work that uses it waits",
+            extra={"credential": label(credential), "source": credential.source},
+        )
+        credential_refused_signal.send(
+            sender=Credential,
+            organization_id=organization_id,
+            source=credential.source,
+            refused_at=now,
+        )
+        return True
+    return state_of(credential).held
+
+
+class CredentialWatch:
+    """A client's view of its credential's hold (`quota.CredentialGuard`): its state read once,
+    at the first call (a request or step that never calls Semrush reads nothing), and written
+    when an answer changes it."""
+
+    def __init__(self, credential: Credential, *, organization_id: uuid.UUID) -> None:
+        self._credential = credential
+        self._organization_id = organization_id
+        self._state: CredentialState | None = None
+
+    def _current(self) -> CredentialState:
+        if self._state is None:
+            self._state = state_of(self._credential)
+        return self._state
+
+    def held(self) -> bool:
+        return self._current().held
+
+    def answered(self, status: int) -> bool:
+        state = self._current()
+        if 200 <= status < 300:
+            if not state.accepted or state.refused_at is not None:
+                if credential_accepted(self._credential):
+                    held_steps_wake(self._credential)
+                self._state = CredentialState(CredentialStatus.OK, True, None, timezone.now())
+            return False
+        if status != 401:
+            return False
+        held = credential_refused(self._credential, organization_id=self._organization_id)
+        self._state = None
+        return held
+
+
+WAITING_FOR = "credential"
+
+
+def organizations_using(credential: Credential) -> Any:
+    """The ids of the orgs whose calls use `credential` (a query for the service's)."""
+    if credential.source == "service":
+        return Organization.objects.filter(semrush_credential_encrypted="").values("id")
+    ids = []
+    for organization in Organization.objects.exclude(semrush_credential_encrypted=""):
+        try:
+            if credential_of(organization).key == credential.key:
+                ids.append(organization.id)
+        except ConfigurationError:
+            continue
+    return ids
+
+
+def held_steps_wake(credential: Credential, *, organization_ids: Any = None) -> int:
+    """The steps that wait for `credential` (or for the orgs given) run now: its hold lifted
+    (they make the refused call again) or ended (they meet the refusal and fail)."""
+    woken = jobs_wake(
+        waiting_for=WAITING_FOR,
+        organization_ids=(
+            organization_ids if organization_ids is not None else organizations_using(credential)
+        ),
+    )
+    if woken:
+        logger.info(
+            "steps that waited for the credential run again",
+            extra={"credential": label(credential), "woken": woken},
+        )
+    return woken

@@ -54,6 +54,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from django.conf import settings
 
@@ -67,7 +68,7 @@ from kernel.metrics import (
     org_label,
 )
 from provisioning.limiter import Adaptation, MemoryStore, RedisStore, Store
-from provisioning.semrush.errors import SemrushBusyError
+from provisioning.semrush.errors import SemrushBusyError, SemrushCredentialRefusedError
 
 # After a refusal, the calls that undo what the refused work made (emptying a workspace this
 # request created) may wait this long each for their permits.
@@ -145,6 +146,28 @@ class PermitDeferredError(Exception):
     def __init__(self, retry_in: float) -> None:
         super().__init__(f"upstream permit deferred {retry_in:.3f}s")
         self.retry_in = retry_in
+
+
+class CredentialHeldError(PermitDeferredError):
+    """The credential is on hold (SPEC §13.2, :mod:`provisioning.credentials`): a chained step
+    waits for it, re-scheduled like a deferred permit (its job reads ``waitingFor:
+    "credential"``) and woken when the hold lifts; the refused call did not run and is made
+    again then. `retry_in` is only the backstop should no wake come."""
+
+
+class CredentialGuard(Protocol):
+    """A credential's state as a call sees it (`provisioning.credentials.CredentialWatch`)."""
+
+    def held(self) -> bool:
+        """Whether the credential is on hold: no call may be sent with it."""
+
+    def answered(self, status: int) -> bool:
+        """Upstream answered `status`; True: that answer puts (or keeps) it on hold."""
+
+
+def held_backstop_seconds() -> float:
+    """When a held step runs again should no wake come (the lift wakes it at once)."""
+    return max(float(settings.SERENITY_CREDENTIAL_RECHECK_SECONDS) * 5, 300.0)
 
 
 @dataclass
@@ -257,8 +280,10 @@ class CredentialPermits:
         store: Store | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        guard: CredentialGuard | None = None,
     ) -> None:
         self._key = key
+        self._guard = guard
         self._limits = limits
         self._org = org_id  # whose queue a refused step joins (round-robin)
         self._org_label = org_label(org_id)
@@ -304,6 +329,8 @@ class CredentialPermits:
         # the slot's Redis transaction (contended by every thread) delayed some requests by
         # tens of milliseconds, and the next ones' arrivals closed up on them: 11 in a second,
         # a 429.
+        if self._guard is not None and self._guard.held():
+            self._refuse_held(operation)
         if self._limits.rate > 0 and 0 < self._share < 1:
             self._take_share()
         if self._limits.concurrency > 0:
@@ -323,6 +350,21 @@ class CredentialPermits:
         if self._slot is not None:
             slot, self._slot = self._slot, None
             self.store.give_back(self._key, slot)
+
+    def answered(self, operation: str, status: int) -> None:
+        """Upstream answered the attempt `status`: a 401 on a credential that was accepted
+        before puts it on hold, and the call is refused as held (SPEC §13.2)."""
+        if self._guard is not None and self._guard.answered(status):
+            self._refuse_held(operation)
+
+    def _refuse_held(self, operation: str) -> None:
+        """The credential is on hold: a step waits for it, anything else answers 503
+        `credentialRefused` at once."""
+        if self._in_step:
+            raise CredentialHeldError(held_backstop_seconds())
+        raise SemrushCredentialRefusedError(
+            operation=operation, retry_after=float(settings.SERENITY_CREDENTIAL_RECHECK_SECONDS)
+        )
 
     def _refuse(self, operation: str, retry_in: float) -> None:
         """No permit or slot within this caller's patience: defer the step or refuse."""

@@ -7,8 +7,9 @@ from kernel import context
 from kernel.errors import ConfigurationError, DomainError
 from kernel.metrics import record_upstream_call
 from provisioning import quota
-from provisioning.credentials import credential_of
+from provisioning.credentials import CredentialWatch, credential_of
 from provisioning.exceptions import (
+    CredentialRefusedError,
     QuotaExceededError,
     SubworkspaceGoneError,
     UpstreamBusyError,
@@ -22,6 +23,7 @@ from provisioning.semrush import (
     SemrushBusyError,
     SemrushClient,
     SemrushConfigurationError,
+    SemrushCredentialRefusedError,
     SemrushError,
     SemrushGoneError,
     SemrushQuotaError,
@@ -45,7 +47,10 @@ def client_for_org(organization: Organization, **log_context: object) -> Semrush
     credential = credential_of(organization)
     token = credential.token
     permits = quota.CredentialPermits(
-        key=credential.key, limits=credential.limits, org_id=str(organization.id)
+        key=credential.key,
+        limits=credential.limits,
+        org_id=str(organization.id),
+        guard=CredentialWatch(credential, organization_id=organization.id),
     )
     ids = {"org_id": str(organization.id), **log_context}
     bound = context.current()
@@ -74,6 +79,8 @@ def translate_upstream(exc: SemrushError) -> DomainError:
         return QuotaExceededError()
     if isinstance(exc, SemrushConfigurationError):
         return ConfigurationError()
+    if isinstance(exc, SemrushCredentialRefusedError):
+        return CredentialRefusedError(retry_after=exc.retry_after)
     if isinstance(exc, SemrushBusyError):
         return UpstreamBusyError(retry_after=exc.retry_after)
     if isinstance(exc, SemrushRateLimitedError):

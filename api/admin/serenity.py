@@ -20,7 +20,7 @@ from django.template.response import TemplateResponse
 
 from kernel import context
 from kernel.errors import DomainError
-from provisioning import credentials
+from provisioning import credential_hold, credentials
 from provisioning.flows.deactivate import deactivate
 from provisioning.models import AttemptStatus, ProvisioningAttempt
 from provisioning.selectors import brand_provisioning_state, brands_with_provisioning_state
@@ -123,11 +123,15 @@ class OrganizationAdmin(admin.ModelAdmin):
         self, request: HttpRequest, obj: Organization, form: forms.ModelForm, change: bool
     ) -> None:
         token = form.cleaned_data.get("semrush_credential") or ""
+        changed = bool(token) or bool(form.cleaned_data.get("clear_semrush_credential"))
         if token:
             obj.set_semrush_credential(token)
         elif form.cleaned_data.get("clear_semrush_credential"):
             obj.set_semrush_credential("")
         super().save_model(request, obj, form, change)
+        if changed and change:
+            # SPEC §13.2: work held for a refused credential resumes at once if this one works.
+            credential_hold.recheck_on_commit(organization_id=obj.pk)
 
 
 @admin.register(Membership)

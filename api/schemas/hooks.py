@@ -173,8 +173,8 @@ RETRY_AFTER_503 = {
         "schema": {"type": "integer", "minimum": 1},
         "required": False,
         "description": "With `upstreamBusy`: whole seconds until the Semrush quota of the "
-        "organization's credential may let the request through (none with "
-        "`configurationError`).",
+        "organization's credential may let the request through; with `credentialRefused`: "
+        "when the refused credential is checked again (none with `configurationError`).",
     }
 }
 
