@@ -24,6 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from jobs.dispatch import jobs_wake
@@ -144,15 +145,11 @@ def state_of(credential: Credential) -> CredentialState:
 
 
 def credential_accepted(credential: Credential) -> bool:
-    """Upstream answered 2xx with the credential: it is accepted from now on, and a hold on it
-    lifts. True when a hold lifted (its waiting work is then woken: `credential_hold`)."""
+    """Upstream answered 2xx with the credential: it is accepted from now on (its row exists:
+    rows are only made here), and a hold on it lifts. True when a hold lifted (its waiting work
+    is then woken: `held_steps_wake`). Two statements, none that waits on another's lock."""
     now = timezone.now()
-    UpstreamCredential.objects.get_or_create(
-        key=credential.key, defaults={"accepted_at": now, "checked_at": now}
-    )
-    UpstreamCredential.objects.filter(key=credential.key, accepted_at__isnull=True).update(
-        accepted_at=now, checked_at=now
-    )
+    _insert_if_missing(credential.key, now)
     lifted = UpstreamCredential.objects.filter(key=credential.key, refused_at__isnull=False).update(
         refused_at=None, checked_at=now
     )
@@ -162,6 +159,23 @@ def credential_accepted(credential: Credential) -> bool:
             extra={"credential": label(credential), "source": credential.source},
         )
     return lifted == 1
+
+
+def _insert_if_missing(key: str, now: datetime) -> None:
+    """The credential's row, accepted `now`, unless it exists: one statement (the ORM's
+    `bulk_create(ignore_conflicts=True)` wraps it in a transaction of its own)."""
+    quote = connection.ops.quote_name
+    table = quote(UpstreamCredential._meta.db_table)
+    key_, accepted, refused, checked = (
+        quote(c) for c in ("key", "accepted_at", "refused_at", "checked_at")
+    )
+    stamp = UpstreamCredential._meta.get_field("accepted_at").get_db_prep_value(now, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({key_}, {accepted}, {refused}, {checked}) "  # noqa: S608
+            f"VALUES (%s, %s, NULL, %s) ON CONFLICT ({key_}) DO NOTHING",
+            [key, stamp, stamp],
+        )
 
 
 def credential_refused(credential: Credential, *, organization_id: uuid.UUID) -> bool:
@@ -187,36 +201,49 @@ def credential_refused(credential: Credential, *, organization_id: uuid.UUID) ->
     return state_of(credential).held
 
 
+# What this process has learnt of credentials (by key), so that the common case costs no
+# statement: accepted and recorded (`_RECORDED`), or seen on hold (`_SEEN_HELD`: the database
+# says whether it still is). A hold that another process began is learnt here from the 401 of
+# the next call (a refused call did not run), a lift from the database.
+_RECORDED: set[str] = set()
+_SEEN_HELD: set[str] = set()
+
+
 class CredentialWatch:
-    """A client's view of its credential's hold (`quota.CredentialGuard`): its state read once,
-    at the first call (a request or step that never calls Semrush reads nothing), and written
-    when an answer changes it."""
+    """A client's view of its credential's hold (`quota.CredentialGuard`). Before a call, the
+    database is read only while this process has seen the credential on hold; the first 2xx of
+    a credential in a process records it accepted (and lifts a hold); a 401 asks the database
+    whether the credential is now held (`credential_refused`)."""
 
     def __init__(self, credential: Credential, *, organization_id: uuid.UUID) -> None:
         self._credential = credential
         self._organization_id = organization_id
-        self._state: CredentialState | None = None
-
-    def _current(self) -> CredentialState:
-        if self._state is None:
-            self._state = state_of(self._credential)
-        return self._state
 
     def held(self) -> bool:
-        return self._current().held
+        key = self._credential.key
+        if key not in _SEEN_HELD:
+            return False
+        if state_of(self._credential).held:
+            return True
+        _SEEN_HELD.discard(key)
+        return False
 
     def answered(self, status: int) -> bool:
-        state = self._current()
+        key = self._credential.key
         if 200 <= status < 300:
-            if not state.accepted or state.refused_at is not None:
+            if key not in _RECORDED:
                 if credential_accepted(self._credential):
                     held_steps_wake(self._credential)
-                self._state = CredentialState(CredentialStatus.OK, True, None, timezone.now())
+                _RECORDED.add(key)
+            _SEEN_HELD.discard(key)
             return False
         if status != 401:
             return False
         held = credential_refused(self._credential, organization_id=self._organization_id)
-        self._state = None
+        if held:
+            _SEEN_HELD.add(key)
+            # Its next 2xx here lifts the hold (the re-check does it too).
+            _RECORDED.discard(key)
         return held
 
 
