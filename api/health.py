@@ -113,10 +113,10 @@ def metrics(request: HttpRequest) -> HttpResponse:
     refusal = _metrics_refusal(request)
     if refusal is not None:
         return refusal
-    from api.metrics import DatabaseCollector
+    from api.metrics import CredentialRateCollector, DatabaseCollector
     from kernel.metrics import render_metrics
 
-    body, content_type = render_metrics(collectors=[DatabaseCollector()])
+    body, content_type = render_metrics(collectors=[DatabaseCollector(), CredentialRateCollector()])
     return HttpResponse(body, content_type=content_type)
 
 

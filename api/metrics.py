@@ -10,6 +10,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from jobs.models import AsyncJob, JobStatus
+from provisioning import credentials
 from provisioning.models import ProvisioningAttempt
 
 
@@ -50,3 +51,22 @@ class DatabaseCollector(Collector):
         ).annotate(n=Count("id")):
             attempts.add_metric([status, reason or ""], n)
         yield attempts
+
+
+class CredentialRateCollector(Collector):
+    """The rate each Semrush credential in use is paced at now (SPEC §13.3: adapted from
+    upstream's 429s, at most the configured rate), read from the limiter's store; labelled by a
+    short hash of the credential (`credentials.label`) and its source (`service` or `org`)."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        rates = GaugeMetricFamily(
+            "serenity_upstream_rate_per_second",
+            "Permits per second a Semrush credential is paced at now (the adaptive rate)",
+            labels=["credential", "source"],
+        )
+        for credential in credentials.credentials_in_use():
+            rates.add_metric(
+                [credentials.label(credential), credential.source],
+                credentials.rate_per_second(credential),
+            )
+        yield rates

@@ -15,6 +15,7 @@ from rest_framework import serializers
 
 from kernel.errors import ConfigurationError, DomainError
 from provisioning.exceptions import (
+    CredentialRefusedError,
     SubworkspaceCreationFailedError,
     SubworkspaceCreationTimeoutError,
     UpstreamBusyError,
@@ -32,6 +33,7 @@ UPSTREAM: tuple[type[DomainError], ...] = (
     UpstreamError,
     ConfigurationError,
     UpstreamBusyError,
+    CredentialRefusedError,
 )
 SETTLE = (SubworkspaceCreationFailedError, SubworkspaceCreationTimeoutError)
 

@@ -197,6 +197,20 @@ class WebhookTestEventSerializer(_EventSerializer):
     data = WebhookTestDataSerializer()  # type: ignore[assignment]  # a field (DRF's metaclass takes it)
 
 
+class CredentialRefusedDataSerializer(serializers.Serializer):
+    source = serializers.ChoiceField(choices=["org", "service"])  # type: ignore[assignment]
+    status = serializers.ChoiceField(choices=["refused"])
+    refusedAt = serializers.DateTimeField()  # noqa: N815
+
+
+class CredentialRefusedEventSerializer(_EventSerializer):
+    """Semrush refuses the org's credential after accepting it before (once per refusal): the
+    work that needs it waits until it is accepted again (`GET O/serenity` shows its state)."""
+
+    type = serializers.ChoiceField(choices=[WebhookEventType.CREDENTIAL_REFUSED.value])
+    data = CredentialRefusedDataSerializer()  # type: ignore[assignment]  # a field (DRF's metaclass takes it)
+
+
 EVENT_SERIALIZERS: dict[str, type[serializers.Serializer]] = {
     WebhookEventType.JOB_COMPLETED.value: JobCompletedEventSerializer,
     WebhookEventType.JOB_FAILED.value: JobFailedEventSerializer,
@@ -204,4 +218,5 @@ EVENT_SERIALIZERS: dict[str, type[serializers.Serializer]] = {
     WebhookEventType.ONBOARDING_COMPLETED.value: OnboardingCompletedEventSerializer,
     WebhookEventType.ONBOARDING_CANCELLED.value: OnboardingCancelledEventSerializer,
     WebhookEventType.WEBHOOK_TEST.value: WebhookTestEventSerializer,
+    WebhookEventType.CREDENTIAL_REFUSED.value: CredentialRefusedEventSerializer,
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Case, Exists, F, Q, Sum, Value, When, Window
@@ -20,7 +21,7 @@ from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
 from jobs.publishing import publish_job
-from jobs.services import task_name_for
+from jobs.services import publish_on_commit, task_name_for
 
 logger = logging.getLogger("serenity.jobs")
 
@@ -123,3 +124,26 @@ def jobs_dispatch_due(*, limit: int = 500) -> int:
     if published:
         logger.info("dispatcher re-published jobs", extra={"count": published})
     return published
+
+
+def jobs_wake(*, waiting_for: str, organization_ids: Any) -> int:
+    """Make the released jobs of these orgs that wait for `waiting_for` due now (their app's
+    reason to wait is gone: a credential's hold lifted, SPEC §13.2), and publish them.
+    `organization_ids`: ids, or a query of them. The rows' writes are one UPDATE; the messages
+    go after the commit (the dispatcher as backstop)."""
+    now = timezone.now()
+    waiting = AsyncJob.objects.filter(
+        status=JobStatus.IN_PROGRESS,
+        waiting_for=waiting_for,
+        claim_token__isnull=True,
+        organization_id__in=organization_ids,
+    )
+    woken = list(waiting.values_list("id", "step"))
+    if not woken:
+        return 0
+    AsyncJob.objects.filter(
+        pk__in=[pk for pk, _ in woken], waiting_for=waiting_for, claim_token__isnull=True
+    ).update(run_after=now, waiting_for=None, published_at=None)
+    for job_id, step in woken:
+        publish_on_commit(job_id=job_id, step=step)
+    return len(woken)

@@ -55,6 +55,8 @@ class Repeat:
 @dataclass(frozen=True)
 class Defer:
     delay_seconds: float
+    # What else the row waits for (its `waiting_for`; e.g. "credential", SPEC §13.2).
+    waiting_for: str | None = None
 
 
 JobEnding = Finish | Continue | Repeat | Defer
@@ -156,4 +158,5 @@ def _write(run: StepRun, ending: JobEnding, *, publish_successor: bool) -> bool 
         job_id=run.job.id,
         claim_token=run.claim_token,
         delay_seconds=ending.delay_seconds,
+        waiting_for=ending.waiting_for,
     )

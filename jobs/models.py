@@ -81,6 +81,9 @@ class AsyncJob(models.Model):
     # Claims taken over after their lease expired (the worker died holding it): SPEC §11.1's
     # poison-step count. Releases (settle, quota) end a claim cleanly and do not count.
     expired_claims = models.PositiveIntegerField(default=0)
+    # What a released step waits for besides its `run_after` (e.g. "credential": its app holds
+    # it until then, SPEC §13.2); null when it waits for nothing else.
+    waiting_for = models.CharField(max_length=32, null=True, blank=True)
 
     # The W3C `traceparent` of the trace this chain belongs to (SPEC §13.4): its later steps
     # are sent by the dispatcher or a hand-over, not by the request, so each step's span

@@ -110,6 +110,8 @@ class StepDocument:
     # When a `PENDING` step is due (a scheduled settle read: the Retry-After of polling); None
     # for any other status.
     run_after: datetime | None
+    # What an unfinished step waits for besides its time (e.g. "credential", SPEC §13.2).
+    waiting_for: str | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,7 @@ def step_document(job: AsyncJob) -> StepDocument:
         started_at=job.started_at,
         finished_at=job.finished_at,
         run_after=job.run_after if status == "PENDING" else None,
+        waiting_for=job.waiting_for if job.status == JobStatus.IN_PROGRESS else None,
     )
 
 

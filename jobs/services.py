@@ -245,15 +245,27 @@ def job_renew(*, job_id: uuid.UUID, claim_token: uuid.UUID, seconds: float | Non
     return renewed == 1
 
 
-def job_release(*, job_id: uuid.UUID, claim_token: uuid.UUID, delay_seconds: float) -> bool:
+def job_release(
+    *,
+    job_id: uuid.UUID,
+    claim_token: uuid.UUID,
+    delay_seconds: float,
+    waiting_for: str | None = None,
+) -> bool:
     """Give the claim back and run the same step again after `delay_seconds` (e.g. an upstream
     Retry-After too long to wait in the worker), by a countdown message (the dispatcher as
-    backstop). The row's chain and result are untouched: a release is not a failure and ends
-    nothing."""
+    backstop), or sooner when its app wakes it (`waiting_for`: `dispatch.jobs_wake`). The
+    row's chain and result are untouched: a release is not a failure and ends nothing."""
     run_after = timezone.now() + timedelta(seconds=delay_seconds)
     changed = AsyncJob.objects.filter(
         pk=job_id, status=JobStatus.IN_PROGRESS, claim_token=claim_token
-    ).update(claim_token=None, lease_expires_at=None, run_after=run_after, published_at=None)
+    ).update(
+        claim_token=None,
+        lease_expires_at=None,
+        run_after=run_after,
+        published_at=None,
+        waiting_for=waiting_for,
+    )
     if changed and delay_seconds <= settings.JOBS_COUNTDOWN_MAX_SECONDS:
         step = AsyncJob.objects.values_list("step", flat=True).get(pk=job_id)
         publish_on_commit(job_id=job_id, step=step, countdown=delay_seconds)

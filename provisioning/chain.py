@@ -48,7 +48,7 @@ from jobs.models import JobStatus
 from jobs.runner import StepHandler, StepRun
 from kernel import context
 from kernel.errors import DomainError
-from provisioning import quota, services, states
+from provisioning import credentials, quota, services, states
 from provisioning.exceptions import (
     JOB_FAILED_MESSAGE,
     UpstreamError,
@@ -115,6 +115,7 @@ class Discarded:
 @dataclass(frozen=True)
 class RetryLater:
     delay_seconds: float
+    waiting_for: str | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,10 @@ def quota_deferring(handler: StepHandler) -> StepHandler:
         with quota.step_permits():
             try:
                 handler(run)
+            except quota.CredentialHeldError as held:
+                # SPEC §13.2: the step waits for the credential's hold to lift (which wakes it).
+                logger.info("step waits: Semrush refuses the credential for now")
+                step_end(run, None, RetryLater(held.retry_in, waiting_for=credentials.WAITING_FOR))
             except quota.PermitDeferredError as deferred:
                 logger.info(
                     "step re-scheduled for the upstream quota",
@@ -240,7 +245,7 @@ def _decide(
             # Every step run bumps its attempt (SPEC §11.1: an operator sees the chain
             # moving); an attempt that has ended is left alone and the re-run stands down.
             states.touch(attempt_id=attempt_id)
-        return JobDefer(delay_seconds=end.delay_seconds)
+        return JobDefer(delay_seconds=end.delay_seconds, waiting_for=end.waiting_for)
     if isinstance(end, Finished) and end.outcome is not None:
         return _answered(run, attempt, end.outcome, decided)
     if isinstance(end, StoodDown | Finished | Discarded | Crashed):

@@ -124,6 +124,24 @@ class UpstreamBusyError(UpstreamRateLimitedError):
     job_message = "Semrush is busy with this organization's requests."
 
 
+class CredentialRefusedError(DomainError):
+    """The org's Semrush credential is on hold (SPEC §13.2: Semrush refused it after accepting
+    it before): nothing was sent. Answered 503 with `Retry-After` (when it is checked again)."""
+
+    code = "credentialRefused"
+    http_status = 503
+    retryable = True
+
+    def __init__(self, message: str | None = None, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    default_message = (
+        "Semrush refuses the organization's credential for now; work that needs it waits."
+    )
+    job_message = "Semrush refuses the organization's credential for now."
+
+
 class UpstreamUnauthorizedError(DomainError):
     code = "upstreamUnauthorized"
     http_status = 401

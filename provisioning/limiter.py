@@ -25,9 +25,18 @@ refused again in milliseconds and takes a later place, while places spaced for m
 than the callers then take leave the credential idle (and an idle bucket's burst meets
 upstream's 429s).
 
-A 429 pauses the credential: ``tat`` moves to the end of the pause for every process, and the
-bucket paces ``SLOW_STEP`` slower for a while (at most once a second, up to ``SLOW_MAX``, fading
-by ``SLOW_DECAY`` a second): a few percent of rate is cheaper than a one-second pause.
+A 429 with ``Retry-After`` pauses the credential: ``tat`` moves to the end of the pause for every
+process.
+
+The adaptive rate (SPEC §13.3): Semrush's quota is shared with every other client of the account
+and says nothing, so the rate the bucket paces at is learnt, AIMD-style (as AWS's SDKs learn a
+throttling server's rate). It starts at the configured rate (the ceiling); a 429 *without*
+``Retry-After`` multiplies it by ``Adaptation.decrease`` (at most once a second, however many
+429s arrive at once, never below ``Adaptation.floor``) and drains the burst (the next permit is
+one new interval away); every ``Adaptation.spell`` seconds without a 429 adds ``Adaptation.step``
+permits/s, up to the ceiling. The state keeps the rate of the last 429 (``rate``) and when
+(``rate_at``): the current rate is computed from them on the store's clock
+(:func:`current_rate`), so raising it costs no write.
 
 Slots (SPEC §11.1): ``slots`` maps each call in flight to its expiry (the client's timeout + 5 s),
 so a process killed in the middle of a call leaks nothing.
@@ -66,10 +75,9 @@ T = TypeVar("T")
 IDLE_TTL_SECONDS = 60.0
 # After Redis failed, the limiter lets calls through without asking it for this long.
 REDIS_RETRY_AFTER_SECONDS = 5.0
-# After a 429 the bucket paces SLOW_STEP slower (see the module docstring).
-SLOW_STEP = 0.05
-SLOW_MAX = 0.3
-SLOW_DECAY = 0.005
+# An adapted rate outlives the credential's idle TTL by this much: an idle spell is no proof
+# that upstream's share came back (it is raised as time passes anyway: `current_rate`).
+ADAPTED_TTL_SECONDS = 3600.0
 # A queue that ends within this is short: other orgs' first permits wait for it (docstring).
 SHORT_QUEUE_SECONDS = 1.0
 
@@ -84,15 +92,30 @@ class Reservation:
 
 
 @dataclass(frozen=True)
+class Adaptation:
+    """The adaptive rate's rules (module docstring; settings `SEMRUSH_RATE_DECREASE_FACTOR`,
+    `SEMRUSH_RATE_INCREASE_STEP`, `SEMRUSH_RATE_INCREASE_SPELL_SECONDS`)."""
+
+    decrease: float = 0.85
+    step: float = 0.1
+    spell: float = 2.0
+    floor: float = 0.5
+
+
+DEFAULT_ADAPTATION = Adaptation()
+
+
+@dataclass(frozen=True)
 class State:
     """One credential's state (module docstring); `queue`: the floor a pause sets for every
-    place."""
+    place; `rate` (0: not adapted, the ceiling) as of `rate_at`, last lowered at `lowered_at`."""
 
     tat: float | None = None
     queue: float = 0.0
     pause_end: float = 0.0
-    slow: float = 0.0
-    slow_at: float = 0.0
+    rate: float = 0.0
+    rate_at: float = 0.0
+    lowered_at: float = 0.0
     queues: dict[str, float] = field(default_factory=dict)
     slots: dict[str, float] = field(default_factory=dict)
 
@@ -104,6 +127,7 @@ class State:
                 self.queue,
                 self.pause_end,
                 now,
+                self.rate_at + ADAPTED_TTL_SECONDS if self.rate > 0 else now,
                 *self.queues.values(),
                 *self.slots.values(),
             ]
@@ -113,8 +137,15 @@ class State:
 # --- the arithmetic ---------------------------------------------------------------------------
 
 
-def _slowdown(state: State, now: float) -> float:
-    return max(state.slow - SLOW_DECAY * (now - state.slow_at), 0.0)
+def current_rate(
+    state: State, now: float, *, ceiling: float, adapt: Adaptation = DEFAULT_ADAPTATION
+) -> float:
+    """The rate the credential is paced at now: the adapted rate raised by one step per quiet
+    spell since the last 429, at most `ceiling` (module docstring)."""
+    if state.rate <= 0:
+        return ceiling
+    spells = math.floor(max(now - state.rate_at, 0.0) / adapt.spell) if adapt.spell > 0 else 0
+    return min(ceiling, state.rate + adapt.step * spells)
 
 
 def reserve(
@@ -126,12 +157,13 @@ def reserve(
     max_wait: float,
     org: str = "",
     first: bool = False,
+    adapt: Adaptation = DEFAULT_ADAPTATION,
 ) -> tuple[Reservation, State]:
-    """A permit reserved within `max_wait`, or the caller's place in its org's queue. A
-    caller's `first` permit also waits while another org's short queue ends before its own
-    (module docstring)."""
-    tolerance = burst / rate
-    interval = (1.0 / rate) * (1.0 + _slowdown(state, now))
+    """A permit reserved within `max_wait`, or the caller's place in its org's queue, at the
+    credential's adapted rate (`rate` is the ceiling). A caller's `first` permit also waits
+    while another org's short queue ends before its own (module docstring)."""
+    interval = 1.0 / current_rate(state, now, ceiling=rate, adapt=adapt)
+    tolerance = burst * interval
     start = max(state.tat if state.tat is not None else now, now)
     permit_at = start + interval - tolerance
     wait = max(permit_at - now, 0.0)
@@ -153,20 +185,37 @@ def _behind_a_short_queue(queues: dict[str, float], org: str, now: float) -> boo
     )
 
 
-def paused(state: State, now: float, *, rate: float, burst: int, seconds: float) -> State:
-    """The state after a 429: the next permit is due when the pause ends, and the bucket paces
-    a step slower for a while (once per second however many 429s come at once)."""
-    interval = 1.0 / rate
+def paused(
+    state: State,
+    now: float,
+    *,
+    rate: float,
+    burst: int,
+    seconds: float | None,
+    adapt: Adaptation = DEFAULT_ADAPTATION,
+) -> State:
+    """The state after a 429 (`rate` is the ceiling). With a Retry-After (`seconds`) the next
+    permit is due when it ends; without one (None) the rate is lowered (at most once a
+    second) and the next permit is one new interval away. Either way the quiet spell that
+    raises the rate starts again, and no burst follows."""
+    current = current_rate(state, now, ceiling=rate, adapt=adapt)
+    lowered_at = state.lowered_at
+    if seconds is None:
+        if now - state.lowered_at >= 1.0:
+            current = max(current * adapt.decrease, min(adapt.floor, rate))
+            lowered_at = now
+        seconds = 1.0 / current
+    interval = 1.0 / current
     pause_end = now + seconds
-    stepped = replace(
+    return replace(
         state,
         tat=max(state.tat if state.tat is not None else now, pause_end + (burst - 1) * interval),
         queue=max(state.queue, pause_end),
         pause_end=max(state.pause_end, pause_end),
+        rate=current if current < rate else 0.0,
+        rate_at=now,
+        lowered_at=lowered_at,
     )
-    if now - state.slow_at < 1.0:
-        return stepped
-    return replace(stepped, slow=min(_slowdown(state, now) + SLOW_STEP, SLOW_MAX), slow_at=now)
 
 
 def slot_taken(
@@ -203,23 +252,48 @@ class Store:
         max_wait: float,
         org: str = "",
         first: bool = False,
+        adapt: Adaptation = DEFAULT_ADAPTATION,
     ) -> Reservation:
         return self.apply(
             key,
             lambda state, now: reserve(
-                state, now, rate=rate, burst=burst, max_wait=max_wait, org=org, first=first
+                state,
+                now,
+                rate=rate,
+                burst=burst,
+                max_wait=max_wait,
+                org=org,
+                first=first,
+                adapt=adapt,
             ),
             Reservation(True, 0.0),
         )
 
-    def pause(self, key: str, *, rate: float, burst: int, seconds: float) -> None:
+    def pause(
+        self,
+        key: str,
+        *,
+        rate: float,
+        burst: int,
+        seconds: float | None,
+        adapt: Adaptation = DEFAULT_ADAPTATION,
+    ) -> None:
+        """A 429: with its Retry-After (`seconds`), or without one (None: the rate is lowered)."""
         self.apply(
             key,
             lambda state, now: (
                 None,
-                paused(state, now, rate=rate, burst=burst, seconds=seconds),
+                paused(state, now, rate=rate, burst=burst, seconds=seconds, adapt=adapt),
             ),
             None,
+        )
+
+    def rate(self, key: str, *, ceiling: float, adapt: Adaptation = DEFAULT_ADAPTATION) -> float:
+        """The credential's current (adapted) rate; `ceiling` when the store cannot be read."""
+        return self.apply(
+            key,
+            lambda state, now: (current_rate(state, now, ceiling=ceiling, adapt=adapt), state),
+            ceiling,
         )
 
     def pause_remaining(self, key: str) -> float:

@@ -201,3 +201,20 @@ class OnboardingFamily(models.Model):
 
     def __str__(self) -> str:
         return f"{self.onboarding_id} group {self.group}"
+
+
+class UpstreamCredential(models.Model):
+    """What the service knows of one Semrush credential (SPEC §13.2), by its limiter key (a keyed
+    hash, never the credential: `provisioning.quota.credential_key`). Written rarely: its first
+    2xx, the start and the end of a hold, each re-check (`provisioning.credentials`)."""
+
+    key = models.CharField(max_length=64, primary_key=True)
+    # Its first 2xx: from then on a 401 holds the work that uses it instead of failing it.
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    # When the current hold began (a 401 after it was accepted); null: not held.
+    refused_at = models.DateTimeField(null=True, blank=True)
+    # When the service last learnt its state (accepted, refused, re-checked).
+    checked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"credential {self.key.rsplit(':', 1)[-1][:12]}"

@@ -32,6 +32,10 @@ Patience: who waits, and how long
   compensation's own calls, after a refusal, may wait up to ``COMPENSATION_WAIT_SECONDS``
   each: an orphan upstream is worse than a slower 503.
 
+The configured rate is a ceiling: the rate each credential is paced at adapts to upstream's
+429s (SPEC §13.3; the rules in :mod:`provisioning.limiter`, their numbers in the settings,
+:func:`adaptation`), and :func:`rate_per_second` tells it in the operator's terms.
+
 The bucket paces ``MARGIN`` (5 %) below the configured rate: an upstream that enforces R
 requests per second over a sliding second answers 429 to a client pacing at exactly R as soon
 as jitter makes one request arrive later than the one R permits after it.
@@ -50,6 +54,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from django.conf import settings
 
@@ -62,8 +67,8 @@ from kernel.metrics import (
     UPSTREAM_SLOT_REFUSALS,
     org_label,
 )
-from provisioning.limiter import MemoryStore, RedisStore, Store
-from provisioning.semrush.errors import SemrushBusyError
+from provisioning.limiter import Adaptation, MemoryStore, RedisStore, Store
+from provisioning.semrush.errors import SemrushBusyError, SemrushCredentialRefusedError
 
 # After a refusal, the calls that undo what the refused work made (emptying a workspace this
 # request created) may wait this long each for their permits.
@@ -97,6 +102,25 @@ def store() -> Store:
         return found
 
 
+def adaptation() -> Adaptation:
+    """The adaptive rate's rules, from the settings (SPEC §13.3, :mod:`provisioning.limiter`)."""
+    return Adaptation(
+        decrease=float(settings.SEMRUSH_RATE_DECREASE_FACTOR),
+        step=float(settings.SEMRUSH_RATE_INCREASE_STEP),
+        spell=float(settings.SEMRUSH_RATE_INCREASE_SPELL_SECONDS),
+        floor=RATE_FLOOR * (1.0 - MARGIN),
+    )
+
+
+def rate_per_second(key: str, limits: Limits) -> float:
+    """The credential's current rate in the operator's terms (the configured rate at most,
+    `MARGIN` not taken off: what `/metrics`, `GET O/serenity` and the admin show)."""
+    if limits.rate <= 0:
+        return 0.0
+    paced = store().rate(key, ceiling=limits.rate, adapt=adaptation())
+    return round(paced / (1.0 - MARGIN), 2)
+
+
 def slot_ttl() -> float:
     """How long a slot lives at most: longer than any one attempt (its timeout) can take."""
     return float(settings.SEMRUSH_TIMEOUT_SECONDS) + SLOT_EXPIRY_GRACE_SECONDS
@@ -122,6 +146,28 @@ class PermitDeferredError(Exception):
     def __init__(self, retry_in: float) -> None:
         super().__init__(f"upstream permit deferred {retry_in:.3f}s")
         self.retry_in = retry_in
+
+
+class CredentialHeldError(PermitDeferredError):
+    """The credential is on hold (SPEC §13.2, :mod:`provisioning.credentials`): a chained step
+    waits for it, re-scheduled like a deferred permit (its job reads ``waitingFor:
+    "credential"``) and woken when the hold lifts; the refused call did not run and is made
+    again then. `retry_in` is only the backstop should no wake come."""
+
+
+class CredentialGuard(Protocol):
+    """A credential's state as a call sees it (`provisioning.credentials.CredentialWatch`)."""
+
+    def held(self) -> bool:
+        """Whether the credential is on hold: no call may be sent with it."""
+
+    def answered(self, status: int) -> bool:
+        """Upstream answered `status`; True: that answer puts (or keeps) it on hold."""
+
+
+def held_backstop_seconds() -> float:
+    """When a held step runs again should no wake come (the lift wakes it at once)."""
+    return max(float(settings.SERENITY_CREDENTIAL_RECHECK_SECONDS) * 5, 300.0)
 
 
 @dataclass
@@ -206,8 +252,8 @@ def limits_for(*, rate: float | None, burst: int | None, concurrency: int | None
     )
 
 
-# A 429 without Retry-After pauses the credential this long (SPEC §11.1).
-DEFAULT_PAUSE_SECONDS = 1.0
+# The adaptive rate never goes below this (SPEC §13.3), in permits per second.
+RATE_FLOOR = 0.5
 # Waiting for a free slot: polls start this far apart and double up to the cap.
 SLOT_POLL_SECONDS = 0.02
 SLOT_POLL_MAX_SECONDS = 0.2
@@ -222,7 +268,7 @@ class CredentialPermits:
     :mod:`provisioning.limiter`), or raises (the slot given back)
     :class:`PermitDeferredError` (in a step) / :class:`SemrushBusyError` (elsewhere); `release`
     gives the slot back once the attempt has its answer. `pause` records a 429's Retry-After
-    (1 s without one) for every process."""
+    for every process, or (without one) lowers the credential's adapted rate."""
 
     def __init__(
         self,
@@ -234,8 +280,10 @@ class CredentialPermits:
         store: Store | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        guard: CredentialGuard | None = None,
     ) -> None:
         self._key = key
+        self._guard = guard
         self._limits = limits
         self._org = org_id  # whose queue a refused step joins (round-robin)
         self._org_label = org_label(org_id)
@@ -248,6 +296,7 @@ class CredentialPermits:
         self._granted = 0
         self._waits = _request.get() or _Waits()
         self._slot: str | None = None
+        self._adapt = adaptation()
 
     @property
     def key(self) -> str:
@@ -280,6 +329,8 @@ class CredentialPermits:
         # the slot's Redis transaction (contended by every thread) delayed some requests by
         # tens of milliseconds, and the next ones' arrivals closed up on them: 11 in a second,
         # a 429.
+        if self._guard is not None and self._guard.held():
+            self._refuse_held(operation)
         if self._limits.rate > 0 and 0 < self._share < 1:
             self._take_share()
         if self._limits.concurrency > 0:
@@ -300,6 +351,21 @@ class CredentialPermits:
             slot, self._slot = self._slot, None
             self.store.give_back(self._key, slot)
 
+    def answered(self, operation: str, status: int) -> None:
+        """Upstream answered the attempt `status`: a 401 on a credential that was accepted
+        before puts it on hold, and the call is refused as held (SPEC §13.2)."""
+        if self._guard is not None and self._guard.answered(status):
+            self._refuse_held(operation)
+
+    def _refuse_held(self, operation: str) -> None:
+        """The credential is on hold: a step waits for it, anything else answers 503
+        `credentialRefused` at once."""
+        if self._in_step:
+            raise CredentialHeldError(held_backstop_seconds())
+        raise SemrushCredentialRefusedError(
+            operation=operation, retry_after=float(settings.SERENITY_CREDENTIAL_RECHECK_SECONDS)
+        )
+
     def _refuse(self, operation: str, retry_in: float) -> None:
         """No permit or slot within this caller's patience: defer the step or refuse."""
         if self._in_step:
@@ -318,6 +384,7 @@ class CredentialPermits:
             max_wait=patience,
             org=self._org,
             first=self._in_step and self._granted == 0,
+            adapt=self._adapt,
         )
         if not answer.granted:
             self._refuse(operation, max(answer.wait, 0.001))
@@ -335,7 +402,8 @@ class CredentialPermits:
     def _take_share(self) -> None:
         """The caller's own pace (`patient_permits(share)`): a permit of its share's bucket,
         waited for as long as it takes (only such callers of this credential use it)."""
-        rate = self._limits.rate * self._share
+        ceiling = self._limits.rate
+        rate = self.store.rate(self._key, ceiling=ceiling, adapt=self._adapt) * self._share
         while True:
             answer = self.store.reserve(
                 f"{self._key}:share", rate=rate, burst=1, max_wait=COMPENSATION_WAIT_SECONDS
@@ -377,8 +445,10 @@ class CredentialPermits:
         UPSTREAM_RATE_LIMITED.labels(self._org_label).inc()
         if self._limits.rate <= 0:
             return
-        if seconds is None or seconds <= 0:
-            seconds = DEFAULT_PAUSE_SECONDS
         self.store.pause(
-            self._key, rate=self._limits.rate, burst=self._limits.burst, seconds=seconds
+            self._key,
+            rate=self._limits.rate,
+            burst=self._limits.burst,
+            seconds=seconds if seconds is not None and seconds > 0 else None,
+            adapt=self._adapt,
         )

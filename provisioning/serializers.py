@@ -132,6 +132,14 @@ class JobStepSerializer(serializers.Serializer):
         required=False,
         help_text="`PENDING` steps only: when the step is due.",
     )
+    waitingFor = OpenCodeField(  # noqa: N815
+        source="waiting_for",
+        known=["credential"],
+        allow_null=True,
+        help_text="What the unfinished step waits for: `credential` while Semrush refuses the "
+        "organization's credential (the step runs once it is accepted again; nothing fails "
+        "meanwhile); null otherwise.",
+    )
 
 
 class JobSummarySerializer(serializers.Serializer):

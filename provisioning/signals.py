@@ -13,3 +13,8 @@ from __future__ import annotations
 from django.dispatch import Signal
 
 onboarding_ended = Signal()
+
+# A credential's hold began (SPEC §13.2), once per hold: `organization_id` (the org whose call
+# was refused), `source` (`org` or `service`), `refused_at`. The webhooks app sends
+# `credential.refused`.
+credential_refused = Signal()

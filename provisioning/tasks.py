@@ -3,12 +3,15 @@ in, `jobs.runner.run_step`, which runs the handler registered here for the job's
 
 from __future__ import annotations
 
+import uuid
+
 from celery import shared_task
 
 from jobs.models import JobStep
 from jobs.runner import register_step, run_step
 from jobs.services import task_name_for
 from provisioning import chain
+from provisioning.credential_hold import RECHECK_TASK, credentials_recheck
 from provisioning.flows import activate, market_create, prompts, provision, publish_confirm
 from provisioning.ledger.retention import upstream_calls_purge
 from provisioning.markets import CONFIRM_STEP
@@ -97,3 +100,10 @@ def sweep_stale_attempts() -> dict[str, int]:
 @shared_task(name="provisioning.purge_upstream_calls", ignore_result=True)
 def purge_upstream_calls() -> int:
     return upstream_calls_purge()
+
+
+@shared_task(name=RECHECK_TASK, ignore_result=True)
+def recheck_credentials(organization_id: str | None = None) -> dict[str, int]:
+    return credentials_recheck(
+        organization_id=uuid.UUID(organization_id) if organization_id else None
+    )

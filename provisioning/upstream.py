@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from django.conf import settings
-
 from kernel import context
 from kernel.errors import ConfigurationError, DomainError
 from kernel.metrics import record_upstream_call
 from provisioning import quota
+from provisioning.credentials import CredentialWatch, credential_of
 from provisioning.exceptions import (
+    CredentialRefusedError,
     QuotaExceededError,
     SubworkspaceGoneError,
     UpstreamBusyError,
@@ -24,6 +24,7 @@ from provisioning.semrush import (
     SemrushBusyError,
     SemrushClient,
     SemrushConfigurationError,
+    SemrushCredentialRefusedError,
     SemrushError,
     SemrushGoneError,
     SemrushQuotaError,
@@ -40,27 +41,18 @@ def client_for_org(organization: Organization, **log_context: object) -> Semrush
     §10.6, §11.1): inside a chained step (`quota.step_permits`) a late permit re-schedules the
     step; elsewhere it raises `SemrushBusyError` (503 `upstreamBusy`).
 
-    One credential, one set of limits: orgs sharing the service-wide credential share its
-    bucket at the service-wide limits (an org's override would conflict with the others'); an
-    org with a credential of its own has its own bucket, at its override where it has one.
+    One credential, one set of limits (`provisioning.credentials`).
 
     Its lines carry the step's row (`step_job_id`) as the log context has it: the runner binds
     it on a worker, not for an inline run, whose rows are never saved. Its writes and confirm
     reads are recorded in the ledger (SPEC §13.4, `provisioning.ledger`)."""
-    try:
-        token = organization.semrush_credential()
-    except ValueError as exc:
-        raise ConfigurationError("The organization's Semrush credential cannot be read.") from exc
-    credential = token if token is not None else str(settings.SEMRUSH_API_TOKEN or "")
-    own = token is not None
+    credential = credential_of(organization)
+    token = credential.token
     permits = quota.CredentialPermits(
-        key=quota.credential_key(credential),
-        limits=quota.limits_for(
-            rate=organization.semrush_rate_limit_per_second if own else None,
-            burst=organization.semrush_rate_limit_burst if own else None,
-            concurrency=organization.semrush_concurrency_limit if own else None,
-        ),
+        key=credential.key,
+        limits=credential.limits,
         org_id=str(organization.id),
+        guard=CredentialWatch(credential, organization_id=organization.id),
     )
     ids = {"org_id": str(organization.id), **log_context}
     bound = context.current()
@@ -90,6 +82,8 @@ def translate_upstream(exc: SemrushError) -> DomainError:
         return QuotaExceededError()
     if isinstance(exc, SemrushConfigurationError):
         return ConfigurationError()
+    if isinstance(exc, SemrushCredentialRefusedError):
+        return CredentialRefusedError(retry_after=exc.retry_after)
     if isinstance(exc, SemrushBusyError):
         return UpstreamBusyError(retry_after=exc.retry_after)
     if isinstance(exc, SemrushRateLimitedError):

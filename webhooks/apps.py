@@ -9,9 +9,17 @@ class WebhooksConfig(AppConfig):
         # A root job's end is a webhook event: the receiver writes its deliveries in the
         # transaction that ends the chain (the outbox).
         from jobs.signals import chain_ended, chains_ended
-        from provisioning.signals import onboarding_ended
-        from webhooks.events import job_chain_ended, job_chains_ended, onboarding_ended_event
+        from provisioning.signals import credential_refused, onboarding_ended
+        from webhooks.events import (
+            credential_refused_event,
+            job_chain_ended,
+            job_chains_ended,
+            onboarding_ended_event,
+        )
 
         chain_ended.connect(job_chain_ended, dispatch_uid="webhooks.job_chain_ended")
         chains_ended.connect(job_chains_ended, dispatch_uid="webhooks.job_chains_ended")
         onboarding_ended.connect(onboarding_ended_event, dispatch_uid="webhooks.onboarding_ended")
+        credential_refused.connect(
+            credential_refused_event, dispatch_uid="webhooks.credential_refused"
+        )

@@ -13,6 +13,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from rest_framework import serializers
+
 from jobs.models import AsyncJob, JobStatus, JobType
 from jobs.selectors import job_document
 from provisioning.models import OnboardingStatus
@@ -133,4 +135,21 @@ def onboarding_ended_event(
         type=ONBOARDING_EVENTS[OnboardingStatus(summary.status)],
         data=dict(OnboardingSummarySerializer(summary).data),
         event_id=onboarding_event_id(onboarding.pk),
+    )
+
+
+def credential_refused_event(
+    sender: Any, *, organization_id: uuid.UUID, source: str, refused_at: Any, **_: Any
+) -> None:
+    """`provisioning.signals.credential_refused` receiver (SPEC §13.2): `credential.refused` to
+    the org whose call Semrush refused, once per hold (the signal is sent by the write that
+    began it), `data` = `{source, status, refusedAt}` as `GET O/serenity` shows the credential."""
+    webhook_event_publish(
+        organization_id=organization_id,
+        type=WebhookEventType.CREDENTIAL_REFUSED,
+        data={
+            "source": source,
+            "status": "refused",
+            "refusedAt": serializers.DateTimeField().to_representation(refused_at),
+        },
     )

@@ -24,6 +24,7 @@ class WebhookEventType(models.TextChoices):
     ONBOARDING_COMPLETED = "onboarding.completed"
     ONBOARDING_CANCELLED = "onboarding.cancelled"
     WEBHOOK_TEST = "webhook.test"
+    CREDENTIAL_REFUSED = "credential.refused"
 
 
 # What an endpoint subscribes to (`events`): every type but `webhook.test`, which is sent on

@@ -20,6 +20,7 @@ from django.template.response import TemplateResponse
 
 from kernel import context
 from kernel.errors import DomainError
+from provisioning import credential_hold, credentials
 from provisioning.flows.deactivate import deactivate
 from provisioning.models import AttemptStatus, ProvisioningAttempt
 from provisioning.selectors import brand_provisioning_state, brands_with_provisioning_state
@@ -85,7 +86,7 @@ class OrganizationAdmin(admin.ModelAdmin):
     ]
     list_filter = ["serenity_enabled", "workspace_mode"]
     search_fields = ["name", "=id", "=semrush_parent_workspace_id"]
-    readonly_fields = ["id", "credential_status", "created_at", "updated_at"]
+    readonly_fields = ["id", "credential_status", "credential_rate", "created_at", "updated_at"]
     fields = [
         "id",
         "name",
@@ -93,6 +94,7 @@ class OrganizationAdmin(admin.ModelAdmin):
         "serenity_enabled",
         "workspace_mode",
         "credential_status",
+        "credential_rate",
         "semrush_credential",
         "clear_semrush_credential",
         "semrush_rate_limit_per_second",
@@ -108,15 +110,28 @@ class OrganizationAdmin(admin.ModelAdmin):
     def credential_status(self, obj: Organization) -> str:
         return "set" if obj.has_semrush_credential else "not set"
 
+    @admin.display(description="Semrush rate now (requests/s)")
+    def credential_rate(self, obj: Organization) -> str:
+        """The credential's adaptive rate (SPEC §13.3): below the configured rate after upstream
+        answered 429 without Retry-After, back up while it does not."""
+        if obj.pk is None:
+            return "-"
+        credential = credentials.credential_of(obj)
+        return f"{credentials.rate_per_second(credential):g} ({credential.source} credential)"
+
     def save_model(
         self, request: HttpRequest, obj: Organization, form: forms.ModelForm, change: bool
     ) -> None:
         token = form.cleaned_data.get("semrush_credential") or ""
+        changed = bool(token) or bool(form.cleaned_data.get("clear_semrush_credential"))
         if token:
             obj.set_semrush_credential(token)
         elif form.cleaned_data.get("clear_semrush_credential"):
             obj.set_semrush_credential("")
         super().save_model(request, obj, form, change)
+        if changed and change:
+            # SPEC §13.2: work held for a refused credential resumes at once if this one works.
+            credential_hold.recheck_on_commit(organization_id=obj.pk)
 
 
 @admin.register(Membership)

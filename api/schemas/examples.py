@@ -97,6 +97,7 @@ SETTLE_READ_DONE = {
     "status": "COMPLETED",
     "startedAt": "2026-01-15T09:30:00.200000Z",
     "finishedAt": "2026-01-15T09:30:00.400000Z",
+    "waitingFor": None,
 }
 JOB_IN_PROGRESS: dict[str, Any] = {
     "jobId": JOB_ID,
@@ -113,6 +114,7 @@ JOB_IN_PROGRESS: dict[str, Any] = {
             "startedAt": None,
             "finishedAt": None,
             "runAfter": "2026-01-15T09:30:05.400000Z",
+            "waitingFor": None,
         },
     ],
     "createdAt": CREATED_AT,
@@ -128,6 +130,7 @@ JOB_COMPLETED = {
             "status": "COMPLETED",
             "startedAt": "2026-01-15T09:30:00.410000Z",
             "finishedAt": "2026-01-15T09:30:04.654321Z",
+            "waitingFor": None,
         },
     ],
 }

@@ -174,7 +174,8 @@ RETRY_AFTER_503 = {
         "required": False,
         "description": "With `upstreamBusy`: whole seconds until the Semrush quota of the "
         "organization's credential may let the request through; with `databaseUnavailable`: "
-        "seconds to wait for a database connection (none with `configurationError`).",
+        "seconds to wait for a database connection; with `credentialRefused`: when the refused "
+        "credential is checked again (none with `configurationError`).",
     }
 }
 

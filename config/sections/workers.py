@@ -15,6 +15,7 @@ from config.sections.jobs import (
     JOBS_PUBLISH_TIMEOUT_SECONDS,
 )
 from config.sections.provisioning import (
+    SERENITY_CREDENTIAL_RECHECK_SECONDS,
     SERENITY_PROVISION_BACKOFF_SECONDS,
     SERENITY_STALE_SWEEP_INTERVAL_SECONDS,
 )
@@ -124,6 +125,10 @@ def beat_schedule(
         "provisioning-stale-sweep": ("provisioning.sweep_stale_attempts", stale_sweep),
         "jobs-purge": ("jobs.purge_finished_jobs", 3600.0),
         "provisioning-ledger-purge": ("provisioning.purge_upstream_calls", 3600.0),
+        "provisioning-credential-recheck": (
+            "provisioning.recheck_credentials",
+            SERENITY_CREDENTIAL_RECHECK_SECONDS,
+        ),
         "serenity-idempotency-purge": ("serenity.purge_idempotency_keys", idempotency_purge),
     }
     return {

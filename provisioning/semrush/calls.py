@@ -87,6 +87,10 @@ class Permits(Protocol):
     def pause(self, seconds: float | None) -> None:
         """Upstream answered 429 (``Retry-After`` = ``seconds``): hold every permit until then."""
 
+    def answered(self, operation: str, status: int) -> None:
+        """Upstream answered the attempt ``status``; raise to refuse the call (a credential
+        refused after it was accepted: SPEC §13.2)."""
+
 
 @dataclass(frozen=True)
 class SentAttempt:
@@ -249,6 +253,7 @@ class SemrushCaller:
                 duration_ms = _elapsed_ms(started, self._clock())
                 if response.status_code < 300:
                     logged(logging.INFO, response.status_code, duration_ms, attempt)
+                    self._answered(operation, response.status_code)
                     return response
                 error = self._answer_error(
                     response, operation=operation, method=method, path=path, owned=owned
@@ -258,9 +263,15 @@ class SemrushCaller:
                 wait = self._wait_before_retry(error, attempt=attempt, idempotent=idempotent)
             duration_ms = _elapsed_ms(started, self._clock())
             logged(logging.WARNING, error.status, duration_ms, attempt, error=error, wait=wait)
+            self._answered(operation, error.status)
             if wait is None:
                 raise error from failure
             self._sleep(wait)
+
+    def _answered(self, operation: str, status: int | None) -> None:
+        """Tell the permits what upstream answered (they may refuse the call: SPEC §13.2)."""
+        if self._permits is not None and status is not None:
+            self._permits.answered(operation, status)
 
     def _failure_error(
         self, failure: TransportError, *, operation: str, method: str, path: str

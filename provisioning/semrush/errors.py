@@ -182,6 +182,16 @@ class SemrushBusyError(SemrushRateLimitedError):
     default_message = "Semrush quota busy"
 
 
+class SemrushCredentialRefusedError(SemrushError):
+    """The credential is on hold (SPEC §13.2: Semrush answered 401 to a credential it had
+    accepted before): the request was never sent, or the refused one did not run. A sync
+    caller answers 503 `credentialRefused`; ``retry_after`` is when it is checked again. Not a
+    rate-limited error: nothing re-schedules a sync request for it."""
+
+    retryable = True
+    default_message = "Semrush refused the credential; it is on hold"
+
+
 class SemrushServerError(SemrushError):
     """5xx after the client's retries (idempotent calls) or at once (POST).
 
@@ -372,6 +382,7 @@ __all__ = [
     "SemrushBusyError",
     "SemrushConfigurationError",
     "SemrushConflictError",
+    "SemrushCredentialRefusedError",
     "SemrushError",
     "SemrushForbiddenError",
     "SemrushGoneError",

@@ -24,6 +24,8 @@ from rest_framework.test import APIClient
 import provisioning.tasks  # noqa: F401 - registers the provisioning steps with the runner
 from jobs import runner
 from jobs.models import AsyncJob, JobStatus
+from provisioning import credentials
+from provisioning.models import UpstreamCredential
 from serenity.models import Brand, Role
 from tests.conformance import Checked, ServedDocument
 from tests.conftest import Caller, make_caller
@@ -34,6 +36,7 @@ from webhooks.services import webhook_event_publish
 GROUPS: dict[str, set[str]] = {
     "brands": {"brandList", "brandCreate", "brandGet", "brandUpdate"},
     "markets": {"marketList", "marketCreate", "marketGet", "marketDelete", "languageList"},
+    "serenity": {"serenityGet"},
     "activation": {"brandActivate", "brandDeactivate", "promptsCreate"},
     "jobs": {"jobList", "jobGet", "promptJobGet", "jobCancel", "orgJobList", "orgJobGet"},
     "onboardings": {"onboardingCreate", "onboardingList", "onboardingGet", "onboardingCancel"},
@@ -216,6 +219,18 @@ def test_market_routes(
         ("marketDelete", 204),
         ("languageList", 200),
     }
+
+
+def test_the_org_s_serenity_state(sw_writer: Caller, seen: set[Checked]) -> None:
+    # ok, then refused (SPEC §13.2): both answers as documented
+    org_path = f"/v2/orgs/{sw_writer.org.id}/serenity"
+    assert sw_writer.get(org_path).status_code == 200
+    credential = credentials.credential_of(sw_writer.org)
+    UpstreamCredential.objects.create(key=credential.key, accepted_at=timezone.now())
+    assert credentials.credential_refused(credential, organization_id=sw_writer.org.id)
+    refused = sw_writer.get(org_path)
+    assert refused.json()["credential"]["status"] == "refused"
+    assert pairs(seen) >= {("serenityGet", 200)}
 
 
 def test_upstream_failures(sw_writer: Caller, sim: Any, seen: set[Checked]) -> None:
@@ -452,6 +467,12 @@ def test_every_event_type_is_sent_as_its_documented_schema(
     sw_writer.post(f"{cancelled['Location']}/cancel")
     # webhook.test
     sw_writer.post(f"{hooks}/{hook['id']}/test")
+    # credential.refused (SPEC §13.2: a credential accepted before, then refused)
+    credential = credentials.credential_of(sw_writer.org)
+    UpstreamCredential.objects.update_or_create(
+        key=credential.key, defaults={"accepted_at": timezone.now(), "refused_at": None}
+    )
+    assert credentials.credential_refused(credential, organization_id=sw_writer.org.id)
     # then
     bodies = [json.loads(d.body) for d in WebhookDelivery.objects.order_by("created_at")]
     assert {body["type"] for body in bodies} == set(served_document.event_types())

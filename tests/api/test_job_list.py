@@ -143,6 +143,7 @@ def test_polling_sends_retry_after_until_the_next_step_and_its_run_after(writer)
         "startedAt": None,
         "finishedAt": None,
         "runAfter": iso(due),
+        "waitingFor": None,
     }
     assert "runAfter" not in steps[0]
 

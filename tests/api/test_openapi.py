@@ -49,6 +49,8 @@ WEBHOOK_ROUTES = {
 ORG_JOB_ROUTES = {
     ("get", "/v2/orgs/{orgId}/serenity/jobs"),
     ("get", "/v2/orgs/{orgId}/serenity/jobs/{jobId}"),
+    # SPEC §13.2: the org's state and its credential's.
+    ("get", "/v2/orgs/{orgId}/serenity"),
 }
 # SPEC §11.2.
 ONB = "/v2/orgs/{orgId}/serenity/onboardings"
@@ -643,6 +645,7 @@ def test_the_codes_that_grow_are_open_strings_listing_their_known_values(documen
         "subworkspaceGone",
         "serenityUpstreamError",
         "upstreamBusy",
+        "credentialRefused",
         "upstreamUnauthorized",
         "upstreamForbidden",
         "publishFailed",
@@ -654,6 +657,7 @@ def test_the_codes_that_grow_are_open_strings_listing_their_known_values(documen
         "job.cancelled",
         "onboarding.completed",
         "onboarding.cancelled",
+        "credential.refused",
     }
     assert _open_codes(document, "Webhook", "events") == subscribable
     # A request names the values the service accepts today (its description says an unknown

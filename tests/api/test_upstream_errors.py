@@ -47,8 +47,9 @@ def test_upstream_refusing_our_token_is_401_upstream_unauthorized(sw_writer, sim
     assert db_counts() == EMPTY
 
 
-def test_upstream_401_on_one_call_is_401(sw_writer, sim):
-    # given a provisioned brand, and the project create answering 401
+def test_upstream_401_after_the_credential_worked_is_503_credential_refused(sw_writer, sim):
+    # given a provisioned brand, and the project create answering 401 (the market create's
+    # earlier reads are answered 2xx: the credential has worked, SPEC §13.2)
     workspace = sim_create_workspace(sim, "Acme")
     brand = BrandFactory(
         organization=sw_writer.org, name="Acme", semrush_sub_workspace_id=workspace
@@ -65,10 +66,24 @@ def test_upstream_401_on_one_call_is_401(sw_writer, sim):
     response = sw_writer.post(
         markets_path(sw_writer, brand), {"market": "US", "languageCode": "en"}
     )
-    # then
-    assert_error(response, 401, "upstreamUnauthorized", forbidden=foreign_ids(sim, own=[workspace]))
+    # then the credential is on hold: the sync request answers 503 credentialRefused, with
+    # when it is checked again, and nothing was made
+    body = assert_error(
+        response, 503, "credentialRefused", forbidden=foreign_ids(sim, own=[workspace])
+    )
+    assert body == {
+        "error": "credentialRefused",
+        "message": "Semrush refuses the organization's credential for now; work that needs "
+        "it waits.",
+    }
+    assert response["Retry-After"] == "60"
     assert Market.objects.count() == 0
     assert sim.state()["projects"] == []
+    # and the next sync request answers so at once, without calling Semrush
+    calls_before = len(sim.requests_log())
+    again = sw_writer.post(markets_path(sw_writer, brand), {"market": "DE", "languageCode": "de"})
+    assert_error(again, 503, "credentialRefused")
+    assert len(sim.requests_log()) == calls_before
 
 
 def test_upstream_403_on_a_workspace_we_do_not_own_is_403_upstream_forbidden(sw_writer, sim):

@@ -126,6 +126,7 @@ def test_in_progress_poll_sends_retry_after_and_pending_steps(sw_writer, sim, pu
             "startedAt": None,
             "finishedAt": None,
             "runAfter": root.run_after.isoformat().replace("+00:00", "Z"),
+            "waitingFor": None,
         }
     ]
     assert body["jobType"] == "provisionWorkspace"

@@ -78,6 +78,11 @@ def first_delivery_sql(caller, sim, *, settle_seconds: float):  # type: ignore[n
     # The parent's learned settle time is read once per process every 30 s (SPEC §11.1), not
     # per chain: read it first, as a busy worker has, to count a chain's own statements.
     settle_seconds_learned(parent_id=caller.org.semrush_parent_workspace_id)
+    # A credential's first 2xx in a process records it accepted (SPEC §13.2: two statements,
+    # once per process and credential): a busy worker has recorded it already.
+    from provisioning.upstream import client_for_org
+
+    client_for_org(caller.org).list_languages()
     with CaptureQueriesContext(connection) as captured:
         tasks.provision_workspace(accepted["jobId"])
     sql = [q["sql"] for q in captured.captured_queries]

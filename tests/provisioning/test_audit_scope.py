@@ -313,6 +313,9 @@ class ScriptedBuckets:
     def pause(self, key: str, **_: Any) -> None:
         raise AssertionError("no pause expected")
 
+    def rate(self, key: str, *, ceiling: float, **_: Any) -> float:
+        return ceiling
+
     def pause_remaining(self, key: str) -> float:
         return 0.0
 

@@ -367,11 +367,11 @@ class PauseRecorder:
     def __init__(self) -> None:
         self.paused: list[float] = []
 
-    def pause(self, key: str, *, rate: float, burst: int, seconds: float) -> None:
-        self.paused.append(seconds)
+    def pause(self, key: str, *, seconds: float | None, **_: Any) -> None:
+        self.paused.append(seconds)  # type: ignore[arg-type]
 
 
-def test_a_429_without_retry_after_pauses_the_credential_one_second():
+def test_a_429_without_retry_after_lowers_the_rate_and_one_with_it_pauses():
     recorder = PauseRecorder()
     permits = CredentialPermits(
         key="k",
@@ -381,10 +381,10 @@ def test_a_429_without_retry_after_pauses_the_credential_one_second():
     )
     permits.pause(None)
     permits.pause(3.0)
-    assert recorder.paused == [1.0, 3.0]
+    assert recorder.paused == [None, 3.0]
 
 
-def test_a_429_without_retry_after_from_upstream_pauses_every_caller(redis_keys):
+def test_a_429_without_retry_after_from_upstream_lowers_the_rate_for_every_caller(redis_keys):
     # given a simulator whose 429s carry no Retry-After, and a scripted 429
     sim = SemrushSimulator(port=0, token="pause-token", parents=[]).start()
     key = credential_key("pause-token")
@@ -394,7 +394,7 @@ def test_a_429_without_retry_after_from_upstream_pauses_every_caller(redis_keys)
         sim.add_fault({"pathRegex": "/languages$", "status": 429})
         permits = CredentialPermits(
             key=key,
-            limits=Limits(rate=100.0, burst=100),
+            limits=Limits(rate=4.0, burst=1),
             org_id="o",
             in_step=False,
             store=RedisStore(TEST_BROKER_URL, timeout=2.0),
@@ -405,11 +405,13 @@ def test_a_429_without_retry_after_from_upstream_pauses_every_caller(redis_keys)
         log = sim.requests_log()
     finally:
         sim.stop()
-    # then the credential was paused for a second: the retry (the client's own backoff is at
-    # most 0.2 s) waited for its permit until the pause ended, then passed
+    # then the retry passed, and every process now paces the credential at the lowered rate
+    # (the settings' factor, 0.85 x 4/s), the retry one lowered interval after the 429 at least
     assert [entry["status"] for entry in log] == [429, 200]
+    other = RedisStore(TEST_BROKER_URL, timeout=2.0)
+    assert other.rate(key, ceiling=4.0) == pytest.approx(3.4, abs=0.15)
     gap = datetime.fromisoformat(log[1]["at"]) - datetime.fromisoformat(log[0]["at"])
-    assert gap >= timedelta(seconds=0.9)
+    assert gap >= timedelta(seconds=0.25)
 
 
 def test_orgs_on_the_service_credential_share_its_limits_whatever_their_override(db, settings):

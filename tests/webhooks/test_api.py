@@ -21,6 +21,7 @@ ALL_EVENTS = [
     "job.cancelled",
     "onboarding.completed",
     "onboarding.cancelled",
+    "credential.refused",
 ]
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 
