@@ -135,6 +135,7 @@ class JobStepSerializer(serializers.Serializer):
     waitingFor = OpenCodeField(  # noqa: N815
         source="waiting_for",
         known=["credential"],
+        schema_name="StepWaitingFor",
         allow_null=True,
         help_text="What the unfinished step waits for: `credential` while Semrush refuses the "
         "organization's credential (the step runs once it is accepted again; nothing fails "
