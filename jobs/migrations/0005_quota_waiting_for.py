@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0003_scale_limits'),
+        ('jobs', '0004_ledger_trace_context'),
     ]
 
     operations = [

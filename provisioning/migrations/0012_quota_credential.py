@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('provisioning', '0010_onboarding_statuses'),
+        ('provisioning', '0011_ledger_upstream_calls'),
     ]
 
     operations = [
