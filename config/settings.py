@@ -571,3 +571,11 @@ LOGGING = {
         "celery.beat": {"filters": ["beat_ticks"]},
     },
 }
+
+# --- webhooks (revision 7) ---
+# Webhook attempts in flight (SPEC §13.6, §13.7; webhooks.slots): at most this many of one org
+# at once, every worker together; and at most this share of a worker's pool slots (at least
+# one; all of them for a worker that consumes the webhook queue alone), so provisioning steps
+# always have slots.
+WEBHOOK_ATTEMPTS_PER_ORG = env_int("WEBHOOK_ATTEMPTS_PER_ORG", 2)
+WEBHOOK_WORKER_SHARE = 0.5

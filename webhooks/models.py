@@ -147,3 +147,29 @@ class WebhookAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.delivery_id} at {self.at}: {self.status_code or self.error}"
+
+
+class SlotKind(models.TextChoices):
+    ORG = "org"  # holder: the org's id
+    WORKER = "worker"  # holder: the Celery worker's node name
+
+
+class AttemptSlot(models.Model):
+    """One webhook attempt in flight, counted against a cap (SPEC §13.6, §13.7): `number` is
+    below the cap of its kind, and unique per holder, so two workers racing for the last slot
+    cannot both have it. A slot lapses at `held_until` (the attempt's lease): a worker killed
+    in the middle of an attempt leaks nothing (`webhooks.slots`)."""
+
+    kind = models.CharField(max_length=8, choices=SlotKind.choices)
+    holder = models.CharField(max_length=200)
+    number = models.PositiveSmallIntegerField()
+    job_id = models.UUIDField()
+    held_until = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "holder", "number"], name="webhook_slot_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.holder} #{self.number}: {self.job_id}"
