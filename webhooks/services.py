@@ -300,11 +300,14 @@ def _deliveries_insert(
     if not deliveries:
         return []
     WebhookDelivery.objects.bulk_create(deliveries, ignore_conflicts=True)
+    # A delivery's message runs the fairest due attempt and then the next (`webhooks.slots`):
+    # as many messages as the org may have attempts in flight start them all.
     outbox_jobs_create(
         organization_id=organization_id,
         job_type=DELIVERY_JOB_TYPE,
         step=DELIVERY_STEP,
         jobs={d.id: {DELIVERY_KEY: str(d.id)} for d in deliveries},
+        publish_max=settings.WEBHOOK_ATTEMPTS_PER_ORG,
     )
     deliveries_overflow(organization_id=organization_id)
     return [d.id for d in deliveries]

@@ -18,7 +18,8 @@ takes, not after the messages of one org's backlog that the broker's queue holds
 When the attempt ends, the same worker thread runs the next fairest (`attempts_run`) until none
 is due that it may run. A message that finds no slot does nothing (in milliseconds): its job is
 run by the loop of an attempt in flight when that one ends (its job is due: the loop finds it),
-or at worst published again by the dispatcher.
+or at worst published again by the dispatcher (`_park`). So a batch of deliveries needs only
+as many messages as its org may have attempts in flight (`webhooks.services`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ from webhooks.services import DELIVERY_STEP
 # How many attempts one message may run one after the other before it leaves the rest to the
 # other messages (a bound, never reached in practice: each attempt takes up to 10 s).
 ATTEMPTS_PER_MESSAGE_MAX = 1000
+# A due job whose message found no slot is published again by the dispatcher only this much
+# (and a lease) later: the loops of the attempts in flight run it as soon as a slot frees.
+PARKED_SECONDS = 600.0
 # A slot outlives the attempt's deadline by this much (the attempt's lease: `webhooks.delivery`).
 SLOT_MARGIN_SECONDS = 30.0
 
@@ -78,7 +82,19 @@ def attempts_run(*, job_id: uuid.UUID | None, worker: str, share: int) -> int:
             AttemptSlot.objects.filter(pk__in=taken.slot_ids).delete()
         ran += 1
         own = None
+    if job_id is not None:
+        _park(job_id)
     return ran
+
+
+def _park(job_id: uuid.UUID) -> None:
+    """A message that could not run its own job (it is due, and waits for a slot): the job is
+    run by the loop of an attempt in flight, so the dispatcher's backstop publishes it again
+    only `PARKED_SECONDS` (and a lease) later, not every lease while its org's backlog lasts."""
+    now = timezone.now()
+    AsyncJob.objects.filter(
+        pk=job_id, status=JobStatus.IN_PROGRESS, claim_token__isnull=True, run_after__lte=now
+    ).update(published_at=now + timedelta(seconds=PARKED_SECONDS))
 
 
 def attempt_take(*, own_job_id: uuid.UUID | None, worker: str, share: int) -> Taken | None:

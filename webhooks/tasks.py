@@ -14,9 +14,9 @@ from celery import shared_task
 from celery.signals import worker_init
 from django.conf import settings
 
-from jobs.runner import register_step
+from jobs.runner import register_step, run_step
 from jobs.services import task_name_for
-from webhooks import delivery
+from webhooks import delivery, events
 from webhooks.services import DELIVERY_STEP
 from webhooks.slots import attempts_run, worker_share
 
@@ -25,6 +25,9 @@ logger = logging.getLogger("serenity.webhooks")
 # No quota wrapper: deliveries never take a Semrush permit.
 register_step(
     DELIVERY_STEP, run=delivery.deliver_webhook_step, on_unexpected=delivery.on_unexpected
+)
+register_step(
+    events.EVENTS_STEP, run=events.job_events_step, on_unexpected=events.job_events_failed
 )
 
 # This worker's pool: its slots, and whether it consumes the webhook queue alone.
@@ -57,3 +60,8 @@ def deliver_webhook(self: Any, job_id: str) -> None:
         worker=str(self.request.hostname or "local"),
         share=this_worker_share(),
     )
+
+
+@shared_task(name=task_name_for(events.EVENTS_STEP), ignore_result=True)
+def publish_webhook_events(job_id: str) -> None:
+    run_step(job_id=job_id)
