@@ -389,3 +389,53 @@ def test_deliveries_go_to_their_own_queue_and_steps_to_the_default_one(settings)
     assert delivery["queue"].name == settings.CELERY_WEBHOOK_QUEUE
     assert step["queue"].name == settings.CELERY_TASK_DEFAULT_QUEUE
     assert settings.CELERY_WEBHOOK_QUEUE != settings.CELERY_TASK_DEFAULT_QUEUE
+
+
+# --- replays answer what they first answered (SPEC §13.6) ----------------------------------------
+
+
+def test_a_replayed_rotation_answers_the_secret_it_issued_not_the_current_one(
+    writer, allow_private
+):
+    hook = register(writer, "http://127.0.0.1:9/hook")
+    path = f"{webhooks_path(writer)}/{hook['id']}/rotate-secret"
+    first = writer.post(path, {}, HTTP_IDEMPOTENCY_KEY="rotate-1")
+    # given a second rotation since (another key)
+    second = writer.post(path, {}, HTTP_IDEMPOTENCY_KEY="rotate-2")
+    assert first.json()["secret"] != second.json()["secret"]
+    # when the first is replayed
+    replay = writer.post(path, {}, HTTP_IDEMPOTENCY_KEY="rotate-1")
+    # then it answers what it answered, and no table holds either secret in the clear
+    assert (replay.status_code, replay.json(), replay.headers["Idempotent-Replayed"]) == (
+        200,
+        first.json(),
+        "true",
+    )
+    for answer in (first, second):
+        assert tables_holding(answer.json()["secret"].removeprefix("whsec_")) == []
+
+
+def test_a_replayed_registration_answers_as_stored_after_the_endpoint_was_deleted(
+    writer, allow_private
+):
+    key = {"HTTP_IDEMPOTENCY_KEY": "hook-gone"}
+    body = {"url": "http://127.0.0.1:9/hook"}
+    first = writer.post(webhooks_path(writer), body, **key)
+    assert first.status_code == 201
+    assert writer.delete(f"{webhooks_path(writer)}/{first.json()['id']}").status_code == 204
+    # when the registration is replayed
+    replay = writer.post(webhooks_path(writer), body, **key)
+    # then it answers as stored (nothing registered again)
+    assert (replay.status_code, replay.json()) == (201, first.json())
+    assert not Webhook.objects.exists()
+
+
+def test_a_replayed_rotation_answers_as_stored_after_the_endpoint_was_deleted(
+    writer, allow_private
+):
+    hook = register(writer, "http://127.0.0.1:9/hook")
+    path = f"{webhooks_path(writer)}/{hook['id']}/rotate-secret"
+    first = writer.post(path, {}, HTTP_IDEMPOTENCY_KEY="rotate-gone")
+    assert writer.delete(f"{webhooks_path(writer)}/{hook['id']}").status_code == 204
+    replay = writer.post(path, {}, HTTP_IDEMPOTENCY_KEY="rotate-gone")
+    assert (replay.status_code, replay.json()) == (200, first.json())
