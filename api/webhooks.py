@@ -34,7 +34,8 @@ SIGNED = (
     "Signed as Standard Webhooks specifies: `webhook-id` (the event's id, the same on every "
     "attempt), `webhook-timestamp` (this attempt's time, seconds since the epoch) and "
     '`webhook-signature` (`v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`, one per '
-    "secret, space-separated: for 24 h after a rotation, `v1,<new> v1,<old>`)."
+    "secret, space-separated: for 24 h after a rotation, `v1,<new> v1,<old>`; a secret "
+    "replaced signs for 24 h, at most three signatures)."
 )
 
 
@@ -179,7 +180,10 @@ class WebhookRotateSecretView(SecretAnswerView):
         tag="webhooks",
         summary="Replace an endpoint's signing secret (the new one is shown once)",
         description="For 24 h every delivery carries both signatures (`webhook-signature: "
-        "v1,<new> v1,<old>`), so the receiver can switch secrets without losing a message.",
+        "v1,<new> v1,<old>`), so the receiver can switch secrets without losing a message. "
+        "Every secret replaced signs for 24 h after it was replaced, at most three signatures "
+        "at once (newest first): a rotation retried within the 24 h keeps the secret the "
+        "receiver still has signing.",
         answers={
             200: answer(
                 WebhookCreatedSerializer,

@@ -53,6 +53,10 @@ class Webhook(models.Model):
     # delivery until `previous_secret_expires_at` (SPEC §12.2: 24 h).
     previous_secret_encrypted = models.TextField(editable=False, blank=True, default="")
     previous_secret_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # The secret that one replaced, while it still signs (SPEC §13.6: a second rotation within
+    # 24 h, a retried rotate, keeps the first secret signing: at most three signatures).
+    older_secret_encrypted = models.TextField(editable=False, blank=True, default="")
+    older_secret_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -73,12 +77,16 @@ class Webhook(models.Model):
         return decrypt_secret(self.secret_encrypted)
 
     def signing_secrets(self, *, now: datetime) -> list[str]:
-        """The secrets every delivery is signed with: the current one, then the one it replaced
-        while that is still valid. Raises `ValueError` when no configured key decrypts one."""
+        """The secrets every delivery is signed with: the current one, then those it replaced
+        that are still valid, newest first (at most three). Raises `ValueError` when no
+        configured key decrypts one."""
         secrets = [self.secret()]
-        expires = self.previous_secret_expires_at
-        if self.previous_secret_encrypted and expires is not None and expires > now:
-            secrets.append(decrypt_secret(self.previous_secret_encrypted))
+        for encrypted, expires in (
+            (self.previous_secret_encrypted, self.previous_secret_expires_at),
+            (self.older_secret_encrypted, self.older_secret_expires_at),
+        ):
+            if encrypted and expires is not None and expires > now:
+                secrets.append(decrypt_secret(encrypted))
         return secrets
 
 
