@@ -248,6 +248,23 @@ class DeliveryCollectionView(WebhookView):
         return Response(DeliveryListSerializer(page).data)
 
 
+class DeliveryDetailView(WebhookView):
+    @route(
+        operation_id="webhookDeliveryGet",
+        tag="webhooks",
+        summary="Read one delivery (as the list shows it)",
+        description="An unknown delivery, another endpoint's or another organization's → 404 "
+        "`webhookNotFound`.",
+        answers={200: answer(DeliverySerializer, "The delivery.", {"A delivery": ex.DELIVERY})},
+        raises=[WebhookNotFoundError],
+    )
+    def get(self, request: Request, org_id: str, webhook_id: str, delivery_id: str) -> Response:
+        delivery = selectors.delivery_get(
+            webhook=self.webhook(webhook_id), delivery_id=uuid.UUID(delivery_id)
+        )
+        return Response(DeliverySerializer(delivery).data)
+
+
 class DeliveryRedeliverView(WebhookView):
     @route(
         operation_id="webhookRedeliver",
