@@ -4,20 +4,24 @@
 known (so 401/403/404 of the tenancy checks are never stored and never consume a key). The
 storage rules (claim by INSERT, 422/409, replay, TTL) live in `serenity.idempotency`.
 
-A secret is never stored with an answer (SPEC §12.4): a view whose answer carries one names its
-members in `idempotency_withheld`; they are left out of the stored answer, and the replay asks
-the view for them again (`idempotency_withheld_fill`, which re-reads them where they are kept
-encrypted).
+A secret is never stored in the clear with an answer (SPEC §12.4): a view whose answer carries
+one names its members in `idempotency_withheld`; the stored answer keeps them encrypted (as
+credentials are: `kernel.crypto`) in one member of its own, and a replay answers them as they
+were first shown (SPEC §13.6: a replayed rotation shows the secret it issued, not the current
+one), whatever happened since (the endpoint rotated again, or deleted).
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Any
 
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from kernel.crypto import decrypt_secret, encrypt_secret
 from serenity.idempotency import (
     StoredAnswer,
     idempotency_key_claim,
@@ -31,6 +35,11 @@ from serenity.models import IdempotencyKey, Organization
 IDEMPOTENT_METHODS = frozenset({"POST", "PATCH"})
 HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
+# The stored answer's member holding its withheld members, encrypted (never a member of an
+# answer: the API's members are camelCase names).
+WITHHELD_MEMBER = "_withheldEncrypted"
+
+logger = logging.getLogger("serenity.api")
 
 
 class AnswerReplayedError(Exception):
@@ -44,13 +53,8 @@ class AnswerReplayedError(Exception):
 
 class IdempotencyMixin(APIView):
     idempotency_claim: IdempotencyKey | None = None
-    # Members of a POST's or PATCH's answer never written to the idempotency record.
+    # Members of a POST's or PATCH's answer written to the idempotency record encrypted only.
     idempotency_withheld: tuple[str, ...] = ()
-
-    def idempotency_withheld_fill(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The stored answer `body` with its withheld members read again (a view that
-        withholds members overrides this)."""
-        return body
 
     def idempotency_key_begin(self, request: Request, organization: Organization) -> None:
         """Claim the request's key, or end the request with the stored answer (raises)."""
@@ -74,11 +78,8 @@ class IdempotencyMixin(APIView):
     def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, AnswerReplayedError):
             answer = exc.answer
-            body = answer.body
-            if self.idempotency_withheld and answer.status < 300 and isinstance(body, dict):
-                body = self.idempotency_withheld_fill(body)
             return Response(
-                body,
+                _withheld_restored(answer.body),
                 status=answer.status,
                 headers={**answer.headers, REPLAYED_HEADER: "true"},
             )
@@ -102,8 +103,26 @@ class IdempotencyMixin(APIView):
         return response
 
     def _storable(self, body: Any) -> Any:
+        """The answer as stored: its withheld members encrypted, in `WITHHELD_MEMBER`."""
         if not self.idempotency_withheld or not isinstance(body, dict):
             return body
-        return {
-            name: value for name, value in body.items() if name not in self.idempotency_withheld
-        }
+        withheld = {name: body[name] for name in self.idempotency_withheld if name in body}
+        stored = {name: value for name, value in body.items() if name not in withheld}
+        if withheld:
+            stored[WITHHELD_MEMBER] = encrypt_secret(json.dumps(withheld))
+        return stored
+
+
+def _withheld_restored(body: Any) -> Any:
+    """A stored answer as first shown: its withheld members decrypted in place. Should no
+    configured key decrypt them any more (the key that did was dropped since), the answer is
+    replayed without them."""
+    if not isinstance(body, dict) or WITHHELD_MEMBER not in body:
+        return body
+    restored = {name: value for name, value in body.items() if name != WITHHELD_MEMBER}
+    try:
+        withheld = json.loads(decrypt_secret(body[WITHHELD_MEMBER]))
+    except ValueError:
+        logger.warning("idempotent replay: the withheld members cannot be decrypted")
+        return restored
+    return {**restored, **withheld}

@@ -56,6 +56,10 @@ urlpatterns = [
     path(f"{W}/<str:webhook_id>/test", webhooks.WebhookTestView.as_view()),
     path(f"{W}/<str:webhook_id>/deliveries", webhooks.DeliveryCollectionView.as_view()),
     path(
+        f"{W}/<str:webhook_id>/deliveries/<str:delivery_id>",
+        webhooks.DeliveryDetailView.as_view(),
+    ),
+    path(
         f"{W}/<str:webhook_id>/deliveries/<str:delivery_id>/redeliver",
         webhooks.DeliveryRedeliverView.as_view(),
     ),

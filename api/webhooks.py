@@ -5,7 +5,6 @@ describes."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from drf_spectacular.utils import OpenApiCallback, OpenApiResponse, extend_schema
 from rest_framework.request import Request
@@ -35,7 +34,8 @@ SIGNED = (
     "Signed as Standard Webhooks specifies: `webhook-id` (the event's id, the same on every "
     "attempt), `webhook-timestamp` (this attempt's time, seconds since the epoch) and "
     '`webhook-signature` (`v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`, one per '
-    "secret, space-separated: for 24 h after a rotation, `v1,<new> v1,<old>`)."
+    "secret, space-separated: for 24 h after a rotation, `v1,<new> v1,<old>`; a secret "
+    "replaced signs for 24 h, at most three signatures)."
 )
 
 
@@ -47,15 +47,11 @@ class WebhookView(OrgScopedView):
 
 
 class SecretAnswerView(WebhookView):
-    """A POST whose answer shows the endpoint's secret: an idempotent replay re-reads it from
-    the encrypted column (the idempotency record holds no secret); an endpoint deleted since
-    answers 404 `webhookNotFound`."""
+    """A POST whose answer shows the endpoint's secret: the idempotency record keeps it
+    encrypted, so a replay answers the secret first shown (not the current one), also after
+    the endpoint was deleted."""
 
     idempotency_withheld = ("secret",)
-
-    def idempotency_withheld_fill(self, body: dict[str, Any]) -> dict[str, Any]:
-        webhook = self.webhook(str(body["id"]))
-        return {**body, "secret": webhook.secret()}
 
 
 def _event_callback(event_type: str) -> OpenApiCallback:
@@ -188,7 +184,10 @@ class WebhookRotateSecretView(SecretAnswerView):
         tag="webhooks",
         summary="Replace an endpoint's signing secret (the new one is shown once)",
         description="For 24 h every delivery carries both signatures (`webhook-signature: "
-        "v1,<new> v1,<old>`), so the receiver can switch secrets without losing a message.",
+        "v1,<new> v1,<old>`), so the receiver can switch secrets without losing a message. "
+        "Every secret replaced signs for 24 h after it was replaced, at most three signatures "
+        "at once (newest first): a rotation retried within the 24 h keeps the secret the "
+        "receiver still has signing.",
         answers={
             200: answer(
                 WebhookCreatedSerializer,
@@ -252,6 +251,23 @@ class DeliveryCollectionView(WebhookView):
             limit=query["limit"],
         )
         return Response(DeliveryListSerializer(page).data)
+
+
+class DeliveryDetailView(WebhookView):
+    @route(
+        operation_id="webhookDeliveryGet",
+        tag="webhooks",
+        summary="Read one delivery (as the list shows it)",
+        description="An unknown delivery, another endpoint's or another organization's → 404 "
+        "`webhookNotFound`.",
+        answers={200: answer(DeliverySerializer, "The delivery.", {"A delivery": ex.DELIVERY})},
+        raises=[WebhookNotFoundError],
+    )
+    def get(self, request: Request, org_id: str, webhook_id: str, delivery_id: str) -> Response:
+        delivery = selectors.delivery_get(
+            webhook=self.webhook(webhook_id), delivery_id=uuid.UUID(delivery_id)
+        )
+        return Response(DeliverySerializer(delivery).data)
 
 
 class DeliveryRedeliverView(WebhookView):

@@ -75,7 +75,11 @@ def announce_beat(sender: Any = None, **_: object) -> None:
 # Tasks with a queue of their own; every other task goes to CELERY_TASK_DEFAULT_QUEUE (beat's
 # entries name the periodic queue themselves). Webhook deliveries run on their own workers, so a
 # flood of slow receivers never queues a provisioning step behind it (SPEC §12.5).
-QUEUE_SETTING_BY_TASK = {"serenity.step.deliverWebhook": "CELERY_WEBHOOK_QUEUE"}
+QUEUE_SETTING_BY_TASK = {
+    "serenity.step.deliverWebhook": "CELERY_WEBHOOK_QUEUE",
+    # The events of many chains ended at once (an onboarding's cancel), written after it.
+    "serenity.step.publishWebhookEvents": "CELERY_WEBHOOK_QUEUE",
+}
 
 
 def route_task(name: str, *_: object, **__: object) -> dict[str, str]:

@@ -26,11 +26,14 @@ def outbox_jobs_create(
     job_type: str,
     step: str,
     jobs: Mapping[uuid.UUID, dict[str, Any]],
+    publish_max: int | None = None,
 ) -> None:
     """Create one runnable job per id (its `metadata` the mapped value) inside the caller's
-    transaction; each is published after commit. An id that exists already is left alone: a
-    repeated emission creates nothing twice (its duplicate message finds nothing to claim or
-    runs the one job)."""
+    transaction; each is published after commit (only the first `publish_max`, for a step
+    whose messages run any due job of its step, not only their own: `webhooks.slots`; the
+    rest are marked published, so the dispatcher publishes one only if it is still due a lease
+    later). An id that exists already is left alone: a repeated emission creates nothing twice
+    (its duplicate message finds nothing to claim or runs the one job)."""
     if not jobs:
         return
     now = timezone.now()
@@ -53,7 +56,7 @@ def outbox_jobs_create(
         for job_id, metadata in jobs.items()
     ]
     AsyncJob.objects.bulk_create(rows, ignore_conflicts=True)
-    for row in rows:
+    for row in rows if publish_max is None else rows[:publish_max]:
         publish_on_commit(job_id=row.id, step=step, premarked=True)
 
 

@@ -146,6 +146,13 @@ def _claimed(job: AsyncJob) -> StepRun:
     return StepRun(job=job, claim_token=job.claim_token)
 
 
+def run_claimed(job: AsyncJob) -> None:
+    """Run the registered handler of a job its caller claimed (a step that picks and claims its
+    own work: webhook attempts under their slots, `webhooks.slots`) as `run_step` runs the job
+    it claims; a hand-over is not followed."""
+    _run_claimed(_claimed(job), _HANDLERS[job.step])
+
+
 def run_inline(run: StepRun) -> None:
     """Run the step's registered handler for `run` in this thread, as a worker runs a claimed
     one (`jobs.inline`), except that what the handler raises is raised here too, after its

@@ -1,9 +1,10 @@
 """Where a webhook may be sent (SPEC §11.3, SSRF): the URL's rules and the public-address check.
 
-A host must resolve only to public addresses: loopback, private, link-local, multicast,
-reserved, shared (carrier-grade NAT), unspecified, and IPv6 forms that carry an IPv4 address
-(IPv4-mapped, 6to4 `2002::/16`: the IPv4 inside is checked; Teredo `2001::/32`: refused) are
-refused, for every address the name resolves to, at registration and again at each delivery attempt
+A host must resolve only to public addresses: every range of IANA's special-purpose address
+registries (loopback, private, link-local, shared, documentation, benchmarking, reserved,
+translation, 6to4, Teredo, ...), multicast, site-local and IPv6 outside 2000::/3 are refused,
+from one table (`SPECIAL_PURPOSE`; an IPv4-mapped address is judged by the IPv4 inside),
+for every address the name resolves to, at registration and again at each delivery attempt
 (a name may change what it resolves to). The sender then connects to the address checked here,
 not to a second resolution of the name (`webhooks.sender`), so a name that answers a public
 address to the check and a private one to the connection (DNS rebinding) cannot pass.
@@ -82,23 +83,67 @@ def target_parse(url: str) -> Target:
     return Target(scheme=scheme, host=parts.hostname.lower(), port=port or standard, path=path)
 
 
+# Every range of IANA's IPv4 and IPv6 Special-Purpose Address Registries (RFC 6890 and their
+# updates, as of 2025), and the other ranges no webhook may reach: multicast, the deprecated
+# site-local fec0::/10, IPv6 outside the global unicast 2000::/3. One table: the check is "in
+# none of these" (SPEC §13.6), never a list of the `ipaddress` module's flags whose meaning
+# changes between Python releases. Whole ranges are refused, also those IANA marks globally
+# reachable (anycast services, AS112, translation prefixes): no receiver lives there.
+SPECIAL_PURPOSE: tuple[tuple[str, str], ...] = (
+    # IPv4 Special-Purpose Address Registry
+    ("0.0.0.0/8", "this network"),
+    ("10.0.0.0/8", "private-use"),
+    ("100.64.0.0/10", "shared address space"),
+    ("127.0.0.0/8", "loopback"),
+    ("169.254.0.0/16", "link local"),
+    ("172.16.0.0/12", "private-use"),
+    ("192.0.0.0/24", "IETF protocol assignments"),
+    ("192.0.2.0/24", "documentation (TEST-NET-1)"),
+    ("192.31.196.0/24", "AS112-v4"),
+    ("192.52.193.0/24", "AMT"),
+    ("192.88.99.0/24", "deprecated 6to4 relay anycast"),
+    ("192.168.0.0/16", "private-use"),
+    ("192.175.48.0/24", "direct delegation AS112 service"),
+    ("198.18.0.0/15", "benchmarking"),
+    ("198.51.100.0/24", "documentation (TEST-NET-2)"),
+    ("203.0.113.0/24", "documentation (TEST-NET-3)"),
+    ("240.0.0.0/4", "reserved"),
+    ("255.255.255.255/32", "limited broadcast"),
+    # IPv4 multicast
+    ("224.0.0.0/4", "multicast"),
+    # IPv6 Special-Purpose Address Registry
+    ("::1/128", "loopback"),
+    ("::/128", "unspecified"),
+    ("64:ff9b::/96", "IPv4-IPv6 translation"),
+    ("64:ff9b:1::/48", "local-use IPv4-IPv6 translation"),
+    ("100::/64", "discard-only"),
+    ("100:0:0:1::/64", "dummy IPv6 prefix"),
+    ("2001::/23", "IETF protocol assignments (Teredo, benchmarking, ORCHID, AMT, drones)"),
+    ("2001:db8::/32", "documentation"),
+    ("2002::/16", "6to4"),
+    ("2620:4f:8000::/48", "direct delegation AS112 service"),
+    ("3fff::/20", "documentation"),
+    ("5f00::/16", "segment routing SIDs"),
+    ("fc00::/7", "unique-local"),
+    ("fe80::/10", "link-local unicast"),
+    # IPv6: deprecated site-local, multicast
+    ("fec0::/10", "site-local (deprecated)"),
+    ("ff00::/8", "multicast"),
+)
+_SPECIAL_NETWORKS = tuple(ipaddress.ip_network(network) for network, _ in SPECIAL_PURPOSE)
+_GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")
+
+
 def address_is_public(address: IpAddress) -> bool:
-    """A public address, and for an IPv6 address that carries an IPv4 one (IPv4-mapped or
-    6to4), a public IPv4 inside. Teredo (`2001::/32`) is never public here: its client address
-    is obfuscated and its relay is not ours to trust."""
+    """An address in none of the `SPECIAL_PURPOSE` ranges (and for IPv6, in the global unicast
+    2000::/3). An IPv4-mapped IPv6 address (::ffff:0:0/96) is the IPv4 address it carries."""
     if isinstance(address, ipaddress.IPv6Address):
-        if address.teredo is not None:
+        if address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        elif address not in _GLOBAL_UNICAST_V6:
             return False
-        embedded = address.ipv4_mapped or address.sixtofour
-        if embedded is not None:
-            address = embedded
-    return address.is_global and not (
-        address.is_multicast
-        or address.is_reserved
-        or address.is_loopback
-        or address.is_link_local
-        or address.is_private
-        or address.is_unspecified
+    return not any(
+        address in network for network in _SPECIAL_NETWORKS if network.version == address.version
     )
 
 

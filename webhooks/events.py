@@ -6,6 +6,10 @@ CANCELLED as its effective status (§4.6) → `job.completed` / `job.failed` / `
 the chain on every path (a step's ending, a cancel by the API or by deactivate, a stale
 reconcile, a poison job's failure): the deliveries commit with the ending. The event's id is
 derived from the root job's, so a chain seen ended twice is one event.
+
+`job_chains_ended` (many chains ended by one write: an onboarding's cancel) writes one outbox
+job instead, run by a worker after the answer (SPEC §13.6: a 1,000-item cancel with 10
+endpoints answers within a second), which writes the events' deliveries set-based.
 """
 
 from __future__ import annotations
@@ -15,7 +19,10 @@ from typing import Any
 
 from rest_framework import serializers
 
+from jobs.endings import Finish, step_commit
 from jobs.models import AsyncJob, JobStatus, JobType
+from jobs.outbox import outbox_jobs_create
+from jobs.runner import StepRun
 from jobs.selectors import job_document
 from provisioning.models import OnboardingStatus
 from provisioning.selectors import OnboardingSummary
@@ -28,6 +35,10 @@ JOB_EVENTS = {
     JobStatus.FAILED: WebhookEventType.JOB_FAILED,
     JobStatus.CANCELLED: WebhookEventType.JOB_CANCELLED,
 }
+# The outbox job of the events of many chains ended at once (`job_chains_ended`).
+EVENTS_JOB_TYPE = "webhookEvents"
+EVENTS_STEP = "publishWebhookEvents"
+EVENTS_KEY = "events"
 _JOB_EVENT_NAMESPACE = uuid.UUID("0b6c9f9e-3f0a-4d5e-9a51-7c2d8e41b6a3")
 
 
@@ -59,8 +70,10 @@ def job_events_data(root_ids: list[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]
 
 def job_chains_ended(sender: Any, *, jobs: list[AsyncJob], **_: Any) -> None:
     """`jobs.signals.chains_ended` receiver: the job events of many chains (an onboarding's
-    cancel ends a thousand chains at once), set-based: per org, one read of the chains'
-    documents and one `webhook_events_publish`."""
+    cancel ends a thousand chains at once), written after the answer (SPEC §13.6): per org with
+    an endpoint subscribed, one outbox job naming the chains and their events, in the ending's
+    transaction (so they commit with it, or not at all); a worker writes their deliveries
+    (`job_events_step`), set-based."""
     by_org: dict[uuid.UUID, dict[uuid.UUID, str]] = {}
     for job in jobs:
         if job.job_type in JobType.values and job.status in JOB_EVENTS:
@@ -69,12 +82,43 @@ def job_chains_ended(sender: Any, *, jobs: list[AsyncJob], **_: Any) -> None:
     for organization_id, ended in by_org.items():
         if not _subscribed(organization_id, set(ended.values())):
             continue
-        data = job_events_data(list(ended))
+        outbox_jobs_create(
+            organization_id=organization_id,
+            job_type=EVENTS_JOB_TYPE,
+            step=EVENTS_STEP,
+            jobs={
+                uuid.uuid4(): {
+                    EVENTS_KEY: [
+                        [str(root_id), event_type] for root_id, event_type in ended.items()
+                    ]
+                }
+            },
+        )
+
+
+def job_events_step(run: StepRun) -> None:
+    """The job events an outbox job names (`job_chains_ended`): per org, one read of the
+    chains' documents and one `webhook_events_publish`, in the transaction that completes the
+    job. Idempotent: each event's id is derived from its chain's."""
+    ended = [(uuid.UUID(root), str(kind)) for root, kind in run.job.metadata.get(EVENTS_KEY, [])]
+
+    def publish() -> bool:
+        data = job_events_data([root_id for root_id, _ in ended])
         events = [
             Event(type=event_type, data=data[root_id], event_id=job_event_id(root_id))
-            for root_id, event_type in ended.items()
+            for root_id, event_type in ended
+            if root_id in data  # (a chain purged meanwhile has no document left)
         ]
-        webhook_events_publish(organization_id=organization_id, events=events)
+        webhook_events_publish(organization_id=run.job.organization_id, events=events)
+        return True
+
+    step_commit(run, Finish(JobStatus.COMPLETED, result={"events": len(ended)}), effects=publish)
+
+
+def job_events_failed(run: StepRun, exc: BaseException) -> None:
+    """A bug writing the events: the job fails (its chains' events are not sent)."""
+    error = {"code": "webhookEventsFailed", "message": type(exc).__name__, "retryable": False}
+    step_commit(run, Finish(JobStatus.FAILED, error=error))
 
 
 def _subscribed(organization_id: uuid.UUID, event_types: set[str]) -> bool:

@@ -54,6 +54,10 @@ class Webhook(models.Model):
     # delivery until `previous_secret_expires_at` (SPEC §12.2: 24 h).
     previous_secret_encrypted = models.TextField(editable=False, blank=True, default="")
     previous_secret_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # The secret that one replaced, while it still signs (SPEC §13.6: a second rotation within
+    # 24 h, a retried rotate, keeps the first secret signing: at most three signatures).
+    older_secret_encrypted = models.TextField(editable=False, blank=True, default="")
+    older_secret_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -74,12 +78,16 @@ class Webhook(models.Model):
         return decrypt_secret(self.secret_encrypted)
 
     def signing_secrets(self, *, now: datetime) -> list[str]:
-        """The secrets every delivery is signed with: the current one, then the one it replaced
-        while that is still valid. Raises `ValueError` when no configured key decrypts one."""
+        """The secrets every delivery is signed with: the current one, then those it replaced
+        that are still valid, newest first (at most three). Raises `ValueError` when no
+        configured key decrypts one."""
         secrets = [self.secret()]
-        expires = self.previous_secret_expires_at
-        if self.previous_secret_encrypted and expires is not None and expires > now:
-            secrets.append(decrypt_secret(self.previous_secret_encrypted))
+        for encrypted, expires in (
+            (self.previous_secret_encrypted, self.previous_secret_expires_at),
+            (self.older_secret_encrypted, self.older_secret_expires_at),
+        ):
+            if encrypted and expires is not None and expires > now:
+                secrets.append(decrypt_secret(encrypted))
         return secrets
 
 
@@ -148,3 +156,29 @@ class WebhookAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.delivery_id} at {self.at}: {self.status_code or self.error}"
+
+
+class SlotKind(models.TextChoices):
+    ORG = "org"  # holder: the org's id
+    WORKER = "worker"  # holder: the Celery worker's node name
+
+
+class AttemptSlot(models.Model):
+    """One webhook attempt in flight, counted against a cap (SPEC §13.6, §13.7): `number` is
+    below the cap of its kind, and unique per holder, so two workers racing for the last slot
+    cannot both have it. A slot lapses at `held_until` (the attempt's lease): a worker killed
+    in the middle of an attempt leaks nothing (`webhooks.slots`)."""
+
+    kind = models.CharField(max_length=8, choices=SlotKind.choices)
+    holder = models.CharField(max_length=200)
+    number = models.PositiveSmallIntegerField()
+    job_id = models.UUIDField()
+    held_until = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "holder", "number"], name="webhook_slot_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.holder} #{self.number}: {self.job_id}"

@@ -176,16 +176,24 @@ def webhook_update(*, webhook: Webhook, changes: dict[str, Any]) -> Webhook:
 
 
 def webhook_secret_rotate(*, webhook: Webhook) -> WebhookCreated:
-    """A new signing secret (shown once: the answer to this call). The replaced one, stored
-    encrypted like the current one, still signs every delivery for 24 h beside the new one
-    (Standard Webhooks allows several signatures); a rotation within those 24 h replaces the
-    older one. Raises `ValueError` when no configured key decrypts the current secret."""
+    """A new signing secret (shown once: the answer to this call). Every secret it replaces,
+    stored encrypted like the current one, still signs every delivery for 24 h after it was
+    replaced (Standard Webhooks allows several signatures), at most three signatures at once
+    (SPEC §13.6): a rotation retried without an `Idempotency-Key` (a second one within the 24 h)
+    keeps the secret the receiver still has signing. Raises `ValueError` when no configured key
+    decrypts the current secret."""
     secret = webhook_secret_generate()
     now = timezone.now()
     with transaction.atomic():
         # Locked: of two rotations racing, the second replaces the first's new secret (which
         # then signs as the previous one), never the same old secret twice.
         locked = Webhook.objects.select_for_update().get(pk=webhook.pk)
+        previous_expires = locked.previous_secret_expires_at
+        if locked.previous_secret_encrypted and previous_expires and previous_expires > now:
+            locked.older_secret_encrypted = locked.previous_secret_encrypted
+            locked.older_secret_expires_at = previous_expires
+        else:
+            locked.older_secret_encrypted, locked.older_secret_expires_at = "", None
         locked.previous_secret_encrypted = locked.secret_encrypted
         locked.previous_secret_expires_at = now + PREVIOUS_SECRET_VALID_FOR
         locked.set_secret(secret)
@@ -195,25 +203,32 @@ def webhook_secret_rotate(*, webhook: Webhook) -> WebhookCreated:
                 "secret_encrypted",
                 "previous_secret_encrypted",
                 "previous_secret_expires_at",
+                "older_secret_encrypted",
+                "older_secret_expires_at",
                 "updated_at",
             ]
         )
-    webhook = locked
-    return WebhookCreated(webhook=webhook, secret=secret)
+    return WebhookCreated(webhook=locked, secret=secret)
 
 
 def webhook_secrets_reencrypt() -> Reencryption:
     """Re-encrypt every endpoint's signing secret with the first of FIELD_ENCRYPTION_KEYS, and
-    a replaced secret while it still signs (an expired one is never read again); the endpoints
+    the replaced secrets while they still sign (an expired one is never read again); the endpoints
     no configured key decrypts are reported, left as they are."""
     current = column_reencrypt(Webhook.objects.all(), "secret_encrypted")
     previous = column_reencrypt(
         Webhook.objects.filter(previous_secret_expires_at__gt=timezone.now()),
         "previous_secret_encrypted",
     )
+    older = column_reencrypt(
+        Webhook.objects.filter(older_secret_expires_at__gt=timezone.now()),
+        "older_secret_encrypted",
+    )
     return Reencryption(
-        rotated=current.rotated + previous.rotated,
-        undecryptable=sorted({*current.undecryptable, *previous.undecryptable}),
+        rotated=current.rotated + previous.rotated + older.rotated,
+        undecryptable=sorted(
+            {*current.undecryptable, *previous.undecryptable, *older.undecryptable}
+        ),
     )
 
 
@@ -300,11 +315,14 @@ def _deliveries_insert(
     if not deliveries:
         return []
     WebhookDelivery.objects.bulk_create(deliveries, ignore_conflicts=True)
+    # A delivery's message runs the fairest due attempt and then the next (`webhooks.slots`):
+    # as many messages as the org may have attempts in flight start them all.
     outbox_jobs_create(
         organization_id=organization_id,
         job_type=DELIVERY_JOB_TYPE,
         step=DELIVERY_STEP,
         jobs={d.id: {DELIVERY_KEY: str(d.id)} for d in deliveries},
+        publish_max=settings.WEBHOOK_ATTEMPTS_PER_ORG,
     )
     deliveries_overflow(organization_id=organization_id)
     return [d.id for d in deliveries]

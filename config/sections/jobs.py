@@ -36,3 +36,9 @@ WEBHOOK_ATTEMPT_DEADLINE_SECONDS = 10.0
 WEBHOOK_PENDING_MAX_PER_ORG = 10_000
 # An endpoint whose every attempt failed for this long is disabled, with the reason shown.
 WEBHOOK_FAILING_DISABLE_SECONDS = 86_400.0
+# Webhook attempts in flight (SPEC §13.6, §13.7; webhooks.slots): at most this many of one org
+# at once, every worker together; and at most this share of a worker's pool slots (at least
+# one; all of them for a worker that consumes the webhook queue alone), so provisioning steps
+# always have slots.
+WEBHOOK_ATTEMPTS_PER_ORG = 2
+WEBHOOK_WORKER_SHARE = 0.5

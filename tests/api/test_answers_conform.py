@@ -46,6 +46,7 @@ GROUPS: dict[str, set[str]] = {
         "webhookGet",
         "webhookDelete",
         "webhookDeliveryList",
+        "webhookDeliveryGet",
         "webhookRedeliver",
         "webhookUpdate",
         "webhookRotateSecret",
@@ -408,6 +409,8 @@ def test_webhook_routes(writer: Caller, seen: set[Checked], settings: Any) -> No
     deliveries = writer.get(f"{hook}/deliveries")
     assert deliveries.status_code == 200 and len(deliveries.json()["items"]) == 1
     delivery = deliveries.json()["items"][0]["id"]
+    assert writer.get(f"{hook}/deliveries/{delivery}").status_code == 200
+    assert writer.get(f"{hook}/deliveries/{created.json()['id']}").status_code == 404
     assert writer.post(f"{hook}/deliveries/{delivery}/redeliver").status_code == 202
     assert writer.get(f"{hook}/deliveries?status=pending").status_code == 200
     assert writer.get(f"{hook}/deliveries/{delivery}/attempts").status_code == 200
@@ -426,6 +429,8 @@ def test_webhook_routes(writer: Caller, seen: set[Checked], settings: Any) -> No
         ("webhookGet", 200),
         ("webhookGet", 404),
         ("webhookDeliveryList", 200),
+        ("webhookDeliveryGet", 200),
+        ("webhookDeliveryGet", 404),
         ("webhookRedeliver", 202),
         ("webhookDelete", 204),
         ("webhookUpdate", 200),

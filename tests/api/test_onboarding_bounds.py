@@ -17,7 +17,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+import webhooks.tasks  # noqa: F401 - registers the webhook steps with the runner
 from jobs.models import AsyncJob, JobStatus, JobType
+from jobs.runner import run_step
 from jobs.services import job_finish
 from jobs.signals import chain_ended_send
 from provisioning.models import AttemptReason, AttemptStatus, Onboarding, ProvisioningAttempt
@@ -25,6 +27,7 @@ from serenity.models import Market
 from tests.api.test_onboardings import brand, url, written
 from tests.factories import BrandFactory, MarketFactory
 from tests.support import assert_error
+from webhooks.events import EVENTS_JOB_TYPE
 from webhooks.models import Webhook, WebhookDelivery
 
 ONE_MIB = 1024 * 1024
@@ -40,6 +43,12 @@ def published():  # type: ignore[no-untyped-def]
         "jobs.services.publish_job", side_effect=lambda **kw: sent.append(str(kw["job_id"])) or True
     ):
         yield sent
+
+
+def run_events_jobs() -> None:
+    """Run the outbox jobs of the job events written after a cancel, as a worker does."""
+    for job_id in AsyncJob.objects.filter(job_type=EVENTS_JOB_TYPE).values_list("id", flat=True):
+        run_step(job_id=str(job_id))
 
 
 def limit_refusal(response: Any, message: str) -> None:
@@ -208,7 +217,10 @@ def test_cancelling_an_onboarding_of_1000_items_takes_a_bounded_number_of_statem
     accepted = sw_writer.post(url(sw_writer), {"brands": brands}).json()
     path = url(sw_writer, f"/{accepted['onboardingId']}/cancel")
     # when it is cancelled
-    with CaptureQueriesContext(connection) as queries:
+    with (
+        CaptureQueriesContext(connection) as queries,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
         response = sw_writer.post(path)
     # then every item is cancelled in a number of statements independent of the item count
     assert len(queries) <= 40, len(queries)
@@ -281,8 +293,10 @@ def test_a_cancel_sends_the_job_event_of_every_chain_it_ended(sw_writer):
         secret_encrypted="x",
     )
     accepted = sw_writer.post(url(sw_writer), {"brands": [brand("A"), brand("B")]}).json()
-    # when it is cancelled
+    # when it is cancelled, and the worker writes its chains' events
     assert sw_writer.post(url(sw_writer, f"/{accepted['onboardingId']}/cancel")).status_code == 200
+    assert not WebhookDelivery.objects.exists()
+    run_events_jobs()
     # then one job.cancelled delivery per chain
     roots = set(
         AsyncJob.objects.filter(
@@ -294,7 +308,9 @@ def test_a_cancel_sends_the_job_event_of_every_chain_it_ended(sw_writer):
     assert len(roots) == 2 and deliveries.count() == 2
 
 
-def test_a_cancel_of_1000_items_publishes_their_events_to_10_endpoints_set_based(sw_writer):
+def test_a_cancel_of_1000_items_publishes_their_events_to_10_endpoints_set_based(
+    sw_writer, published, django_capture_on_commit_callbacks
+):
     # given 10 endpoints taking every event, and an onboarding of 1,000 brands
     for n in range(10):
         Webhook.objects.create(
@@ -306,17 +322,36 @@ def test_a_cancel_of_1000_items_publishes_their_events_to_10_endpoints_set_based
     brands = [brand(f"Brand {n}", ("US", "en")) for n in range(1000)]
     accepted = sw_writer.post(url(sw_writer), {"brands": brands}).json()
     path = url(sw_writer, f"/{accepted['onboardingId']}/cancel")
+    published.clear()
     # when it is cancelled
-    with CaptureQueriesContext(connection) as queries:
+    with (
+        CaptureQueriesContext(connection) as queries,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
         response = sw_writer.post(path)
-    # then its 10,010 events (a job.cancelled per chain and the onboarding's, per endpoint) are
-    # written in a number of statements independent of the chains and endpoints
+    # then the answer writes the onboarding's event and one outbox job for its chains' events
+    # (SPEC §13.6: events after the answer), in a number of statements and messages
+    # independent of the chains and endpoints
     assert response.status_code == 200, response.json()
     assert len(queries) <= 50, len(queries)
     events = WebhookDelivery.objects.values_list("event_type", flat=True)
-    assert sorted(set(events)) == ["job.cancelled", "onboarding.cancelled"]
+    assert list(events) == ["onboarding.cancelled"] * 10
+    [events_job] = AsyncJob.objects.filter(job_type=EVENTS_JOB_TYPE)
+    assert len(events_job.metadata["events"]) == 1000
+    # (two messages start the onboarding event's 10 deliveries, one the events job)
+    assert len(published) == 3 and published[-1] == str(events_job.pk), published
+    # and the worker then writes their 10,000 deliveries set-based, publishing a few messages
+    # (a delivery's message runs the fairest due attempt, then the next: webhooks.slots)
+    published.clear()
+    with (
+        CaptureQueriesContext(connection) as queries,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        run_events_jobs()
+    assert len(queries) <= 50, len(queries)
     assert events.filter(event_type="job.cancelled").count() == 10_000
     assert events.filter(event_type="onboarding.cancelled").count() == 10
+    assert len(published) == 2
     # and one delivery job each (the pending cap of 10,000 dropped the 10 oldest as overflow)
     assert AsyncJob.objects.filter(job_type="webhookDelivery").count() == 10_010
     assert WebhookDelivery.objects.filter(last_error="overflow").count() == 10

@@ -38,6 +38,7 @@ WEBHOOK_ROUTES = {
     ("get", f"{W}/{{webhookId}}"),
     ("delete", f"{W}/{{webhookId}}"),
     ("get", f"{W}/{{webhookId}}/deliveries"),
+    ("get", f"{W}/{{webhookId}}/deliveries/{{deliveryId}}"),
     ("post", f"{W}/{{webhookId}}/deliveries/{{deliveryId}}/redeliver"),
     # SPEC §12.2
     ("patch", f"{W}/{{webhookId}}"),

@@ -192,3 +192,45 @@ def test_a_refused_register_replays_its_refusal_with_the_same_key(writer, allow_
     )
     assert again["Idempotent-Replayed"] == "true"
     assert Webhook.objects.count() == 0
+
+
+# --- one delivery (SPEC §13.6) --------------------------------------------------------------------
+
+
+def test_a_reader_reads_one_delivery_as_the_list_shows_it(writer, reader, allow_private):
+    from webhooks.services import webhook_event_publish
+
+    hook = register(writer, "http://127.0.0.1:9/hook")
+    [delivery_id] = webhook_event_publish(
+        organization_id=writer.org.id, type="onboarding.completed", data={}
+    )
+    path = f"{webhooks_path(reader)}/{hook['id']}/deliveries"
+    [listed] = reader.get(path).json()["items"]
+    # when
+    response = reader.get(f"{path}/{delivery_id}")
+    # then
+    assert (response.status_code, response.json()) == (200, listed)
+    assert listed["id"] == str(delivery_id)
+
+
+def test_another_orgs_or_endpoints_delivery_is_not_found(writer, allow_private):
+    from webhooks.services import webhook_event_publish
+
+    other = make_caller(OrganizationFactory())
+    theirs = register(other, "http://127.0.0.1:9/theirs")
+    [their_delivery] = webhook_event_publish(
+        organization_id=other.org.id, type="onboarding.completed", data={}
+    )
+    ours = register(writer, "http://127.0.0.1:9/ours")
+    # another org's endpoint and delivery
+    path = f"{webhooks_path(writer)}/{theirs['id']}/deliveries/{their_delivery}"
+    assert_error(writer.get(path), 404, "webhookNotFound")
+    # another org's delivery under our endpoint
+    path = f"{webhooks_path(writer)}/{ours['id']}/deliveries/{their_delivery}"
+    assert_error(writer.get(path), 404, "webhookNotFound")
+    # an unknown delivery
+    path = f"{webhooks_path(writer)}/{ours['id']}/deliveries/{ours['id']}"
+    assert_error(writer.get(path), 404, "webhookNotFound")
+    # a malformed id
+    path = f"{webhooks_path(writer)}/{ours['id']}/deliveries/not-a-uuid"
+    assert_error(writer.get(path), 400, "invalidRequest")

@@ -170,6 +170,9 @@ NON_PUBLIC = "url: the host resolves to a non-public address."
         ("2002:7f00:1::1", "https://hooks.example.com/hook", NON_PUBLIC),  # 6to4 of 127.0.0.1
         ("2002:a9fe:a9fe::1", "https://hooks.example.com/hook", NON_PUBLIC),  # 169.254.169.254
         ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "https://hooks.example.com/", NON_PUBLIC),
+        ("fec0::1", "https://hooks.example.com/hook", NON_PUBLIC),
+        ("192.0.0.8", "https://hooks.example.com/hook", NON_PUBLIC),
+        ("3fff::1", "https://hooks.example.com/hook", NON_PUBLIC),
         (
             "93.184.215.14",
             "https://hooks.example.com:22/hook",
@@ -221,7 +224,7 @@ def test_http_names_port_80_only_where_private_addresses_are_allowed(
 @pytest.mark.parametrize(
     ("address", "public"),
     [
-        ("2002:0808:0808::1", True),  # 6to4 of 8.8.8.8
+        ("2002:0808:0808::1", False),  # 6to4 (a special-purpose range), whatever it carries
         ("2002:0a00:0001::1", False),  # 6to4 of 10.0.0.1
         ("2002:7f00:0001::1", False),
         ("2001:0:4136:e378:8000:63bf:3fff:fdd2", False),  # Teredo, whatever it carries
@@ -234,6 +237,56 @@ def test_addresses_that_carry_an_ipv4_are_judged_by_it(address, public):
     import ipaddress
 
     assert address_is_public(ipaddress.ip_address(address)) is public
+
+
+@pytest.mark.parametrize(
+    ("address", "public"),
+    [
+        # named by SPEC §13.6 (they passed the check)
+        ("fec0::1", False),
+        ("192.0.0.8", False),
+        ("192.0.0.170", False),
+        ("3fff::1", False),
+        ("3fff:fff:ffff::1", False),
+        # more of IANA's registries
+        ("192.31.196.1", False),
+        ("192.52.193.1", False),
+        ("192.175.48.1", False),
+        ("198.18.0.1", False),
+        ("192.88.99.1", False),
+        ("100::1", False),
+        ("100:0:0:1::1", False),
+        ("2001:2::1", False),
+        ("2001:20::1", False),
+        ("2620:4f:8000::1", False),
+        ("5f00::1", False),
+        ("64:ff9b:1::1", False),
+        ("::ffff:10.0.0.1", False),
+        ("::8.8.8.8", False),  # IPv4-compatible (deprecated), outside 2000::/3
+        ("4000::1", False),  # outside 2000::/3
+        # public
+        ("8.8.8.8", True),
+        ("93.184.215.14", True),
+        ("::ffff:8.8.8.8", True),
+        ("2606:4700:4700::1111", True),
+        ("2a00:1450:4001:80b::200e", True),
+    ],
+)
+def test_every_special_purpose_range_is_refused(address, public):
+    import ipaddress
+
+    assert address_is_public(ipaddress.ip_address(address)) is public
+
+
+def test_the_table_refuses_the_first_and_last_address_of_each_range():
+    import ipaddress
+
+    from webhooks.addresses import SPECIAL_PURPOSE
+
+    for network, name in SPECIAL_PURPOSE:
+        block = ipaddress.ip_network(network)
+        for address in (block[0], block[-1]):
+            assert not address_is_public(address), (network, name, address)
 
 
 # --- no secret at rest ---------------------------------------------------------------------------
@@ -389,3 +442,53 @@ def test_deliveries_go_to_their_own_queue_and_steps_to_the_default_one(settings)
     assert delivery["queue"].name == settings.CELERY_WEBHOOK_QUEUE
     assert step["queue"].name == settings.CELERY_TASK_DEFAULT_QUEUE
     assert settings.CELERY_WEBHOOK_QUEUE != settings.CELERY_TASK_DEFAULT_QUEUE
+
+
+# --- replays answer what they first answered (SPEC §13.6) ----------------------------------------
+
+
+def test_a_replayed_rotation_answers_the_secret_it_issued_not_the_current_one(
+    writer, allow_private
+):
+    hook = register(writer, "http://127.0.0.1:9/hook")
+    path = f"{webhooks_path(writer)}/{hook['id']}/rotate-secret"
+    first = writer.post(path, {}, HTTP_IDEMPOTENCY_KEY="rotate-1")
+    # given a second rotation since (another key)
+    second = writer.post(path, {}, HTTP_IDEMPOTENCY_KEY="rotate-2")
+    assert first.json()["secret"] != second.json()["secret"]
+    # when the first is replayed
+    replay = writer.post(path, {}, HTTP_IDEMPOTENCY_KEY="rotate-1")
+    # then it answers what it answered, and no table holds either secret in the clear
+    assert (replay.status_code, replay.json(), replay.headers["Idempotent-Replayed"]) == (
+        200,
+        first.json(),
+        "true",
+    )
+    for answer in (first, second):
+        assert tables_holding(answer.json()["secret"].removeprefix("whsec_")) == []
+
+
+def test_a_replayed_registration_answers_as_stored_after_the_endpoint_was_deleted(
+    writer, allow_private
+):
+    key = {"HTTP_IDEMPOTENCY_KEY": "hook-gone"}
+    body = {"url": "http://127.0.0.1:9/hook"}
+    first = writer.post(webhooks_path(writer), body, **key)
+    assert first.status_code == 201
+    assert writer.delete(f"{webhooks_path(writer)}/{first.json()['id']}").status_code == 204
+    # when the registration is replayed
+    replay = writer.post(webhooks_path(writer), body, **key)
+    # then it answers as stored (nothing registered again)
+    assert (replay.status_code, replay.json()) == (201, first.json())
+    assert not Webhook.objects.exists()
+
+
+def test_a_replayed_rotation_answers_as_stored_after_the_endpoint_was_deleted(
+    writer, allow_private
+):
+    hook = register(writer, "http://127.0.0.1:9/hook")
+    path = f"{webhooks_path(writer)}/{hook['id']}/rotate-secret"
+    first = writer.post(path, {}, HTTP_IDEMPOTENCY_KEY="rotate-gone")
+    assert writer.delete(f"{webhooks_path(writer)}/{hook['id']}").status_code == 204
+    replay = writer.post(path, {}, HTTP_IDEMPOTENCY_KEY="rotate-gone")
+    assert (replay.status_code, replay.json()) == (200, first.json())

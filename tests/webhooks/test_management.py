@@ -1,6 +1,6 @@
 """Managing endpoints as Stripe and Svix allow (SPEC §12.2): update (a disabled endpoint gets no
-new deliveries), secret rotation (both signatures for 24 h), a test event to one endpoint, the
-per-attempt log, and the deliveries' status filter."""
+new deliveries), secret rotation (every replaced secret signs for 24 h, at most three: §13.6), a
+test event to one endpoint, the per-attempt log, and the deliveries' status filter."""
 
 from __future__ import annotations
 
@@ -165,12 +165,50 @@ def test_rotation_signs_with_both_secrets_for_24_hours(writer, allow_private, re
     assert verifies(received, new) and not verifies(received, old)
 
 
-def test_a_second_rotation_replaces_the_oldest_secret(writer, allow_private):
+def test_a_retried_rotation_keeps_every_secret_of_the_last_24_hours_signing(
+    writer, allow_private, receiver
+):
+    # given an endpoint whose rotation was retried (no Idempotency-Key: two rotations)
+    hook = register(writer, receiver.url)
+    path = f"{webhooks_path(writer)}/{hook['id']}/rotate-secret"
+    first = writer.post(path).json()["secret"]
+    second = writer.post(path).json()["secret"]
+    original = hook["secret"]
+    # when an event is delivered
+    [delivery_id] = publish(writer.org)
+    run_delivery(WebhookDelivery.objects.get(pk=delivery_id))
+    # then every secret of the last 24 h signs it, the newest first: the receiver that still
+    # has the original (it never saw the first rotation's answer) verifies it
+    [received] = receiver.received
+    assert len(signatures(received)) == 3
+    assert all(verifies(received, secret) for secret in (second, first, original))
+    assert Webhook.objects.get().signing_secrets(now=timezone.now()) == [
+        second,
+        first,
+        original,
+    ]
+    # and none is stored in the clear
+    stored = Webhook.objects.get()
+    for secret in (original, first, second):
+        assert secret.removeprefix("whsec_") not in stored.older_secret_encrypted
+
+
+def test_at_most_three_secrets_sign(writer, allow_private):
     hook = register(writer, "http://127.0.0.1:9/a")
     path = f"{webhooks_path(writer)}/{hook['id']}/rotate-secret"
+    secrets = [writer.post(path).json()["secret"] for _ in range(3)]
+    assert Webhook.objects.get().signing_secrets(now=timezone.now()) == secrets[::-1]
+
+
+def test_a_replaced_secret_stops_signing_24_hours_after_it_was_replaced(writer, allow_private):
+    hook = register(writer, "http://127.0.0.1:9/a")
+    path = f"{webhooks_path(writer)}/{hook['id']}/rotate-secret"
+    first = writer.post(path).json()["secret"]
+    Webhook.objects.update(previous_secret_expires_at=timezone.now() - timedelta(seconds=1))
     second = writer.post(path).json()["secret"]
-    third = writer.post(path).json()["secret"]
-    assert Webhook.objects.get().signing_secrets(now=timezone.now()) == [third, second]
+    # the original expired before the second rotation: it is not kept as the older one
+    assert Webhook.objects.get().signing_secrets(now=timezone.now()) == [second, first]
+    assert Webhook.objects.get().older_secret_encrypted == ""
 
 
 def test_a_reader_cannot_rotate(writer, allow_private):

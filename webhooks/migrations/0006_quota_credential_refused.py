@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('webhooks', '0003_endpoint_health_and_pending_cap'),
+        ('webhooks', '0005_webhooks_older_secret'),
     ]
 
     operations = [
