@@ -41,9 +41,12 @@ class Route:
     operation_id: str
     tag: str
     summary: str
-    answers: Mapping[int, OpenApiResponse]
+    # By status; `(status, media type)` for a route that answers more than one media type.
+    answers: Mapping[int | tuple[int, str], OpenApiResponse]
     description: str = ""
     body: type[serializers.Serializer] | None = None
+    # Bodies of other media types than JSON the route takes (media type → schema).
+    other_bodies: Mapping[str, Any] = field(default_factory=dict)
     query: type[serializers.Serializer] | None = None
     # The route's own refusals; the checks of every route (tenancy, brand, Serenity being
     # active, a write's body and Idempotency-Key) are derived from the view and the method.

@@ -15,7 +15,7 @@ from django.utils.safestring import SafeString
 
 from kernel import context
 from provisioning import selectors
-from provisioning.flows.onboarding import onboarding_cancel
+from provisioning.flows.onboarding_cancel import onboarding_cancel
 from provisioning.models import Onboarding, OnboardingItem, OnboardingStatus
 
 

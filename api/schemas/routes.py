@@ -159,6 +159,8 @@ class RouteSchema(AutoSchema):
         return self.route.description
 
     def get_request_serializer(self) -> Any:
+        if self.route.other_bodies:
+            return {"application/json": self.route.body, **self.route.other_bodies}
         return self.route.body
 
     def get_examples(self) -> list[OpenApiExample]:
@@ -191,4 +193,8 @@ class RouteSchema(AutoSchema):
         if self.method in WRITE_METHODS:
             raised += WRITE_CHECKS
         answers = dict(route.answers)
-        return {**answers, **error_responses(raised, answers)}
+        errors: dict[Any, OpenApiResponse] = dict(error_responses(raised, answers))  # type: ignore[arg-type]
+        if any(isinstance(status, tuple) for status in answers):
+            # A route that answers several media types answers its errors as JSON only.
+            errors = {(status, "application/json"): e for status, e in errors.items()}
+        return {**answers, **errors}

@@ -56,6 +56,8 @@ ONBOARDING_ROUTES = {
     ("get", ONB),
     ("get", f"{ONB}/{{onboardingId}}"),
     ("post", f"{ONB}/{{onboardingId}}/cancel"),
+    ("post", f"{ONB}/{{onboardingId}}/retry"),
+    ("get", f"{ONB}/{{onboardingId}}/items"),
 }
 HEALTH_ROUTES = {("get", "/healthz"), ("get", "/readyz"), ("get", "/metrics")}
 ASYNC_ROUTES = {
@@ -525,7 +527,8 @@ def test_every_v2_operation_documents_429_rate_limited_with_retry_after(document
         refused = operation["responses"].get("429")
         assert refused is not None, (method, path)
         # an onboarding also past the work one org can queue (SPEC §12.4)
-        limits = {"onboardingLimit"} if operation["operationId"] == "onboardingCreate" else set()
+        creates = ("onboardingCreate", "onboardingRetry")
+        limits = {"onboardingLimit"} if operation["operationId"] in creates else set()
         assert _error_codes(refused) == {"rateLimited"} | limits
         assert refused["headers"]["Retry-After"]["required"] is True
 
