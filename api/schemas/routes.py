@@ -51,6 +51,7 @@ EXAMPLE_BODIES: dict[str, dict[str, Any]] = {
     "invalidRequest": {"message": "market: must be two letters.", "details": {"field": "market"}},
     # The job already running for this brand: poll it instead of retrying.
     "semrush_provisioning_in_progress": {"details": {"jobId": JOB_ID}},
+    "onboardingInProgress": {"details": {"onboardingId": "2d6f9b13-7c48-4e05-a1b7-5e3c9d0f8a26"}},
 }
 
 WWW_AUTHENTICATE = OpenApiParameter(

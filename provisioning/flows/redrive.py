@@ -6,11 +6,14 @@ published after commit).
 An item resumes where the first run left it rather than starting over:
 
 - its brand, created by the first run and still there, is not created again: the item's chain
-  is an activate's on that brand (provision-workspace settling its workspace, or creating or
-  adopting one by name when it has none, then activate-markets creating or resuming each of
-  its markets; a market already live costs no call). Its pending attempt is begun as the
-  guard begins one (the brand rows locked in primary-key order; a brand with work in progress
-  fails the item at once, `semrush_provisioning_in_progress`).
+  is an activate's on that brand (provision-workspace settling its workspace, then
+  activate-markets creating or resuming each of its markets; a market already live costs no
+  call). A brand without a workspace settles the candidate its last attempt created (cancelled
+  or failed before promotion: emptied, its shell kept), unless that one ended terminal or is
+  another brand's now; with none, it creates or adopts one by name as a create does. Its
+  pending attempt is begun as the guard begins one (the brand rows locked in primary-key
+  order; a brand with work in progress fails the item at once,
+  `semrush_provisioning_in_progress`).
 - an item that had no brand (refused at accept) or whose brand was deleted since is a brand
   create again (and `brandExists` again if the name is still taken).
 
@@ -28,7 +31,7 @@ from django.utils import timezone
 from jobs import services as job_services
 from jobs.models import JobStep, JobType
 from kernel import context
-from provisioning import selectors
+from provisioning import selectors, services
 from provisioning.exceptions import (
     NothingToRetryError,
     OnboardingInProgressError,
@@ -47,6 +50,7 @@ from provisioning.flows.onboarding import (
 from provisioning.guard import organization_onboarding_lock
 from provisioning.models import (
     ONBOARDING_GROUP_SIZE,
+    AttemptReason,
     AttemptStartedBy,
     AttemptStatus,
     Onboarding,
@@ -101,11 +105,7 @@ def onboarding_redrive(
 
 def _rows(organization: Organization, redrive: Onboarding, items: list[OnboardingItem]) -> ItemRows:
     brands = _brands_lock([item.brand_id for item in items if item.brand_id is not None])
-    busy = set(
-        ProvisioningAttempt.objects.filter(
-            brand_id__in=list(brands), status=AttemptStatus.PENDING
-        ).values_list("brand_id", flat=True)
-    )
+    busy = _busy(list(brands))
     asked = [brand_of_input(item.name, selectors.onboarding_item_input(item)) for item in items]
     fresh = [
         brand_name_key(a.name)
@@ -113,19 +113,34 @@ def _rows(organization: Organization, redrive: Onboarding, items: list[Onboardin
         if item.brand_id not in brands
     ]
     taken = names_taken(organization, fresh)
+    candidates = _candidates_left([b for b in brands.values() if not b.semrush_sub_workspace_id])
     rows = ResumeRows()
     for index, (item, brand_asked) in enumerate(zip(items, asked, strict=True)):
         brand = brands.get(item.brand_id) if item.brand_id is not None else None
         if brand is not None and brand.pk in busy:
             rows.refused(redrive, index, brand_asked, ProvisioningInProgressError())
         elif brand is not None:
-            rows.resume(redrive, index, brand_asked, brand)
+            rows.resume(redrive, index, brand_asked, brand, candidates.get(brand.pk))
         elif (key := brand_name_key(brand_asked.name)) in taken:
             rows.refused(redrive, index, brand_asked)
         else:
             taken.add(key)
             rows.add(redrive, organization, index, brand_asked, key)
     return rows
+
+
+def _busy(brand_ids: list[uuid.UUID]) -> set[uuid.UUID]:
+    """The brands with a live pending attempt; a stale one (nothing drives it any more) is
+    reconciled as the guard reconciles it, and its brand is free."""
+    busy = set()
+    for attempt in ProvisioningAttempt.objects.filter(
+        brand_id__in=brand_ids, status=AttemptStatus.PENDING
+    ):
+        if attempt.updated_at is not None and services.attempt_is_stale(attempt_id=attempt.id):
+            services.attempt_reconcile_stale(attempt=attempt)
+        else:
+            busy.add(attempt.brand_id)
+    return busy
 
 
 def _brands_lock(brand_ids: list[uuid.UUID]) -> dict[uuid.UUID, Brand]:
@@ -140,21 +155,54 @@ def _brands_lock(brand_ids: list[uuid.UUID]) -> dict[uuid.UUID, Brand]:
     return {brand.pk: brand for brand in locked}
 
 
+def _candidates_left(brands: list[Brand]) -> dict[uuid.UUID, str]:
+    """Of these brands without a workspace, the candidate each one's latest attempt recorded,
+    where it may be settled again: not terminal, and no brand's pointer."""
+    latest = (
+        ProvisioningAttempt.objects.filter(brand__in=brands)
+        .order_by("brand_id", "-created_at")
+        .distinct("brand_id")
+        .values_list("brand_id", "candidate_workspace_id", "reason")
+    )
+    found = {
+        brand_id: candidate
+        for brand_id, candidate, reason in latest
+        if candidate and reason != AttemptReason.TERMINAL
+    }
+    pointed = set(
+        Brand.objects.filter(semrush_sub_workspace_id__in=list(found.values())).values_list(
+            "semrush_sub_workspace_id", flat=True
+        )
+    )
+    return {brand_id: c for brand_id, c in found.items() if c not in pointed}
+
+
 class ResumeRows(ItemRows):
     """An onboarding's item rows, and those of items resumed on a brand the first run created."""
 
-    def resume(self, redrive: Onboarding, index: int, item: OnboardingBrand, brand: Brand) -> None:
+    def resume(
+        self,
+        redrive: Onboarding,
+        index: int,
+        item: OnboardingBrand,
+        brand: Brand,
+        candidate: str | None,
+    ) -> None:
         """The item's chain is an activate's on the existing brand: provision-workspace settles
-        its workspace (its candidate is the pointer; none → create-or-adopt by name), then
-        activate-markets creates or resumes each market asked for."""
+        its workspace (the pointer, as an activate; else `candidate`, as a create that had
+        recorded it; else create-or-adopt by name), then activate-markets creates or resumes
+        each market asked for."""
         root_id = uuid.uuid4()
         pointer = brand.semrush_sub_workspace_id
+        settles = pointer or candidate
         attempt = ProvisioningAttempt(
             id=uuid.uuid4(),
             brand=brand,
-            started_by=AttemptStartedBy.ACTIVATE,
-            candidate_workspace_id=pointer,
-            candidate_at=timezone.now() if pointer else None,
+            # An activate stands down when the pointer it settles changes; a brand without one
+            # is provisioned as its create was.
+            started_by=AttemptStartedBy.ACTIVATE if pointer else AttemptStartedBy.CREATE_BRAND,
+            candidate_workspace_id=settles,
+            candidate_at=timezone.now() if settles else None,
             job_id=root_id,
             **context.actor_fields("started"),
         )
