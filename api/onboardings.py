@@ -54,8 +54,21 @@ from serenity.exceptions import (
 
 # Polling an onboarding: a brand takes seconds to minutes, so every few seconds is enough.
 RETRY_AFTER_SECONDS = 5
-# A CSV body or answer, as the document describes it.
+# A CSV body or answer, as the document describes it, and the examples of the redrive and the
+# items.
 CSV_BODY = OpenApiTypes.STR
+REDRIVE_ACCEPTED = {
+    **ex.ONBOARDING_ACCEPTED,
+    "onboardingId": "8c3e1a57-4d92-4b0f-a6e8-1f5b9d2c7e40",
+    "total": 1,
+    "retryOf": ex.ONBOARDING_ID,
+}
+ITEMS_CSV = (
+    "name,baseUrl,markets,status,brandId,errorCode,errorMessage\r\n"
+    f"Acme,https://acme.example,US:en,COMPLETED,{ex.BRAND_ID},,\r\n"
+    "Acme,https://acme.example,US:en,FAILED,,brandExists,"
+    "A brand with this name already exists in the organization.\r\n"
+)
 POLL_HEADER = polling_header(
     "Sent while the onboarding is `IN_PROGRESS`: seconds before polling again."
 )
@@ -258,7 +271,7 @@ class OnboardingRetryView(OrgScopedView):
             202: answer(
                 OnboardingAcceptedSerializer,
                 "Accepted: the redrive's items are started.",
-                {"Accepted": ex.ONBOARDING_REDRIVE_ACCEPTED},
+                {"Accepted": REDRIVE_ACCEPTED},
             )
         },
         raises=[
@@ -296,12 +309,12 @@ class OnboardingItemsView(OrgScopedView):
             (200, "application/json"): answer(
                 OnboardingItemsPageSerializer,
                 "A page of items.",
-                {"A page": ex.ONBOARDING_ITEMS_PAGE},
+                {"A page": {"items": ex.ONBOARDING_ITEMS, "nextCursor": None}},
             ),
             (200, CSV_MEDIA_TYPE): OpenApiResponse(
                 CSV_BODY,
                 "Every item (`status` filters), streamed.",
-                [OpenApiExample("Items", value=ex.ONBOARDING_ITEMS_CSV, media_type=CSV_MEDIA_TYPE)],
+                [OpenApiExample("Items", value=ITEMS_CSV, media_type=CSV_MEDIA_TYPE)],
             ),
         },
         raises=[OnboardingNotFoundError],

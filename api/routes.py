@@ -55,6 +55,20 @@ class Route:
     headers: Sequence[OpenApiParameter] = ()
     callbacks: Sequence[OpenApiCallback] = ()
 
+    @property
+    def request_schema(self) -> Any:
+        """The body's serializer; by media type when the route takes others than JSON."""
+        if not self.other_bodies:
+            return self.body
+        return {"application/json": self.body, **self.other_bodies}
+
+    def errors_keyed(self, errors: Mapping[int, OpenApiResponse]) -> dict[Any, OpenApiResponse]:
+        """The error answers keyed as the route's answers are: a route that answers several
+        media types (`(status, media type)` keys) answers its errors as JSON only."""
+        if not any(isinstance(status, tuple) for status in self.answers):
+            return dict(errors)
+        return {(status, "application/json"): error for status, error in errors.items()}
+
 
 def route(**declaration: Any) -> Callable[[Handler], Handler]:
     """`@route(...)` on a view's handler: its `Route`."""

@@ -194,30 +194,8 @@ ONBOARDING_CREATE = {
         },
     ]
 }
-ONBOARDING_ACCEPTED = {
-    "onboardingId": ONBOARDING_ID,
-    "status": "IN_PROGRESS",
-    "total": 3,
-    "retryOf": None,
-}
-REDRIVE_ID = "8c3e1a57-4d92-4b0f-a6e8-1f5b9d2c7e40"
-ONBOARDING_REDRIVE_ACCEPTED = {
-    "onboardingId": REDRIVE_ID,
-    "status": "IN_PROGRESS",
-    "total": 1,
-    "retryOf": ONBOARDING_ID,
-}
-ONBOARDING_CSV = (
-    "name,baseUrl,aliases,markets\r\n"
-    "Acme,https://acme.example,,US:en\r\n"
-    'Globex,https://globex.example,"Globex Corp;Globex",DE:de;FR:fr\r\n'
-)
-ONBOARDING_ITEMS_CSV = (
-    "name,baseUrl,markets,status,brandId,errorCode,errorMessage\r\n"
-    f"Acme,https://acme.example,US:en,COMPLETED,{BRAND_ID},,\r\n"
-    "Acme,https://acme.example,US:en,FAILED,,brandExists,"
-    "A brand with this name already exists in the organization.\r\n"
-)
+ONBOARDING_ACCEPTED = {"onboardingId": ONBOARDING_ID, "status": "IN_PROGRESS", "total": 3}
+ONBOARDING_ACCEPTED["retryOf"] = None
 BRAND_EXISTS = {
     "code": "brandExists",
     "message": "A brand with this name already exists in the organization.",
@@ -240,10 +218,8 @@ ONBOARDING: dict[str, Any] = {
     "createdAt": CREATED_AT,
     "updatedAt": UPDATED_AT,
     "finishedAt": None,
-    "retryOf": None,
-    "maxFailedItems": None,
-    "cancelledBy": None,
 }
+ONBOARDING.update(retryOf=None, maxFailedItems=None, cancelledBy=None)
 ONBOARDING_DOCUMENT = {**ONBOARDING, "items": ONBOARDING_ITEMS, "nextCursor": None}
 ONBOARDING_CANCELLED = {
     **ONBOARDING,
@@ -254,8 +230,6 @@ ONBOARDING_CANCELLED = {
     "items": ONBOARDING_ITEMS[:2],
     "nextCursor": None,
 }
-
-ONBOARDING_ITEMS_PAGE = {"items": ONBOARDING_ITEMS, "nextCursor": None}
 
 # --- Webhooks ------------------------------------------------------------------------------------
 

@@ -51,7 +51,6 @@ EXAMPLE_BODIES: dict[str, dict[str, Any]] = {
     "invalidRequest": {"message": "market: must be two letters.", "details": {"field": "market"}},
     # The job already running for this brand: poll it instead of retrying.
     "semrush_provisioning_in_progress": {"details": {"jobId": JOB_ID}},
-    "onboardingInProgress": {"details": {"onboardingId": "2d6f9b13-7c48-4e05-a1b7-5e3c9d0f8a26"}},
 }
 
 WWW_AUTHENTICATE = OpenApiParameter(
@@ -160,9 +159,7 @@ class RouteSchema(AutoSchema):
         return self.route.description
 
     def get_request_serializer(self) -> Any:
-        if self.route.other_bodies:
-            return {"application/json": self.route.body, **self.route.other_bodies}
-        return self.route.body
+        return self.route.request_schema
 
     def get_examples(self) -> list[OpenApiExample]:
         return [
@@ -194,8 +191,4 @@ class RouteSchema(AutoSchema):
         if self.method in WRITE_METHODS:
             raised += WRITE_CHECKS
         answers = dict(route.answers)
-        errors: dict[Any, OpenApiResponse] = dict(error_responses(raised, answers))  # type: ignore[arg-type]
-        if any(isinstance(status, tuple) for status in answers):
-            # A route that answers several media types answers its errors as JSON only.
-            errors = {(status, "application/json"): e for status, e in errors.items()}
-        return {**answers, **errors}
+        return {**answers, **route.errors_keyed(error_responses(raised, answers))}  # type: ignore[arg-type]

@@ -203,6 +203,15 @@ def onboarding_rows_write(onboarding: Onboarding, rows: ItemRows) -> None:
         chains_cancel(root_ids=[spec.root_id for spec in rows.chains])
 
 
+def item_refs(attempt: ProvisioningAttempt, onboarding: Onboarding, index: int) -> dict[str, Any]:
+    """What every job of an item's chain carries: its attempt, its onboarding and its group."""
+    return {
+        "attemptId": str(attempt.id),
+        ONBOARDING_KEY: str(onboarding.id),
+        GROUP_KEY: index // ONBOARDING_GROUP_SIZE,
+    }
+
+
 class ItemRows:
     """The rows of an onboarding's items, written with one INSERT per table."""
 
@@ -260,22 +269,33 @@ class ItemRows:
             job_id=root_id,
             **context.actor_fields("started"),
         )
-        refs: dict[str, Any] = {
-            "attemptId": str(attempt.id),
-            ONBOARDING_KEY: str(onboarding.id),
-            GROUP_KEY: index // ONBOARDING_GROUP_SIZE,
-        }
+        refs = item_refs(attempt, onboarding, index)
         then = self._chained(brand, attempt, item.markets, refs)
         self.brands.append(brand)
+        self.begun(onboarding, index, item, brand, attempt, refs, then)
+
+    def begun(
+        self,
+        onboarding: Onboarding,
+        index: int,
+        item: OnboardingBrand,
+        brand: Brand,
+        attempt: ProvisioningAttempt,
+        refs: dict[str, Any],
+        then: job_services.StepSpec | None,
+    ) -> None:
+        """The rows of an item begun on `brand` by `attempt`: its chain (provision-workspace,
+        then `then`) and its item row."""
+        assert attempt.job_id is not None
         self.attempts.append(attempt)
         self.chains.append(
             job_services.ChainSpec(
-                organization_id=organization.pk,
+                organization_id=brand.organization_id,
                 brand_id=brand.pk,
                 job_type=JobType.PROVISION_WORKSPACE,
                 first=job_services.StepSpec(JobStep.PROVISION_WORKSPACE, refs),
                 then=then,
-                root_id=root_id,
+                root_id=attempt.job_id,
             )
         )
         self.items.append(
@@ -284,7 +304,7 @@ class ItemRows:
                 index=index,
                 name=brand.name,
                 brand=brand,
-                job_id=root_id,
+                job_id=attempt.job_id,
                 brand_input=brand_input_of(item),
             )
         )

@@ -29,7 +29,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs import services as job_services
-from jobs.models import JobStep, JobType
+from jobs.models import JobStep
 from kernel import context
 from provisioning import selectors, services
 from provisioning.exceptions import (
@@ -37,19 +37,17 @@ from provisioning.exceptions import (
     OnboardingInProgressError,
     ProvisioningInProgressError,
 )
-from provisioning.family import GROUP_KEY, ONBOARDING_KEY
 from provisioning.flows.onboarding import (
     ItemRows,
     OnboardingBrand,
-    brand_input_of,
     brand_of_input,
+    item_refs,
     names_taken,
     onboarding_allowed_check,
     onboarding_rows_write,
 )
 from provisioning.guard import organization_onboarding_lock
 from provisioning.models import (
-    ONBOARDING_GROUP_SIZE,
     AttemptReason,
     AttemptStartedBy,
     AttemptStatus,
@@ -206,42 +204,24 @@ class ResumeRows(ItemRows):
             job_id=root_id,
             **context.actor_fields("started"),
         )
-        refs: dict[str, Any] = {
-            "attemptId": str(attempt.id),
-            ONBOARDING_KEY: str(redrive.id),
-            GROUP_KEY: index // ONBOARDING_GROUP_SIZE,
-        }
-        was_pending = brand.status == BrandStatus.PENDING
-        then = None
-        if item.markets:
-            markets = [plan.as_metadata() for plan in item.markets]
-            then = job_services.StepSpec(
-                JobStep.ACTIVATE_MARKETS, {"markets": markets, "wasPending": was_pending, **refs}
-            )
-        elif was_pending:
-            then = job_services.StepSpec(
-                JobStep.ACTIVATE_BRAND_WORKSPACE, {"wasPending": True, **refs}
-            )
-        self.attempts.append(attempt)
-        self.chains.append(
-            job_services.ChainSpec(
-                organization_id=brand.organization_id,
-                brand_id=brand.pk,
-                job_type=JobType.PROVISION_WORKSPACE,
-                first=job_services.StepSpec(JobStep.PROVISION_WORKSPACE, refs),
-                then=then,
-                root_id=root_id,
-            )
+        refs = item_refs(attempt, redrive, index)
+        # The brand's own name is the item's: the group's shared family listing matches
+        # workspaces by it.
+        self.begun(redrive, index, item, brand, attempt, refs, _resumed_then(brand, item, refs))
+
+
+def _resumed_then(
+    brand: Brand, item: OnboardingBrand, refs: dict[str, Any]
+) -> job_services.StepSpec | None:
+    """The resumed item's step after provision-workspace: activate-markets with its markets
+    (a pending brand flipped `active` first), the flip alone for a pending brand without
+    markets, nothing for an active one."""
+    was_pending = brand.status == BrandStatus.PENDING
+    if item.markets:
+        markets = [plan.as_metadata() for plan in item.markets]
+        return job_services.StepSpec(
+            JobStep.ACTIVATE_MARKETS, {"markets": markets, "wasPending": was_pending, **refs}
         )
-        self.items.append(
-            OnboardingItem(
-                onboarding=redrive,
-                index=index,
-                # The brand's own name: the group's shared family listing matches workspaces
-                # by it.
-                name=brand.name,
-                brand=brand,
-                job_id=root_id,
-                brand_input=brand_input_of(item),
-            )
-        )
+    if was_pending:
+        return job_services.StepSpec(JobStep.ACTIVATE_BRAND_WORKSPACE, {"wasPending": True, **refs})
+    return None
