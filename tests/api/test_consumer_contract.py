@@ -145,7 +145,7 @@ def test_an_onboarding_body_with_a_member_it_does_not_have_is_refused(sw_writer,
 
 def test_the_documented_onboarding_body_has_no_async(served_document):
     schema = served_document.document["components"]["schemas"]["OnboardingCreateRequest"]
-    assert set(schema["properties"]) == {"brands"}
+    assert set(schema["properties"]) == {"brands", "maxFailedItems"}
 
 
 # --- The onboarding filters ---------------------------------------------------------------------
