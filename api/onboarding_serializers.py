@@ -21,8 +21,12 @@ from api.fields import (
 from api.pagination import PageQuerySerializer, status_query
 from api.responses import NEXT_CURSOR_HELP
 from jobs.models import JobStatus
+from kernel.errors import InvalidRequestError
+from provisioning.flows.common import MarketPlan
+from provisioning.flows.onboarding import OnboardingBrand
 from provisioning.models import Onboarding, OnboardingStatus
 from provisioning.serializers import OnboardingItemSerializer, OnboardingSummarySerializer
+from serenity.slices import slice_parse
 
 MAX_BRANDS = 1000
 
@@ -48,6 +52,34 @@ class OnboardingCreateSerializer(serializers.Serializer):
         child=OnboardingBrandSerializer(), min_length=1, max_length=MAX_BRANDS
     )
     async_ = DeprecatedBooleanField(why="an onboarding is always asynchronous.", source="run_async")
+    maxFailedItems = serializers.IntegerField(  # noqa: N815
+        min_value=1,
+        required=False,
+        allow_null=True,
+        help_text="Once this many items failed, the onboarding is cancelled (`cancelledBy`: "
+        "`failureThreshold`): its items that have not ended are cancelled, and a redrive takes "
+        "them. Absent or null: no threshold.",
+    )
+
+
+class OnboardingCreateQuerySerializer(serializers.Serializer):
+    maxFailedItems = serializers.IntegerField(  # noqa: N815
+        min_value=1,
+        required=False,
+        help_text="A CSV onboarding's failure threshold (a JSON body says `maxFailedItems` "
+        "itself, which wins).",
+    )
+
+
+class OnboardingRetrySerializer(serializers.Serializer):
+    """A redrive's body: optional (an empty body is `{}`)."""
+
+    maxFailedItems = serializers.IntegerField(  # noqa: N815
+        min_value=1,
+        required=False,
+        allow_null=True,
+        help_text="The redrive's failure threshold; absent: the original's; null: none.",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -64,6 +96,33 @@ class OnboardingItemsQuerySerializer(PageQuerySerializer):
     )
 
 
+def brands_input(brands: list[dict[str, Any]]) -> list[OnboardingBrand]:
+    """The validated items with their markets parsed (400 naming `brands[i].markets[j].…`;
+    a repeated market within an item names `brands[i].markets`)."""
+    parsed = []
+    for i, brand in enumerate(brands):
+        plans = []
+        seen: set[tuple[int, str]] = set()
+        for j, market in enumerate(brand.get("markets") or []):
+            slice_ = slice_parse(
+                market=market["market"],
+                language_code=market["languageCode"],
+                prefix=f"brands[{i}].markets[{j}].",
+            )
+            key = (slice_.geo_target_id, slice_.language_code)
+            if key in seen:
+                raise InvalidRequestError(
+                    f"brands[{i}].markets: {market['market']}/"
+                    f"{slice_.language_code} is listed twice.",
+                    details={"field": f"brands[{i}].markets"},
+                )
+            seen.add(key)
+            plans.append(MarketPlan(slice=slice_, name=market.get("name")))
+        # The brand's fields by the model's names (api.brands.BrandFieldsSerializer).
+        parsed.append(OnboardingBrand(**{**brand, "markets": plans}))
+    return parsed
+
+
 # --- Responses ----------------------------------------------------------------------------------
 
 
@@ -74,6 +133,12 @@ class OnboardingAcceptedSerializer(serializers.Serializer):
     status = serializers.SerializerMethodField()
     total = serializers.IntegerField()
 
+    retryOf = serializers.UUIDField(  # noqa: N815
+        source="retry_of_id",
+        allow_null=True,
+        help_text="The onboarding this one redrives; null for an onboarding of its own.",
+    )
+
     @extend_schema_field(serializers.ChoiceField(choices=[JobStatus.IN_PROGRESS]))
     def get_status(self, onboarding: Onboarding) -> str:
         return JobStatus.IN_PROGRESS
@@ -81,6 +146,15 @@ class OnboardingAcceptedSerializer(serializers.Serializer):
 
 class OnboardingSerializer(OnboardingSummarySerializer):
     """An onboarding with one page of its items (`provisioning.selectors.OnboardingDocument`)."""
+
+    items = OnboardingItemSerializer(many=True)
+    nextCursor = serializers.CharField(  # noqa: N815
+        source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
+    )
+
+
+class OnboardingItemsPageSerializer(serializers.Serializer):
+    """A page of an onboarding's items (`GET …/onboardings/{id}/items`, JSON)."""
 
     items = OnboardingItemSerializer(many=True)
     nextCursor = serializers.CharField(  # noqa: N815

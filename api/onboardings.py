@@ -1,4 +1,5 @@
-"""Bulk onboarding routes (SPEC §11.2): accept, read with paginated items, list, cancel."""
+"""Bulk onboarding routes (SPEC §11.2, §13.2): accept (JSON or CSV), read with paginated items,
+list, cancel, redrive, and the items alone (a page as JSON, or every item as CSV)."""
 
 from __future__ import annotations
 
@@ -6,38 +7,45 @@ import uuid
 from typing import Any
 
 from django.conf import settings
+from django.http import HttpResponseBase, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.base import OrgScopedView
+from api.onboarding_csv import CSV_MEDIA_TYPE, CsvRenderer, csv_brands, items_csv
 from api.onboarding_serializers import (
     MAX_BRANDS,
     OnboardingAcceptedSerializer,
+    OnboardingCreateQuerySerializer,
     OnboardingCreateSerializer,
+    OnboardingItemsPageSerializer,
     OnboardingItemsQuerySerializer,
     OnboardingListQuerySerializer,
     OnboardingListSerializer,
+    OnboardingRetrySerializer,
     OnboardingSerializer,
+    brands_input,
 )
+from api.parsers import BoundedJSONParser, CsvParser, CsvTable
 from api.routes import answer, route
 from api.schemas import examples as ex
 from api.schemas.routes import accepted_headers, polling_header
 from jobs.models import JobStatus
-from kernel.errors import InvalidRequestError
 from provisioning import selectors
 from provisioning.exceptions import (
+    NothingToRetryError,
     OnboardingFinishedError,
+    OnboardingInProgressError,
     OnboardingLimitError,
     OnboardingNotFoundError,
     QueuedMarketsLimitError,
 )
-from provisioning.flows.common import MarketPlan
-from provisioning.flows.onboarding import (
-    OnboardingBrand,
-    onboarding_begin,
-    onboarding_cancel,
-    onboarding_markets_check,
-)
+from provisioning.flows.onboarding import onboarding_begin, onboarding_markets_check
+from provisioning.flows.onboarding_cancel import onboarding_cancel
+from provisioning.flows.redrive import SAME_THRESHOLD, onboarding_redrive
 from provisioning.models import Onboarding
 from serenity.exceptions import (
     BrandExistsError,
@@ -45,10 +53,24 @@ from serenity.exceptions import (
     UnknownLanguageError,
     UnknownMarketError,
 )
-from serenity.slices import slice_parse
 
 # Polling an onboarding: a brand takes seconds to minutes, so every few seconds is enough.
 RETRY_AFTER_SECONDS = 5
+# A CSV body or answer, as the document describes it, and the examples of the redrive and the
+# items.
+CSV_BODY = OpenApiTypes.STR
+REDRIVE_ACCEPTED = {
+    **ex.ONBOARDING_ACCEPTED,
+    "onboardingId": "8c3e1a57-4d92-4b0f-a6e8-1f5b9d2c7e40",
+    "total": 1,
+    "retryOf": ex.ONBOARDING_ID,
+}
+ITEMS_CSV = (
+    "name,baseUrl,markets,status,brandId,errorCode,errorMessage\r\n"
+    f"Acme,https://acme.example,US:en,COMPLETED,{ex.BRAND_ID},,\r\n"
+    "Acme,https://acme.example,US:en,FAILED,,brandExists,"
+    "A brand with this name already exists in the organization.\r\n"
+)
 POLL_HEADER = polling_header(
     "Sent while the onboarding is `IN_PROGRESS`: seconds before polling again."
 )
@@ -58,31 +80,15 @@ def onboarding_location(onboarding: Onboarding) -> str:
     return f"/v2/orgs/{onboarding.organization_id}/serenity/onboardings/{onboarding.pk}"
 
 
-def _brands_input(brands: list[dict[str, Any]]) -> list[OnboardingBrand]:
-    """The validated items with their markets parsed (400 naming `brands[i].markets[j].…`;
-    a repeated market within an item names `brands[i].markets`)."""
-    parsed = []
-    for i, brand in enumerate(brands):
-        plans = []
-        seen: set[tuple[int, str]] = set()
-        for j, market in enumerate(brand.get("markets") or []):
-            slice_ = slice_parse(
-                market=market["market"],
-                language_code=market["languageCode"],
-                prefix=f"brands[{i}].markets[{j}].",
-            )
-            key = (slice_.geo_target_id, slice_.language_code)
-            if key in seen:
-                raise InvalidRequestError(
-                    f"brands[{i}].markets: {market['market']}/"
-                    f"{slice_.language_code} is listed twice.",
-                    details={"field": f"brands[{i}].markets"},
-                )
-            seen.add(key)
-            plans.append(MarketPlan(slice=slice_, name=market.get("name")))
-        # The brand's fields by the model's names (api.brands.BrandFieldsSerializer).
-        parsed.append(OnboardingBrand(**{**brand, "markets": plans}))
-    return parsed
+def _accepted(onboarding: Onboarding) -> Response:
+    return Response(
+        OnboardingAcceptedSerializer(onboarding).data,
+        status=202,
+        headers={
+            "Location": onboarding_location(onboarding),
+            "Retry-After": str(RETRY_AFTER_SECONDS),
+        },
+    )
 
 
 def _markets_given(body: Any) -> int:
@@ -112,6 +118,8 @@ def _document(
 
 
 class OnboardingCollectionView(OrgScopedView):
+    parser_classes = [BoundedJSONParser, CsvParser]
+
     @route(
         operation_id="onboardingList",
         tag="onboardings",
@@ -149,10 +157,20 @@ class OnboardingCollectionView(OrgScopedView):
         "accepted and ignored, with a `Deprecation` header: it is always asynchronous). An "
         "item whose "
         "name exists in the organization or repeats an earlier item's ends `FAILED` "
-        "`brandExists`, alone. An organization's items in progress are capped (5,000 unless an "
+        "`brandExists`, alone. `maxFailedItems`: once that many items failed, the onboarding "
+        "is cancelled (`cancelledBy`: `failureThreshold`).\n\n"
+        "**CSV** (`Content-Type: text/csv`, UTF-8, with or without a byte order mark): a header "
+        "row naming the columns `name`, `baseUrl` (both required), `aliases` (`;`-separated) "
+        "and `markets` (`US:en;DE:de`), then one brand per row, each validated as a JSON item "
+        "is; a bad cell → 400 `invalidRequest` naming it in `details.field` as "
+        "`rows[N].column`, the first data row being 1, nothing written; the threshold is the "
+        "query's `maxFailedItems`. The organization's cap of open items is checked before the "
+        "rows.\n\nAn organization's items in progress are capped (5,000 unless an "
         "operator set its own cap) and one onboarding holds at most 5,000 markets in all: past "
         "either → 429 `onboardingLimit` with `Retry-After`, nothing written. Poll `Location`.",
         body=OnboardingCreateSerializer,
+        other_bodies={CSV_MEDIA_TYPE: CSV_BODY},
+        query=OnboardingCreateQuerySerializer,
         examples={"Two brands": ex.ONBOARDING_CREATE},
         headers=accepted_headers(
             location="The onboarding's path, to poll.",
@@ -178,20 +196,21 @@ class OnboardingCollectionView(OrgScopedView):
         ],
     )
     def post(self, request: Request, org_id: str) -> Response:
-        # Cheap refusals first: the markets in all are counted before any member is validated.
-        onboarding_markets_check(_markets_given(request.data))
+        organization = self.scope.organization
+        threshold = self.query_parse(request).get("maxFailedItems")
+        if isinstance(request.data, CsvTable):
+            brands = csv_brands(request.data, organization=organization)
+        else:
+            # Cheap refusals first: the markets in all are counted before any member is
+            # validated.
+            onboarding_markets_check(_markets_given(request.data))
+            body = self.body(request)
+            brands = brands_input(body["brands"])
+            threshold = body.get("maxFailedItems", threshold)
         onboarding = onboarding_begin(
-            organization=self.scope.organization,
-            brands=_brands_input(self.body(request)["brands"]),
+            organization=organization, brands=brands, max_failed_items=threshold
         )
-        return Response(
-            OnboardingAcceptedSerializer(onboarding).data,
-            status=202,
-            headers={
-                "Location": onboarding_location(onboarding),
-                "Retry-After": str(RETRY_AFTER_SECONDS),
-            },
-        )
+        return _accepted(onboarding)
 
 
 class OnboardingDetailView(OrgScopedView):
@@ -249,3 +268,109 @@ class OnboardingCancelView(OrgScopedView):
         onboarding_cancel(onboarding=onboarding)
         onboarding.refresh_from_db()
         return _document(onboarding, cursor=None, limit=settings.SERENITY_PAGE_SIZE_DEFAULT)
+
+
+class OnboardingRetryView(OrgScopedView):
+    @route(
+        operation_id="onboardingRetry",
+        tag="onboardings",
+        summary="Redrive an onboarding: a new one with its failed and cancelled items",
+        description="A new onboarding (`retryOf`: this one) holding every item of this one whose "
+        "status is `FAILED` or `CANCELLED`, with the same brand data, in `index` order. An item "
+        "whose brand the first run created resumes on that brand (its workspace and markets as "
+        "they are: a market already live costs no call) instead of creating another; an item "
+        "that completed is not part of it and costs no upstream call. `maxFailedItems`: the "
+        "redrive's threshold (absent: this onboarding's; null: none). While this onboarding "
+        "(or an earlier redrive of it) runs → 409 `onboardingInProgress` naming it in "
+        "`details.onboardingId`; no item failed or was cancelled → 409 `nothingToRetry`. Poll "
+        "`Location`.",
+        body=OnboardingRetrySerializer,
+        examples={"The original's threshold": {}, "A threshold of its own": {"maxFailedItems": 5}},
+        headers=accepted_headers(
+            location="The new onboarding's path, to poll.",
+            retry_after="Seconds before the first poll.",
+        ),
+        answers={
+            202: answer(
+                OnboardingAcceptedSerializer,
+                "Accepted: the redrive's items are started.",
+                {"Accepted": REDRIVE_ACCEPTED},
+            )
+        },
+        raises=[
+            OnboardingNotFoundError,
+            OnboardingInProgressError,
+            NothingToRetryError,
+            SerenityNotEnabledError,
+            OnboardingLimitError,
+        ],
+    )
+    def post(self, request: Request, org_id: str, onboarding_id: str) -> Response:
+        onboarding = selectors.onboarding_get(
+            organization=self.scope.organization, onboarding_id=uuid.UUID(onboarding_id)
+        )
+        body = self.body(request)
+        threshold = body.get("maxFailedItems", SAME_THRESHOLD)
+        return _accepted(onboarding_redrive(onboarding=onboarding, max_failed_items=threshold))
+
+
+class OnboardingItemsView(OrgScopedView):
+    renderer_classes = [JSONRenderer, CsvRenderer]
+
+    @route(
+        operation_id="onboardingItems",
+        tag="onboardings",
+        summary="An onboarding's items: a page as JSON, or every item as CSV",
+        description="JSON: a page of items in `index` order, as the onboarding's document lists "
+        "them. With `Accept: text/csv`: every item (not a page: `limit` and `cursor` do not "
+        "apply; `status` filters), streamed, with the header "
+        "`name,baseUrl,markets,status,brandId,errorCode,errorMessage`: `markets` as a CSV "
+        "onboarding takes them (`US:en;DE:de`), `status` the item's as JSON gives it, an "
+        "absent value an empty cell. Errors are JSON whatever `Accept` says.",
+        query=OnboardingItemsQuerySerializer,
+        answers={
+            (200, "application/json"): answer(
+                OnboardingItemsPageSerializer,
+                "A page of items.",
+                {"A page": {"items": ex.ONBOARDING_ITEMS, "nextCursor": None}},
+            ),
+            (200, CSV_MEDIA_TYPE): OpenApiResponse(
+                CSV_BODY,
+                "Every item (`status` filters), streamed.",
+                [OpenApiExample("Items", value=ITEMS_CSV, media_type=CSV_MEDIA_TYPE)],
+            ),
+        },
+        raises=[OnboardingNotFoundError],
+    )
+    def get(self, request: Request, org_id: str, onboarding_id: str) -> HttpResponseBase:
+        query = self.query_parse(request)
+        onboarding = selectors.onboarding_get(
+            organization=self.scope.organization, onboarding_id=uuid.UUID(onboarding_id)
+        )
+        if request.accepted_media_type == CSV_MEDIA_TYPE:
+            items = selectors.onboarding_items_all(
+                onboarding=onboarding, status=query.get("status")
+            )
+            return StreamingHttpResponse(
+                items_csv(items), content_type=f"{CSV_MEDIA_TYPE}; charset=utf-8"
+            )
+        page = selectors.onboarding_items(
+            onboarding=onboarding,
+            status=query.get("status"),
+            cursor=query["cursor"],
+            limit=query["limit"],
+        )
+        body = {
+            "items": [selectors.onboarding_item_document(item) for item in page.items],
+            "next_cursor": page.next_cursor,
+        }
+        return Response(OnboardingItemsPageSerializer(body).data)
+
+    def finalize_response(
+        self, request: Request, response: Any, *args: Any, **kwargs: Any
+    ) -> Response:
+        """Errors are answered as JSON even to `Accept: text/csv`."""
+        if isinstance(response, Response) and response.status_code >= 400:
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)

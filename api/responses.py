@@ -95,6 +95,10 @@ class ErrorDetailsSerializer(serializers.Serializer):
         allow_null=True,
         help_text="`semrush_provisioning_in_progress`: the brand's job in progress, to poll.",
     )
+    onboardingId = PresentOnlyUUIDField(  # noqa: N815
+        required=False,
+        help_text="`onboardingInProgress`: the onboarding (or redrive) still running.",
+    )
 
 
 class ErrorEnvelopeSerializer(serializers.Serializer):

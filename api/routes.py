@@ -43,9 +43,12 @@ class Route:
     operation_id: str
     tag: str
     summary: str
-    answers: Mapping[int, OpenApiResponse]
+    # By status; `(status, media type)` for a route that answers more than one media type.
+    answers: Mapping[int | tuple[int, str], OpenApiResponse]
     description: str = ""
     body: type[serializers.Serializer] | None = None
+    # Bodies of other media types than JSON the route takes (media type → schema).
+    other_bodies: Mapping[str, Any] = field(default_factory=dict)
     query: type[serializers.Serializer] | None = None
     # The route's own refusals; the checks of every route (tenancy, brand, Serenity being
     # active, a write's body and Idempotency-Key) are derived from the view and the method.
@@ -53,6 +56,20 @@ class Route:
     examples: Mapping[str, Any] = field(default_factory=dict)  # request bodies, by name
     headers: Sequence[OpenApiParameter] = ()
     callbacks: Sequence[OpenApiCallback] = ()
+
+    @property
+    def request_schema(self) -> Any:
+        """The body's serializer; by media type when the route takes others than JSON."""
+        if not self.other_bodies:
+            return self.body
+        return {"application/json": self.body, **self.other_bodies}
+
+    def errors_keyed(self, errors: Mapping[int, OpenApiResponse]) -> dict[Any, OpenApiResponse]:
+        """The error answers keyed as the route's answers are: a route that answers several
+        media types (`(status, media type)` keys) answers its errors as JSON only."""
+        if not any(isinstance(status, tuple) for status in self.answers):
+            return dict(errors)
+        return {(status, "application/json"): error for status, error in errors.items()}
 
 
 def route(**declaration: Any) -> Callable[[Handler], Handler]:

@@ -50,6 +50,8 @@ urlpatterns = [
     path(f"{ONB}", onboardings.OnboardingCollectionView.as_view()),
     path(f"{ONB}/<str:onboarding_id>", onboardings.OnboardingDetailView.as_view()),
     path(f"{ONB}/<str:onboarding_id>/cancel", onboardings.OnboardingCancelView.as_view()),
+    path(f"{ONB}/<str:onboarding_id>/retry", onboardings.OnboardingRetryView.as_view()),
+    path(f"{ONB}/<str:onboarding_id>/items", onboardings.OnboardingItemsView.as_view()),
     path(f"{W}", webhooks.WebhookCollectionView.as_view()),
     path(f"{W}/<str:webhook_id>", webhooks.WebhookDetailView.as_view()),
     path(f"{W}/<str:webhook_id>/rotate-secret", webhooks.WebhookRotateSecretView.as_view()),

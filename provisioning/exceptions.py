@@ -200,6 +200,24 @@ class OnboardingFinishedError(ConflictError):
     default_message = "The onboarding has already ended: there is nothing left to cancel."
 
 
+class OnboardingInProgressError(ConflictError):
+    """A redrive of an onboarding that has not ended, or whose earlier redrive has not
+    (SPEC §13.2); `details.onboardingId` names the one running."""
+
+    code = "onboardingInProgress"
+    default_message = (
+        "The onboarding (or an earlier redrive of it) is still in progress: redrive it once "
+        "it has ended."
+    )
+
+
+class NothingToRetryError(ConflictError):
+    code = "nothingToRetry"
+    default_message = (
+        "No item of the onboarding failed or was cancelled: there is nothing to retry."
+    )
+
+
 class OnboardingLimitError(DomainError):
     """The onboarding would queue more work than one org may (SPEC §12.4): its open items past
     the org's cap, or more markets in all than one onboarding holds. Nothing is written; the

@@ -108,6 +108,11 @@ class OnboardingStatus(models.TextChoices):
     CANCELLED = "CANCELLED"
 
 
+class OnboardingCancelledBy(models.TextChoices):
+    USER = "user"
+    FAILURE_THRESHOLD = "failureThreshold"
+
+
 class Onboarding(models.Model):
     """A bulk onboarding (SPEC §11.2): many brand creates accepted in one request.
 
@@ -127,6 +132,16 @@ class Onboarding(models.Model):
     failed = models.PositiveIntegerField(default=0)
     cancelled = models.PositiveIntegerField(default=0)
     cancelled_at = models.DateTimeField(null=True, blank=True)
+    # Who cancelled it (SPEC §13.2): a user, or the failure threshold; null while not cancelled.
+    cancelled_by = models.CharField(
+        max_length=24, choices=OnboardingCancelledBy.choices, null=True, blank=True
+    )
+    # The threshold (SPEC §13.2): once this many items failed, the rest is cancelled.
+    max_failed_items = models.PositiveIntegerField(null=True, blank=True)
+    # The onboarding this one redrives (its failed and cancelled items), if any.
+    retry_of = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="retries"
+    )
     # When the onboarding ended, COMPLETED or CANCELLED (its `finishedAt`), and its webhook
     # event was emitted (once).
     completed_at = models.DateTimeField(null=True, blank=True)
@@ -166,6 +181,10 @@ class OnboardingItem(models.Model):
         "jobs.AsyncJob", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     error = models.JSONField(null=True, blank=True)
+    # The brand data it was asked with (`{baseUrl, urls, aliases, markets}`, each market as a
+    # chained job stores it): what a redrive begins again and the CSV export shows (SPEC §13.2).
+    # Null for items accepted before revision 7 (their brand's fields stand in).
+    brand_input = models.JSONField(null=True, blank=True)
     # The status its chain ended with, once the onboarding's counts include it (null while
     # it runs): the write that sets it is what counts the item, once.
     ended_status = models.CharField(max_length=16, null=True, blank=True)

@@ -6,7 +6,7 @@ import statistics
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -25,7 +25,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
-from jobs.models import JobStatus
+from jobs.models import AsyncJob, JobStatus
 from kernel.pagination import Page, keyset_page
 from provisioning.exceptions import OnboardingNotFoundError
 from provisioning.models import (
@@ -260,6 +260,62 @@ def onboarding_items(
     )
 
 
+def onboarding_items_all(
+    *, onboarding: Onboarding, status: str | None = None, chunk: int = 500
+) -> Iterator[OnboardingItem]:
+    """Every item in `index` order (only those in `status`, when given), as
+    `onboarding_items` reads them, `chunk` at a time (by index, so a long export holds no
+    cursor or transaction open between reads)."""
+    items = OnboardingItem.objects.filter(onboarding=onboarding).select_related(
+        "job", "job__current", "brand"
+    )
+    if status:
+        items = items.annotate(effective=_item_status()).filter(effective=status)
+    after = -1
+    while True:
+        batch = list(items.filter(index__gt=after).order_by("index")[:chunk])
+        yield from batch
+        if len(batch) < chunk:
+            return
+        after = batch[-1].index
+
+
+def onboarding_items_to_retry(onboarding: Onboarding) -> list[OnboardingItem]:
+    """Every item whose status is FAILED or CANCELLED (SPEC §13.2: its chain's), in `index`
+    order, with its brand: what a redrive takes."""
+    return list(
+        OnboardingItem.objects.filter(onboarding=onboarding)
+        .annotate(effective=_item_status())
+        .filter(effective__in=(JobStatus.FAILED, JobStatus.CANCELLED))
+        .select_related("brand")
+        .order_by("index")
+    )
+
+
+def onboarding_item_input(item: OnboardingItem) -> dict[str, Any]:
+    """The brand data the item was asked with (`brand_input`). An item accepted before
+    revision 7 kept none: its brand's fields and the markets its chain was given stand in
+    (none when it has no brand)."""
+    if item.brand_input is not None:
+        return dict(item.brand_input)
+    brand = item.brand
+    markets: list[dict[str, Any]] = []
+    if item.job_id is not None:
+        for metadata in AsyncJob.objects.filter(root_id=item.job_id).values_list(
+            "metadata", flat=True
+        ):
+            if "markets" in (metadata or {}):
+                markets = list(metadata["markets"])
+            elif "geoTargetId" in (metadata or {}):
+                markets = [metadata]
+    return {
+        "baseUrl": brand.base_url if brand is not None else "",
+        "urls": list(brand.urls or []) if brand is not None else [],
+        "aliases": list(brand.aliases or []) if brand is not None else [],
+        "markets": markets,
+    }
+
+
 # An onboarding's status by its rows: it has ended once `completed_at` is written (in the
 # transaction of its last item's end), CANCELLED if a cancel was marked first.
 ONBOARDING_STATUS_Q: dict[str, Q] = {
@@ -300,6 +356,10 @@ class OnboardingSummary:
     updated_at: datetime
     # When it ended (COMPLETED or CANCELLED); None while in progress.
     finished_at: datetime | None
+    # SPEC §13.2: the onboarding it redrives, its failure threshold, who cancelled it.
+    retry_of: uuid.UUID | None
+    max_failed_items: int | None
+    cancelled_by: str | None
 
 
 def onboarding_summary(onboarding: Onboarding) -> OnboardingSummary:
@@ -313,6 +373,9 @@ def onboarding_summary(onboarding: Onboarding) -> OnboardingSummary:
         created_at=onboarding.created_at,
         updated_at=onboarding.updated_at,
         finished_at=None if status == OnboardingStatus.IN_PROGRESS else onboarding.completed_at,
+        retry_of=onboarding.retry_of_id,
+        max_failed_items=onboarding.max_failed_items,
+        cancelled_by=onboarding.cancelled_by if onboarding.cancelled_at is not None else None,
     )
 
 

@@ -22,7 +22,7 @@ from rest_framework.fields import SkipField
 from jobs.models import JobStatus, JobStep, JobType
 from kernel.errors import DomainError
 from provisioning import exceptions
-from provisioning.models import OnboardingStatus
+from provisioning.models import OnboardingCancelledBy, OnboardingStatus
 from serenity.exceptions import BrandExistsError
 
 # Every `code` a job's `error` can carry: the errors that a job reports as themselves (those
@@ -217,4 +217,22 @@ class OnboardingSummarySerializer(serializers.Serializer):
     )
     finishedAt = serializers.DateTimeField(  # noqa: N815
         source="finished_at", allow_null=True, help_text="When it ended; null until then."
+    )
+    retryOf = serializers.UUIDField(  # noqa: N815
+        source="retry_of",
+        allow_null=True,
+        help_text="The onboarding this one redrives (its failed and cancelled items); null "
+        "for an onboarding of its own.",
+    )
+    maxFailedItems = serializers.IntegerField(  # noqa: N815
+        source="max_failed_items",
+        allow_null=True,
+        help_text="Once this many items failed, the rest is cancelled; null: no threshold.",
+    )
+    cancelledBy = serializers.ChoiceField(  # noqa: N815
+        source="cancelled_by",
+        choices=OnboardingCancelledBy.choices,
+        allow_null=True,
+        help_text="Who cancelled it: `user`, or `failureThreshold` (`maxFailedItems` reached); "
+        "null while not cancelled.",
     )

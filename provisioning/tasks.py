@@ -12,7 +12,14 @@ from jobs.runner import register_step, run_step
 from jobs.services import task_name_for
 from provisioning import chain
 from provisioning.credential_hold import RECHECK_TASK, credentials_recheck
-from provisioning.flows import activate, market_create, prompts, provision, publish_confirm
+from provisioning.flows import (
+    activate,
+    market_create,
+    onboarding_cancel,
+    prompts,
+    provision,
+    publish_confirm,
+)
 from provisioning.ledger.retention import upstream_calls_purge
 from provisioning.markets import CONFIRM_STEP
 from provisioning.services import CLEANUP_TASK
@@ -90,6 +97,11 @@ def classify_prompts(job_id: str) -> None:
 @shared_task(name=CLEANUP_TASK, ignore_result=True)
 def cleanup_attempt(attempt_id: str) -> None:
     cleanup_candidate(attempt_id=attempt_id)  # type: ignore[arg-type]
+
+
+@shared_task(name=onboarding_cancel.THRESHOLD_CANCEL_TASK, ignore_result=True)
+def onboarding_threshold_cancel(onboarding_id: str) -> None:
+    onboarding_cancel.onboarding_items_cancel(onboarding_id=onboarding_id)  # type: ignore[arg-type]
 
 
 @shared_task(name="provisioning.sweep_stale_attempts", ignore_result=True)

@@ -15,7 +15,7 @@ from django.utils.safestring import SafeString
 
 from kernel import context
 from provisioning import selectors
-from provisioning.flows.onboarding import onboarding_cancel
+from provisioning.flows.onboarding_cancel import onboarding_cancel
 from provisioning.models import Onboarding, OnboardingItem, OnboardingStatus
 
 
@@ -76,6 +76,9 @@ class OnboardingAdmin(admin.ModelAdmin):
         "total",
         "started_by_actor",
         "started_request_id",
+        "max_failed_items",
+        "retry_of",
+        "cancelled_by",
         "cancelled_at",
         "completed_at",
         "created_at",

@@ -200,6 +200,7 @@ ONBOARDING_CREATE = {
     ]
 }
 ONBOARDING_ACCEPTED = {"onboardingId": ONBOARDING_ID, "status": "IN_PROGRESS", "total": 3}
+ONBOARDING_ACCEPTED["retryOf"] = None
 BRAND_EXISTS = {
     "code": "brandExists",
     "message": "A brand with this name already exists in the organization.",
@@ -223,12 +224,14 @@ ONBOARDING: dict[str, Any] = {
     "updatedAt": UPDATED_AT,
     "finishedAt": None,
 }
+ONBOARDING.update(retryOf=None, maxFailedItems=None, cancelledBy=None)
 ONBOARDING_DOCUMENT = {**ONBOARDING, "items": ONBOARDING_ITEMS, "nextCursor": None}
 ONBOARDING_CANCELLED = {
     **ONBOARDING,
     "status": "CANCELLED",
     "counts": {"inProgress": 0, "completed": 1, "failed": 1, "cancelled": 1},
     "finishedAt": UPDATED_AT,
+    "cancelledBy": "user",
     "items": ONBOARDING_ITEMS[:2],
     "nextCursor": None,
 }

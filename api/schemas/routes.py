@@ -169,7 +169,7 @@ class RouteSchema(AutoSchema):
         return self.route.description
 
     def get_request_serializer(self) -> Any:
-        return self.route.body
+        return self.route.request_schema
 
     def get_examples(self) -> list[OpenApiExample]:
         return [
@@ -204,4 +204,4 @@ class RouteSchema(AutoSchema):
         if self.method in WRITE_METHODS:
             raised += WRITE_CHECKS
         answers = dict(route.answers)
-        return {**answers, **error_responses(raised, answers)}
+        return {**answers, **route.errors_keyed(error_responses(raised, answers))}  # type: ignore[arg-type]

@@ -29,19 +29,22 @@ from django.utils import timezone
 
 from jobs import services as job_services
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
-from jobs.signals import chains_ended_check
 from kernel import context
-from provisioning import selectors, services
+from kernel.errors import DomainError
+from provisioning import selectors
 from provisioning.caps import queued_markets_check
-from provisioning.exceptions import OnboardingFinishedError, OnboardingLimitError
+from provisioning.exceptions import OnboardingLimitError
 from provisioning.family import GROUP_KEY, ONBOARDING_KEY
 from provisioning.flows.common import MarketPlan
-from provisioning.guard import attempts_lock, organization_onboarding_lock
+from provisioning.flows.onboarding_cancel import (
+    chains_cancel,
+    threshold_cancel_schedule,
+    threshold_mark,
+)
+from provisioning.guard import organization_onboarding_lock
 from provisioning.models import (
     ONBOARDING_GROUP_SIZE,
-    AttemptReason,
     AttemptStartedBy,
-    AttemptStatus,
     Onboarding,
     OnboardingItem,
     ProvisioningAttempt,
@@ -61,22 +64,23 @@ class OnboardingBrand:
     markets: list[MarketPlan] = field(default_factory=list)
 
 
-def onboarding_begin(*, organization: Organization, brands: list[OnboardingBrand]) -> Onboarding:
+def onboarding_begin(
+    *,
+    organization: Organization,
+    brands: list[OnboardingBrand],
+    max_failed_items: int | None = None,
+) -> Onboarding:
     """Accept the onboarding: every row of every item in one transaction (retried once when a
     concurrent create took one of the names between the read and the insert). Raises
-    `SerenityNotEnabledError` for an org that is not a Serenity org in sub-workspace mode."""
-    if (
-        not organization.is_serenity_org
-        or organization.workspace_mode != WorkspaceMode.SUBWORKSPACE
-    ):
-        raise SerenityNotEnabledError(
-            "Bulk onboarding needs a Serenity organization with a parent workspace in "
-            "sub-workspace mode."
-        )
+    `SerenityNotEnabledError` for an org that is not a Serenity org in sub-workspace mode.
+    `max_failed_items`: the failure threshold (SPEC §13.2), None for none."""
+    onboarding_allowed_check(organization)
     onboarding_markets_check(sum(len(b.markets) for b in brands))
     for _ in range(3):
         try:
-            return _begin(organization=organization, brands=brands)
+            return _begin(
+                organization=organization, brands=brands, max_failed_items=max_failed_items
+            )
         except IntegrityError:
             continue  # a name was taken meanwhile: read the names again
     raise BrandExistsError()
@@ -92,13 +96,47 @@ def onboarding_markets_check(markets: int) -> None:
         )
 
 
+def onboarding_allowed_check(organization: Organization) -> None:
+    """Raises `SerenityNotEnabledError` for an org that is not a Serenity org in sub-workspace
+    mode (an onboarding's accept, and its redrive's)."""
+    if (
+        not organization.is_serenity_org
+        or organization.workspace_mode != WorkspaceMode.SUBWORKSPACE
+    ):
+        raise SerenityNotEnabledError(
+            "Bulk onboarding needs a Serenity organization with a parent workspace in "
+            "sub-workspace mode."
+        )
+
+
+def brand_input_of(item: OnboardingBrand) -> dict[str, Any]:
+    """What an item keeps of its request (`OnboardingItem.brand_input`)."""
+    return {
+        "baseUrl": item.base_url,
+        "urls": item.urls,
+        "aliases": item.aliases,
+        "markets": [plan.as_metadata() for plan in item.markets],
+    }
+
+
+def brand_of_input(name: str, brand_input: dict[str, Any]) -> OnboardingBrand:
+    """The item again, from what it kept (a redrive begins it as it was asked)."""
+    return OnboardingBrand(
+        name=name,
+        base_url=brand_input["baseUrl"],
+        urls=list(brand_input.get("urls") or []),
+        aliases=list(brand_input.get("aliases") or []),
+        markets=[MarketPlan.from_metadata(m) for m in brand_input.get("markets") or []],
+    )
+
+
 def _limit_error(message: str) -> OnboardingLimitError:
     return OnboardingLimitError(
         message, retry_after=settings.SERENITY_ONBOARDING_LIMIT_RETRY_SECONDS
     )
 
 
-def _open_items_check(*, organization: Organization, adding: int) -> None:
+def open_items_check(*, organization: Organization, adding: int) -> None:
     """Raises `OnboardingLimitError` when `adding` more open items would take the org past its
     cap (its own `onboarding_open_items_max`, else the setting). The caller holds the org's
     onboarding lock, so a concurrent accept cannot slip in between the sum and the insert."""
@@ -118,38 +156,70 @@ def _open_items_check(*, organization: Organization, adding: int) -> None:
         )
 
 
-def _begin(*, organization: Organization, brands: list[OnboardingBrand]) -> Onboarding:
+def _begin(
+    *, organization: Organization, brands: list[OnboardingBrand], max_failed_items: int | None
+) -> Onboarding:
     keys = [brand_name_key(b.name) for b in brands]
     with transaction.atomic():
         organization_onboarding_lock(organization.pk)
-        taken = set(
-            Brand.objects.filter(organization=organization, name_key__in=keys)
-            .exclude(status=BrandStatus.DELETED)
-            .values_list("name_key", flat=True)
-        )
+        taken = names_taken(organization, keys)
         onboarding = Onboarding(
-            organization=organization, total=len(brands), **context.actor_fields("started")
+            organization=organization,
+            total=len(brands),
+            max_failed_items=max_failed_items,
+            **context.actor_fields("started"),
         )
-        rows = _Rows()
+        rows = ItemRows()
         for index, (item, key) in enumerate(zip(brands, keys, strict=True)):
             if key in taken:
-                rows.refused(onboarding, index, item.name)
+                rows.refused(onboarding, index, item)
                 continue
             taken.add(key)
             rows.add(onboarding, organization, index, item, key)
-        _open_items_check(organization=organization, adding=len(rows.chains))
-        queued_markets_check(organization_id=organization.pk, adding=rows.queued_markets)
-        onboarding.in_progress = len(rows.chains)
-        onboarding.failed = len(rows.items) - len(rows.chains)
-        onboarding.save(force_insert=True)
-        rows.write()
-        if not rows.chains:
-            # Every item was refused at once: nothing will end later.
-            onboarding_complete_if_ended(onboarding)
+        onboarding_rows_write(onboarding, rows)
     return onboarding
 
 
-class _Rows:
+def names_taken(organization: Organization, keys: list[str]) -> set[str]:
+    """Which of these name keys a brand of the org (not deleted) holds now."""
+    return set(
+        Brand.objects.filter(organization=organization, name_key__in=keys)
+        .exclude(status=BrandStatus.DELETED)
+        .values_list("name_key", flat=True)
+    )
+
+
+def onboarding_rows_write(onboarding: Onboarding, rows: ItemRows) -> None:
+    """The one bulk path that begins an onboarding's items (its accept, and a redrive's,
+    `flows.redrive`): inside the caller's transaction, holding the org's onboarding lock, the
+    cap of open items checked, the onboarding and every row written with one INSERT per table
+    (the chains published after commit). An onboarding that has nothing left to run ends now,
+    and one whose items refused at once reach its threshold is cancelled now."""
+    open_items_check(organization=onboarding.organization, adding=len(rows.chains))
+    queued_markets_check(organization_id=onboarding.organization_id, adding=rows.queued_markets)
+    onboarding.in_progress = len(rows.chains)
+    onboarding.failed = len(rows.items) - len(rows.chains)
+    onboarding.save(force_insert=True)
+    rows.write()
+    if not rows.chains:
+        # Every item was refused at once: nothing will end later.
+        onboarding_complete_if_ended(onboarding)
+    elif threshold_mark(onboarding.pk):
+        # Its refusals alone reach the threshold: nothing has started, nobody else sees the
+        # rows yet, so the rest is cancelled in this transaction (no upstream call).
+        chains_cancel(root_ids=[spec.root_id for spec in rows.chains])
+
+
+def item_refs(attempt: ProvisioningAttempt, onboarding: Onboarding, index: int) -> dict[str, Any]:
+    """What every job of an item's chain carries: its attempt, its onboarding and its group."""
+    return {
+        "attemptId": str(attempt.id),
+        ONBOARDING_KEY: str(onboarding.id),
+        GROUP_KEY: index // ONBOARDING_GROUP_SIZE,
+    }
+
+
+class ItemRows:
     """The rows of an onboarding's items, written with one INSERT per table."""
 
     def __init__(self) -> None:
@@ -160,15 +230,23 @@ class _Rows:
         self.items: list[OnboardingItem] = []
         self.queued_markets = 0  # the accepted items' markets (provisioning.caps)
 
-    def refused(self, onboarding: Onboarding, index: int, name: str) -> None:
-        error = BrandExistsError()
+    def refused(
+        self,
+        onboarding: Onboarding,
+        index: int,
+        item: OnboardingBrand,
+        error: DomainError | None = None,
+    ) -> None:
+        """An item that ends FAILED at once (`brandExists` unless `error` says otherwise)."""
+        error = error or BrandExistsError()
         self.items.append(
             OnboardingItem(
                 onboarding=onboarding,
                 index=index,
-                name=name,
+                name=item.name,
                 error={"code": error.code, "message": error.message, "retryable": False},
                 ended_status=JobStatus.FAILED,
+                brand_input=brand_input_of(item),
             )
         )
 
@@ -199,28 +277,44 @@ class _Rows:
             job_id=root_id,
             **context.actor_fields("started"),
         )
-        refs: dict[str, Any] = {
-            "attemptId": str(attempt.id),
-            ONBOARDING_KEY: str(onboarding.id),
-            GROUP_KEY: index // ONBOARDING_GROUP_SIZE,
-        }
+        refs = item_refs(attempt, onboarding, index)
         then = self._chained(brand, attempt, item.markets, refs)
         self.queued_markets += len(item.markets)
         self.brands.append(brand)
+        self.begun(onboarding, index, item, brand, attempt, refs, then)
+
+    def begun(
+        self,
+        onboarding: Onboarding,
+        index: int,
+        item: OnboardingBrand,
+        brand: Brand,
+        attempt: ProvisioningAttempt,
+        refs: dict[str, Any],
+        then: job_services.StepSpec | None,
+    ) -> None:
+        """The rows of an item begun on `brand` by `attempt`: its chain (provision-workspace,
+        then `then`) and its item row."""
+        assert attempt.job_id is not None
         self.attempts.append(attempt)
         self.chains.append(
             job_services.ChainSpec(
-                organization_id=organization.pk,
+                organization_id=brand.organization_id,
                 brand_id=brand.pk,
                 job_type=JobType.PROVISION_WORKSPACE,
                 first=job_services.StepSpec(JobStep.PROVISION_WORKSPACE, refs),
                 then=then,
-                root_id=root_id,
+                root_id=attempt.job_id,
             )
         )
         self.items.append(
             OnboardingItem(
-                onboarding=onboarding, index=index, name=brand.name, brand=brand, job_id=root_id
+                onboarding=onboarding,
+                index=index,
+                name=brand.name,
+                brand=brand,
+                job_id=attempt.job_id,
+                brand_input=brand_input_of(item),
             )
         )
 
@@ -261,77 +355,6 @@ class _Rows:
         ProvisioningAttempt.objects.bulk_create(self.attempts)
         Market.objects.bulk_create(self.markets)
         OnboardingItem.objects.bulk_create(self.items)
-
-
-def onboarding_cancel(*, onboarding: Onboarding) -> None:
-    """Cancel every item that has not ended, as the cancel route cancels a chain (SPEC §6.6),
-    with set-based writes whatever the number of items (SPEC §12.4): before promotion the
-    attempt fails `cancelled` and the chain is CANCELLED; after it, a chained job that has not
-    started is CANCELLED; one that is running goes on and ends as it will. The items that
-    ended are counted, and `chains_ended` sent for them, in the same transaction. Raises
-    `OnboardingFinishedError` for an onboarding that has ended (COMPLETED or CANCELLED, SPEC
-    §12.2): nothing changes.
-
-    The cancel mark is a conditional write on an onboarding that has not ended, committed on
-    its own (so the onboarding's row is not held while the items' rows are locked: an item's
-    ending locks its job, then the onboarding); the completion (`onboarding_complete_if_ended`)
-    is conditional on the same row, so of a cancel and a last item's end racing, the first
-    write decides the onboarding's status. Idempotent while the onboarding is in progress: a
-    second cancel cancels whatever the first left (nothing, unless it failed halfway)."""
-    now = timezone.now()
-    marked = Onboarding.objects.filter(
-        pk=onboarding.pk, completed_at__isnull=True, cancelled_at__isnull=True
-    ).update(cancelled_at=now, updated_at=now)
-    if (
-        not marked
-        and Onboarding.objects.filter(pk=onboarding.pk, completed_at__isnull=False).exists()
-    ):
-        raise OnboardingFinishedError()
-    with transaction.atomic():
-        roots = list(
-            OnboardingItem.objects.filter(
-                onboarding=onboarding, ended_status__isnull=True, job__isnull=False
-            ).values_list("job_id", flat=True)
-        )
-        _chains_cancel(root_ids=roots)
-
-
-def _chains_cancel(*, root_ids: list[uuid.UUID]) -> None:
-    """`services.job_cancel` for many brand-create chains, in a fixed number of statements.
-    Only an attempt with a candidate recorded gets its cleanup scheduled now; one whose
-    candidate a running step is creating is emptied by the sweep (`attempts_needing_cleanup`)
-    as any failed attempt's."""
-    attempts = attempts_lock(root_ids)
-    before = [a for a in attempts if not a.workspace_promoted]
-    after = [a for a in attempts if a.workspace_promoted]
-    now = timezone.now()
-    ProvisioningAttempt.objects.filter(
-        pk__in=[a.pk for a in before], status=AttemptStatus.PENDING
-    ).update(
-        status=AttemptStatus.FAILED,
-        reason=AttemptReason.CANCELLED,
-        error="Provisioning was cancelled.",
-        updated_at=now,
-        finished_at=now,
-        **context.actor_fields("cancelled"),
-    )
-    job_services.chains_cancel(root_ids=[a.job_id for a in before if a.job_id])
-    for attempt in before:
-        if attempt.candidate_workspace_id:
-            services.schedule_cleanup(attempt_id=attempt.pk)
-    changed = job_services.chains_cancel(
-        root_ids=[a.job_id for a in after if a.job_id], only_unstarted=True
-    )
-    ready = [a.pk for a in after if a.job_id in changed]
-    ProvisioningAttempt.objects.filter(pk__in=ready, status=AttemptStatus.PENDING).update(
-        status=AttemptStatus.READY, reason=None, error=None, updated_at=now, finished_at=now
-    )
-    Market.objects.filter(
-        reserved_by__in=[a.pk for a in before] + ready,
-        status=MarketStatus.CREATING,
-        semrush_project_id=None,
-    ).delete()
-    chains_ended_check(root_ids=root_ids)
 
 
 def onboarding_chain_ended(
@@ -399,6 +422,8 @@ def _counts_move(onboarding_id: uuid.UUID, per_status: dict[str, int]) -> None:
     onboarding = Onboarding.objects.get(pk=onboarding_id)
     if onboarding.in_progress == 0:
         onboarding_complete_if_ended(onboarding)
+    elif JobStatus.FAILED in per_status and threshold_mark(onboarding_id):
+        threshold_cancel_schedule(onboarding_id)
 
 
 def onboarding_complete_if_ended(onboarding: Onboarding) -> None:

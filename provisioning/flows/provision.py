@@ -230,9 +230,14 @@ def _candidate_taken(
     emptied. Returns the attempt as it is now."""
     current = ProvisioningAttempt.objects.get(pk=attempt.id)
     if workspace.freshly_created and current.candidate_workspace_id != workspace.id:
-        empty_quietly(
+        emptied = empty_quietly(
             client=client,
             workspace_id=workspace.id,
             parent_id=attempt.brand.organization.semrush_parent_workspace_id,
+        )
+        # An attempt cancelled while its create was in flight keeps what the create made, so
+        # that a redrive (flows.redrive) settles that workspace again instead of a second one.
+        ProvisioningAttempt.objects.filter(pk=attempt.id, candidate_workspace_id=None).update(
+            candidate_workspace_id=workspace.id, freshly_created=True, cleanup_done=emptied
         )
     return current

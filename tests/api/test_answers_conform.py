@@ -39,7 +39,14 @@ GROUPS: dict[str, set[str]] = {
     "serenity": {"serenityGet"},
     "activation": {"brandActivate", "brandDeactivate", "promptsCreate"},
     "jobs": {"jobList", "jobGet", "promptJobGet", "jobCancel", "orgJobList", "orgJobGet"},
-    "onboardings": {"onboardingCreate", "onboardingList", "onboardingGet", "onboardingCancel"},
+    "onboardings": {
+        "onboardingCreate",
+        "onboardingList",
+        "onboardingGet",
+        "onboardingCancel",
+        "onboardingRetry",
+        "onboardingItems",
+    },
     "webhooks": {
         "webhookCreate",
         "webhookList",
@@ -372,8 +379,14 @@ def test_onboarding_routes(sw_writer: Caller, sim: Any, seen: set[Checked]) -> N
     assert read.status_code == 200
     assert [item["status"] for item in read.json()["items"]] == ["IN_PROGRESS", "FAILED"]
     assert sw_writer.get(path).status_code == 200
+    assert sw_writer.post(f"{accepted['Location']}/retry").status_code == 409
+    assert sw_writer.get(f"{accepted['Location']}/items").status_code == 200
+    assert sw_writer.get(f"{accepted['Location']}/items", HTTP_ACCEPT="text/csv").status_code == 200
     assert sw_writer.post(f"{accepted['Location']}/cancel").status_code == 200
     assert sw_writer.post(f"{accepted['Location']}/cancel").status_code == 409
+    redrive = sw_writer.post(f"{accepted['Location']}/retry")
+    assert redrive.status_code == 202, redrive.json()
+    assert sw_writer.get(f"{path}/{uuid.uuid4()}/items").status_code == 404
     assert sw_writer.get(f"{path}?status=CANCELLED").status_code == 200
     assert sw_writer.post(path, {"brands": brands, "asynch": True}).status_code == 400
     assert sw_writer.get(f"{path}/00000000-0000-4000-8000-000000000000").status_code == 404
@@ -389,6 +402,10 @@ def test_onboarding_routes(sw_writer: Caller, sim: Any, seen: set[Checked]) -> N
         ("onboardingList", 200),
         ("onboardingCancel", 200),
         ("onboardingCancel", 409),
+        ("onboardingRetry", 202),
+        ("onboardingRetry", 409),
+        ("onboardingItems", 200),
+        ("onboardingItems", 404),
     }
 
 

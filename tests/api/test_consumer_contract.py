@@ -145,7 +145,7 @@ def test_an_onboarding_body_with_a_member_it_does_not_have_is_refused(sw_writer,
 
 def test_the_documented_onboarding_body_marks_async_deprecated(served_document):
     schema = served_document.document["components"]["schemas"]["OnboardingCreateRequest"]
-    assert set(schema["properties"]) == {"brands", "async"}
+    assert set(schema["properties"]) == {"brands", "async", "maxFailedItems"}
     assert schema["properties"]["async"]["deprecated"] is True
     assert schema["additionalProperties"] is False
     assert schema["required"] == ["brands"]

@@ -91,7 +91,12 @@ def test_an_onboarding_is_accepted_with_every_item_s_rows_and_chain(
     assert response.status_code == 202, response.json()
     body = response.json()
     onboarding = Onboarding.objects.get()
-    assert body == {"onboardingId": str(onboarding.pk), "status": "IN_PROGRESS", "total": 3}
+    assert body == {
+        "onboardingId": str(onboarding.pk),
+        "status": "IN_PROGRESS",
+        "total": 3,
+        "retryOf": None,
+    }
     assert (
         response["Location"] == f"/v2/orgs/{sw_writer.org.id}/serenity/onboardings/{onboarding.pk}"
     )
@@ -250,6 +255,9 @@ def test_reading_an_onboarding_counts_every_item_and_pages_its_items(sw_writer):
         "counts": {"inProgress": 3, "completed": 1, "failed": 1, "cancelled": 0},
         "createdAt": onboarding.created_at.isoformat().replace("+00:00", "Z"),
         "finishedAt": None,
+        "retryOf": None,
+        "maxFailedItems": None,
+        "cancelledBy": None,
     }
     assert [(i["index"], i["status"], i["result"]) for i in page["items"]] == [
         (0, "IN_PROGRESS", None),
@@ -331,6 +339,9 @@ def test_the_list_is_newest_first_without_items(sw_writer):
         "createdAt",
         "updatedAt",
         "finishedAt",
+        "retryOf",
+        "maxFailedItems",
+        "cancelledBy",
     }
     rest = sw_writer.get(url(sw_writer, f"?limit=1&cursor={page['nextCursor']}")).json()
     assert [o["onboardingId"] for o in rest["items"]] == [first["onboardingId"]]

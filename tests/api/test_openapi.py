@@ -60,6 +60,8 @@ ONBOARDING_ROUTES = {
     ("get", ONB),
     ("get", f"{ONB}/{{onboardingId}}"),
     ("post", f"{ONB}/{{onboardingId}}/cancel"),
+    ("post", f"{ONB}/{{onboardingId}}/retry"),
+    ("get", f"{ONB}/{{onboardingId}}/items"),
 }
 HEALTH_ROUTES = {("get", "/healthz"), ("get", "/readyz"), ("get", "/metrics")}
 # SPEC §13.4.
@@ -539,7 +541,7 @@ def test_every_v2_operation_documents_429_rate_limited_with_retry_after(document
         # would queue markets past the org's queued markets (SPEC §13.6)
         queues = {"brandCreate", "marketCreate", "brandActivate", "onboardingCreate"}
         limits = {"queuedMarketsLimit"} if operation["operationId"] in queues else set()
-        if operation["operationId"] == "onboardingCreate":
+        if operation["operationId"] in ("onboardingCreate", "onboardingRetry"):
             limits.add("onboardingLimit")
         assert _error_codes(refused) == {"rateLimited"} | limits
         assert refused["headers"]["Retry-After"]["required"] is True
