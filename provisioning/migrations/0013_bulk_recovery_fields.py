@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('provisioning', '0010_onboarding_statuses'),
+        ('provisioning', '0012_quota_credential'),
     ]
 
     operations = [
