@@ -61,6 +61,10 @@ class OnboardingCreateSerializer(serializers.Serializer):
         "them. Absent or null: no threshold.",
     )
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["async"] = self.fields.pop("async_")
+
 
 class OnboardingCreateQuerySerializer(serializers.Serializer):
     maxFailedItems = serializers.IntegerField(  # noqa: N815
@@ -80,10 +84,6 @@ class OnboardingRetrySerializer(serializers.Serializer):
         allow_null=True,
         help_text="The redrive's failure threshold; absent: the original's; null: none.",
     )
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["async"] = self.fields.pop("async_")
 
 
 class OnboardingListQuerySerializer(PageQuerySerializer):
