@@ -571,3 +571,19 @@ LOGGING = {
         "celery.beat": {"filters": ["beat_ticks"]},
     },
 }
+
+# --- drift (revision 7) ---
+# Reconciliations (SPEC §13.1): their own app; the sweep in beat; the plan's batches.
+INSTALLED_APPS += ["provisioning.reconcile"]
+# Beat starts a plan-only reconciliation per Serenity org at most this often, spread over the
+# interval (each org at its own offset); it looks for due orgs every tick.
+SERENITY_DRIFT_SWEEP_INTERVAL_SECONDS = 6 * 3600.0
+SERENITY_DRIFT_SWEEP_TICK_SECONDS = 300.0
+# Brands a plan's task reads before it hands the rest to the next task (the worker is free
+# between batches, so an org's plan never holds it for long).
+SERENITY_DRIFT_PLAN_BATCH = 25
+CELERY_BEAT_SCHEDULE["reconcile-drift-sweep"] = {
+    "task": "reconcile.sweep",
+    "schedule": SERENITY_DRIFT_SWEEP_TICK_SECONDS,
+    "options": {"queue": CELERY_PERIODIC_QUEUE, "expires": SERENITY_DRIFT_SWEEP_TICK_SECONDS},
+}

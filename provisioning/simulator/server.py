@@ -81,6 +81,7 @@ Control routes (``/__sim/…``, no token, never logged):
   empty); ``scripted`` marks a fault's scripted answer. Tests validate them against the
   contract description.
 - ``GET /__sim/health`` — ``{"status": "ok"}``.
+- ``POST /__sim/projects/{id}``, ``POST /__sim/workspaces/{id}`` — drift (``simulator.drift``).
 
 Times: workspaces take ``settleSeconds``/``settleOutcome`` from the configuration at their
 creation and projects take ``publishSeconds`` at publish; statuses are computed from the monotonic
@@ -116,6 +117,7 @@ from urllib.parse import parse_qs, urlsplit
 import orjson
 
 from provisioning.semrush import contract
+from provisioning.simulator.drift import DriftControlError, drift_apply, drift_route
 
 UM_PREFIX = "/enterprise/users/api"
 PE_PREFIX = "/enterprise/projects/api"
@@ -352,8 +354,12 @@ class _Workspace:
     created_mono: float
     settle_seconds: float
     outcome: str
+    # Set by the drift control route (`simulator.drift`): the status from then on.
+    forced_status: str | None = None
 
     def status(self, now: float) -> str:
+        if self.forced_status is not None:
+            return self.forced_status
         if self.is_seed_parent:
             return "created"
         if self.outcome == "stuck" or now - self.created_mono < self.settle_seconds:
@@ -384,8 +390,12 @@ class _Project:
     updated_since_publish: bool = False
     publish_fails: bool = False
     prompts_count: int = 0
+    # Set by the drift control route (`simulator.drift`) until the next publish.
+    forced_publish_status: str | None = None
 
     def publish_status(self, now: float) -> str:
+        if self.forced_publish_status is not None:
+            return self.forced_publish_status
         if self.publish_started_mono is None:
             return "draft"
         if now - self.publish_started_mono < self.publish_seconds:
@@ -804,6 +814,10 @@ class SemrushSimulator:
 
     def _control(self, method: str, path: str, data: Any) -> _Response:
         name = path[len(CONTROL_PREFIX) :].rstrip("/")
+        if drift_route(name):
+            if method != "POST":
+                return _json(405, {"message": "method not allowed"})
+            return self._control_drift(name, data)
         allowed = {
             "reset": ("POST",),
             "parents": ("POST",),
@@ -843,6 +857,16 @@ class SemrushSimulator:
         if name == "exchanges":
             return _json(200, self.exchanges())
         return _json(200, {"status": "ok"})
+
+    def _control_drift(self, name: str, data: Any) -> _Response:
+        try:
+            with self._lock:
+                status, body = drift_apply(
+                    name=name, data=data, projects=self._projects, workspaces=self._workspaces
+                )
+        except DriftControlError as exc:
+            raise SimulatorConfigError(str(exc)) from None
+        return _json(status, body)
 
     def _control_parent(self, data: Any) -> _Response:
         if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not data["id"]:
@@ -1292,6 +1316,7 @@ class SemrushSimulator:
     def _op_publish_project(self, request: _Request) -> _Response:
         self._ready_workspace(request.params["ws"])
         project = self._project(request.params["ws"], request.params["pid"])
+        project.forced_publish_status = None
         project.publish_started_mono = time.monotonic()
         project.publish_started_wall = datetime.now(UTC)
         project.publish_seconds = float(self._config["publishSeconds"])
@@ -1313,7 +1338,8 @@ class SemrushSimulator:
     def _op_create_tagged_prompts(self, request: _Request) -> _Response:
         """Add each prompt (its text is `name`) with its tag names; Semrush dedupes by name
         within the project: a name it holds already (or met earlier in the same request)
-        answers that prompt's id with `is_new: false` and adds nothing."""
+        answers that prompt's id with `is_new: false` and adds no prompt, but it still attaches
+        the tags it is given to the prompt it holds (tags stack on a re-push: SPEC §13.1)."""
         self._ready_workspace(request.params["ws"])
         project = self._project(request.params["ws"], request.params["pid"])
         data = self._body(request, text_errors=False)
@@ -1322,6 +1348,8 @@ class SemrushSimulator:
         for prompt in data["prompts"]:
             name = prompt["name"]
             if name in held:
+                stacked = next(p for p in self._prompts if p["id"] == held[name])
+                stacked["tags"] += [t for t in prompt.get("tags") or [] if t not in stacked["tags"]]
                 items.append({"id": held[name], "name": name, "is_new": False})
                 continue
             held[name] = str(uuid.uuid4())
