@@ -1,10 +1,20 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from api import brands, health, jobs, onboardings, prompts, serenity_routes, webhooks
+from api import (
+    brands,
+    health,
+    jobs,
+    onboardings,
+    prompts,
+    reconciliations,
+    serenity_routes,
+    webhooks,
+)
 
 B = "v2/orgs/<str:org_id>/brands/<str:brand_id>"
 ONB = "v2/orgs/<str:org_id>/serenity/onboardings"
+REC = "v2/orgs/<str:org_id>/serenity/reconciliations"
 W = "v2/orgs/<str:org_id>/serenity/webhooks"
 J = "v2/orgs/<str:org_id>/serenity/jobs"
 
@@ -39,6 +49,8 @@ urlpatterns = [
     path(f"{ONB}", onboardings.OnboardingCollectionView.as_view()),
     path(f"{ONB}/<str:onboarding_id>", onboardings.OnboardingDetailView.as_view()),
     path(f"{ONB}/<str:onboarding_id>/cancel", onboardings.OnboardingCancelView.as_view()),
+    path(f"{REC}", reconciliations.ReconciliationCollectionView.as_view()),
+    path(f"{REC}/<str:reconciliation_id>", reconciliations.ReconciliationDetailView.as_view()),
     path(f"{W}", webhooks.WebhookCollectionView.as_view()),
     path(f"{W}/<str:webhook_id>", webhooks.WebhookDetailView.as_view()),
     path(f"{W}/<str:webhook_id>/rotate-secret", webhooks.WebhookRotateSecretView.as_view()),

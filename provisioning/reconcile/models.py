@@ -72,6 +72,8 @@ class Reconciliation(models.Model):
     # has read (the last brand id of the last batch: a re-delivered batch starts after it).
     brand_ids = models.JSONField(null=True, blank=True)
     after_brand_id = models.UUIDField(null=True, blank=True)
+    # The plan has read every brand (it ends once no repair it began is running).
+    plan_done = models.BooleanField(default=False)
     # The parent's family as the plan listed it once ({workspace id: status}).
     family = models.JSONField(null=True, blank=True)
     checked = models.PositiveIntegerField(default=0)
