@@ -98,6 +98,11 @@ class ErrorDetailsSerializer(serializers.Serializer):
         allow_null=True,
         help_text="`semrush_provisioning_in_progress`: the brand's job in progress, to poll.",
     )
+    reconciliationId = PresentOnlyUUIDField(  # noqa: N815
+        required=False,
+        allow_null=True,
+        help_text="`reconciliationInProgress`: the organization's reconciliation in progress.",
+    )
 
 
 class ErrorEnvelopeSerializer(serializers.Serializer):
