@@ -4,17 +4,24 @@ within §13.7's calls, never making a duplicate. A real worker, the simulator ov
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
+from unittest import mock
 
+import pytest
 import requests
 
-from provisioning.reconcile.models import Drift, Reconciliation
+from provisioning.exceptions import ProvisioningInProgressError
+from provisioning.models import ProvisioningAttempt
+from provisioning.reconcile.models import Drift, Reconciliation, ReconciliationItem
+from provisioning.reconcile.repair import repair_begin
 from provisioning.simulator import language_id
 from provisioning.simulator.server import PE_PREFIX, UM_PREFIX
 from serenity.models import Brand, Market, Prompt
 from tests.chains.helpers import brands_path, serenity_path
 from tests.conftest import Caller, poll_job
+from webhooks.models import Webhook, WebhookDelivery
 
 
 def provision(caller: Caller, names: list[str]) -> dict[str, dict[str, Any]]:
@@ -310,3 +317,112 @@ def test_a_second_reconciliation_is_refused_while_one_runs(sw_writer, serenity_o
         "details": {"reconciliationId": str(running.pk)},
     }
     assert Reconciliation.objects.count() == 1
+
+
+def test_a_repair_is_refused_with_the_guards_409_while_an_attempt_is_in_flight(
+    sw_writer, sim, worker
+):
+    # given a brand whose project is gone, found by a plan
+    made = provision(sw_writer, ["Alpha"])
+    a = made["Alpha"]
+    projects = f"{PE_PREFIX}/v1/workspaces/{a['workspace']}/projects"
+    assert upstream(sim, "DELETE", f"{projects}/{a['project']}").ok
+    document = reconcile(sw_writer)
+    items = list(ReconciliationItem.objects.filter(reconciliation_id=document["id"]))
+    brand = Brand.objects.select_related("organization").get(pk=a["brand"])
+    # and an attempt in flight on it
+    ProvisioningAttempt.objects.create(brand=brand, started_by="activate")
+    before = len(sim.requests_log())
+
+    # when its repair begins
+    with pytest.raises(ProvisioningInProgressError) as refused:
+        repair_begin(brand=brand, items=items, reconciliation_id=document["id"])
+
+    # then the guard's 409, and nothing was written or called
+    assert (refused.value.http_status, refused.value.code) == (
+        409,
+        "semrush_provisioning_in_progress",
+    )
+    assert not ReconciliationItem.objects.filter(job_id__isnull=False).exists()
+    market = Market.objects.get(pk=a["market"].pk)
+    assert (market.semrush_project_id, market.status, market.reserved_by) == (
+        a["project"],
+        "live",
+        None,
+    )
+    assert len(sim.requests_log()) == before
+
+
+def test_a_brand_being_repaired_answers_409_to_other_work(sw_writer, sim, worker):
+    # given a brand whose project is gone, and its repair begun (its chain not yet run)
+    made = provision(sw_writer, ["Alpha"])
+    a = made["Alpha"]
+    projects = f"{PE_PREFIX}/v1/workspaces/{a['workspace']}/projects"
+    assert upstream(sim, "DELETE", f"{projects}/{a['project']}").ok
+    document = reconcile(sw_writer)
+    items = list(ReconciliationItem.objects.filter(reconciliation_id=document["id"]))
+    brand = Brand.objects.select_related("organization").get(pk=a["brand"])
+    with mock.patch("jobs.services.publish_job"):
+        root_id = repair_begin(brand=brand, items=items, reconciliation_id=document["id"])
+
+    # when a market is added to the brand meanwhile
+    response = sw_writer.post(
+        f"{serenity_path(sw_writer, a['brand'])}/markets",
+        {"market": "DE", "languageCode": "de", "async": True},
+    )
+
+    # then 409, as for any provisioning in flight, naming the repair's job
+    assert response.status_code == 409
+    assert response.json()["error"] == "semrush_provisioning_in_progress"
+    assert response.json()["details"] == {"jobId": str(root_id)}
+    job = sw_writer.get(f"{serenity_path(sw_writer, a['brand'])}/jobs/{root_id}").json()
+    assert (job["jobType"], [s["step"] for s in job["steps"]]) == ("repairBrand", ["repairMarkets"])
+
+
+def test_drift_events_are_sent_per_brand_with_their_kinds(sw_writer, sim, worker):
+    # given an endpoint subscribed to drift events, and a brand whose project is unpublished
+    webhook = Webhook(
+        organization=sw_writer.org,
+        url="http://127.0.0.1:9/hook",
+        events=["drift.detected", "drift.repaired"],
+    )
+    webhook.set_secret("whsec_dGVzdC1zZWNyZXQtb2YtdGhpcnR5LXR3by1ieXRlcyE=")
+    webhook.save()
+    made = provision(sw_writer, ["Bravo"])
+    control(sim, f"projects/{made['Bravo']['project']}", {"publishStatus": "draft"})
+
+    # when a plan, then a repair, run
+    planned = reconcile(sw_writer)
+    repaired = reconcile(sw_writer, repair=True)
+
+    # then one drift.detected (the second look found nothing new) and one drift.repaired
+    sent = [
+        (d.event_type, json.loads(d.body)["data"])
+        for d in WebhookDelivery.objects.filter(webhook=webhook).order_by("created_at")
+    ]
+    brand_id = made["Bravo"]["brand"]
+    assert sent == [
+        (
+            "drift.detected",
+            {"brandId": brand_id, "kinds": ["projectNotLive"], "reconciliationId": planned["id"]},
+        ),
+        (
+            "drift.repaired",
+            {"brandId": brand_id, "kinds": ["projectNotLive"], "reconciliationId": repaired["id"]},
+        ),
+    ]
+
+
+def test_another_orgs_reconciliation_is_not_found(sw_writer, writer, serenity_org):
+    # given a reconciliation of the Serenity org
+    theirs = Reconciliation.objects.create(organization=serenity_org)
+
+    # when a member of another org reads it through their own org
+    response = writer.get(f"/v2/orgs/{writer.org.id}/serenity/reconciliations/{theirs.pk}")
+
+    # then 404, as for an unknown id
+    assert response.status_code == 404
+    assert response.json() == {
+        "error": "reconciliationNotFound",
+        "message": "Reconciliation not found.",
+    }
