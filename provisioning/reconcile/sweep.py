@@ -28,8 +28,8 @@ STALLED_TICKS = 3
 
 
 def org_offset_seconds(organization_id: uuid.UUID, interval: float) -> float:
-    """The org's place in the interval: stable, spread evenly by its id."""
-    return (organization_id.int % 1_000_003) / 1_000_003 * interval
+    """The org's place in the interval (whole seconds): stable, spread evenly by its id."""
+    return float(int((organization_id.int % 1_000_003) / 1_000_003 * interval))
 
 
 def sweep_due(*, organization_id: uuid.UUID, last_swept: datetime | None, now: datetime) -> bool:

@@ -426,3 +426,53 @@ def test_another_orgs_reconciliation_is_not_found(sw_writer, writer, serenity_or
         "error": "reconciliationNotFound",
         "message": "Reconciliation not found.",
     }
+
+
+def test_a_repair_adopting_a_project_that_holds_prompts_does_not_stack_their_tags(
+    sw_writer, sim, worker
+):
+    # given a market with two stored prompts whose project is gone, and in its workspace a
+    # draft on its slice that someone made, already holding one of the prompts with a tag of
+    # its own
+    made = provision(sw_writer, ["Alpha"])
+    a = made["Alpha"]
+    market = a["market"]
+    for text, tags in (("acme login", ["brand"]), ("best shoes", ["generic", "shoes"])):
+        Prompt.objects.create(
+            market=market,
+            text=text,
+            text_key=text,
+            geo_target_id=market.geo_target_id,
+            language_code=market.language_code,
+            tags=tags,
+        )
+    projects = f"{PE_PREFIX}/v1/workspaces/{a['workspace']}/projects"
+    assert upstream(sim, "DELETE", f"{projects}/{a['project']}").ok
+    draft = upstream(
+        sim,
+        "POST",
+        projects,
+        json={
+            "name": "US-en",
+            "type": "ai",
+            "location_id": 2840,
+            "language_id": language_id("English"),
+            "country_code": "us",
+        },
+    ).json()["id"]
+    tagged = f"{PE_PREFIX}/v3/workspaces/{a['workspace']}/projects/{draft}/aio/prompts/tagged"
+    held = upstream(sim, "POST", tagged, json={"prompts": [{"name": "acme login", "tags": ["ui"]}]})
+    assert held.status_code == 201
+
+    # when a reconciliation repairs
+    document = reconcile(sw_writer, repair=True)
+
+    # then the draft is adopted (no second project on the slice) and the prompts are back:
+    # the one Semrush held keeps its own tag (not stacked with the record's), the other has
+    # the record's
+    assert document["status"] == "COMPLETED", document
+    market.refresh_from_db()
+    assert market.semrush_project_id == draft
+    assert [p["id"] for p in sim.state()["projects"]] == [draft]
+    prompts = sorted((p["text"], p["tags"]) for p in sim.state()["prompts"])
+    assert prompts == [("acme login", ["ui"]), ("best shoes", ["generic", "shoes"])]
