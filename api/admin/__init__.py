@@ -1,3 +1,10 @@
 """The admin of every app, registered when Django's autodiscovery imports `api.admin`."""
 
-from api.admin import jobs, onboardings, provisioning, serenity, webhooks  # noqa: F401
+from api.admin import (  # noqa: F401
+    jobs,
+    onboardings,
+    provisioning,
+    reconciliations,
+    serenity,
+    webhooks,
+)
