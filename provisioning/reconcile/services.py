@@ -52,26 +52,8 @@ def reconciliation_begin(
     `InvalidRequestError` (a brand id that is not one of the org's), and
     `ReconciliationInProgressError` while another of the org's is in progress (the database
     refuses the second: a partial unique constraint)."""
-    if (
-        not organization.is_serenity_org
-        or organization.workspace_mode != WorkspaceMode.SUBWORKSPACE
-    ):
-        raise SerenityNotEnabledError(
-            "Reconciliations need a Serenity organization with a parent workspace in "
-            "sub-workspace mode."
-        )
-    ids = sorted({str(b) for b in brand_ids}) if brand_ids is not None else None
-    if ids:
-        known = set(
-            Brand.objects.filter(organization=organization, pk__in=ids)
-            .exclude(status=BrandStatus.DELETED)
-            .values_list("pk", flat=True)
-        )
-        unknown = [i for i in ids if uuid.UUID(i) not in known]
-        if unknown:
-            raise InvalidRequestError(
-                f"brandIds: {unknown[0]} is not a brand of this organization.", field="brandIds"
-            )
+    _serenity_check(organization)
+    ids = _brand_ids_check(organization, brand_ids)
     try:
         with transaction.atomic():
             reconciliation = Reconciliation.objects.create(
@@ -92,6 +74,36 @@ def reconciliation_begin(
             reconciliation_id=running.pk if running is not None else uuid.UUID(int=0)
         ) from None
     return reconciliation
+
+
+def _serenity_check(organization: Organization) -> None:
+    if (
+        not organization.is_serenity_org
+        or organization.workspace_mode != WorkspaceMode.SUBWORKSPACE
+    ):
+        raise SerenityNotEnabledError(
+            "Reconciliations need a Serenity organization with a parent workspace in "
+            "sub-workspace mode."
+        )
+
+
+def _brand_ids_check(
+    organization: Organization, brand_ids: Sequence[uuid.UUID] | None
+) -> list[str] | None:
+    """The brand ids as stored (sorted, distinct); 400 naming one that is not the org's."""
+    ids = sorted({str(b) for b in brand_ids}) if brand_ids is not None else None
+    if ids:
+        known = set(
+            Brand.objects.filter(organization=organization, pk__in=ids)
+            .exclude(status=BrandStatus.DELETED)
+            .values_list("pk", flat=True)
+        )
+        unknown = [i for i in ids if uuid.UUID(i) not in known]
+        if unknown:
+            raise InvalidRequestError(
+                f"brandIds: {unknown[0]} is not a brand of this organization.", field="brandIds"
+            )
+    return ids
 
 
 def plan_send(reconciliation_id: uuid.UUID, *, countdown: float = 0.0) -> None:

@@ -57,6 +57,9 @@ ONBOARDING_ROUTES = {
     ("get", f"{ONB}/{{onboardingId}}"),
     ("post", f"{ONB}/{{onboardingId}}/cancel"),
 }
+# SPEC §13.1.
+REC = "/v2/orgs/{orgId}/serenity/reconciliations"
+RECONCILIATION_ROUTES = {("post", REC), ("get", REC), ("get", f"{REC}/{{reconciliationId}}")}
 HEALTH_ROUTES = {("get", "/healthz"), ("get", "/readyz"), ("get", "/metrics")}
 ASYNC_ROUTES = {
     ("post", "/v2/orgs/{orgId}/brands"),
@@ -106,7 +109,12 @@ def test_schema_needs_no_token_and_validates_as_openapi_3() -> None:
 def test_schema_documents_exactly_the_routes_of_spec_4(document: dict[str, Any]) -> None:
     assert (
         set(operations(document))
-        == SPEC_ROUTES | WEBHOOK_ROUTES | ONBOARDING_ROUTES | ORG_JOB_ROUTES | HEALTH_ROUTES
+        == SPEC_ROUTES
+        | WEBHOOK_ROUTES
+        | ONBOARDING_ROUTES
+        | ORG_JOB_ROUTES
+        | HEALTH_ROUTES
+        | RECONCILIATION_ROUTES
     )
 
 
@@ -629,6 +637,8 @@ def test_the_codes_that_grow_are_open_strings_listing_their_known_values(documen
         "job.cancelled",
         "onboarding.completed",
         "onboarding.cancelled",
+        "drift.detected",
+        "drift.repaired",
     }
     assert _open_codes(document, "Webhook", "events") == subscribable
     # A request names only the values the service accepts today: closed there.

@@ -21,6 +21,8 @@ ALL_EVENTS = [
     "job.cancelled",
     "onboarding.completed",
     "onboarding.cancelled",
+    "drift.detected",
+    "drift.repaired",
 ]
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 
