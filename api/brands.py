@@ -174,7 +174,13 @@ class BrandSerializer(serializers.Serializer):
         return None if error is None else ProvisioningErrorSerializer(error).data
 
 
-class BrandCreatedSerializer(BrandSerializer):
+class _NewBrandDrift:
+    @extend_schema_field(DriftSerializer(allow_null=True))
+    def get_drift(self, brand: Brand) -> None:
+        return None  # a brand just created has none (no query)
+
+
+class BrandCreatedSerializer(_NewBrandDrift, BrandSerializer):
     """201 of a brand create; `context["market"]`: the market created with it, if any."""
 
     market = ContextMarketSerializer(
@@ -182,7 +188,7 @@ class BrandCreatedSerializer(BrandSerializer):
     )
 
 
-class BrandAcceptedSerializer(BrandSerializer):
+class BrandAcceptedSerializer(_NewBrandDrift, BrandSerializer):
     """202 of an async brand create: the brand as inserted, and `context["job"]`, the job to
     poll."""
 
