@@ -145,6 +145,11 @@ class ReconciliationItemSerializer(serializers.Serializer):
     )
     status = serializers.ChoiceField(choices=ItemStatus.choices)
     error = ReconciliationErrorSerializer(allow_null=True)
+    jobId = serializers.UUIDField(  # noqa: N815
+        source="job_id",
+        allow_null=True,
+        help_text="The `repairBrand` job mending it (poll `S/jobs/{jobId}`); null in a plan.",
+    )
 
     @extend_schema_field(ItemMarketSerializer(allow_null=True))
     def get_market(self, item: ReconciliationItem) -> dict[str, Any] | None:
@@ -192,6 +197,7 @@ ITEM_EXAMPLE = {
     "plannedCalls": 4,
     "status": "planned",
     "error": None,
+    "jobId": None,
 }
 
 

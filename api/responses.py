@@ -264,6 +264,20 @@ class ActivateAnswerSerializer(serializers.Serializer):
     )
 
 
+class RepairedMarketSerializer(serializers.Serializer):
+    marketId = serializers.UUIDField()  # noqa: N815
+    kind = OpenCodeField(known=DriftKind.values, help_text="The drift it mended.")
+    repaired = serializers.BooleanField()
+    error = PublishErrorSerializer(allow_null=True)
+
+
+class RepairAnswerSerializer(serializers.Serializer):
+    """A `repairBrand` job's answer (SPEC §13.1): each market it repaired, or why not."""
+
+    brandId = serializers.UUIDField()  # noqa: N815
+    markets = RepairedMarketSerializer(many=True)
+
+
 class ActivationIncompleteSerializer(serializers.Serializer):
     """502 on activate: the error envelope; for `serenityActivationIncomplete` (the workspace
     exists but the status write failed) with the brand's fields around it."""

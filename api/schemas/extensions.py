@@ -18,6 +18,7 @@ from api.responses import (
     ErrorEnvelopeSerializer,
     MarketCreatedSerializer,
     PromptsAnswerSerializer,
+    RepairAnswerSerializer,
     WorkspaceReadySerializer,
 )
 
@@ -106,6 +107,7 @@ class OutcomeBodyExtension(AnswerBodyExtension):
         PromptsAnswerSerializer,
         WorkspaceReadySerializer,
         ActivationIncompleteSerializer,
+        RepairAnswerSerializer,
         ErrorEnvelopeSerializer,
     ]
 

@@ -667,6 +667,7 @@ def test_a_job_result_body_is_one_of_the_answers_it_stands_for(document):
         "ActivationIncomplete",
         "PromptsAnswer",
         "WorkspaceReady",
+        "RepairAnswer",
         "ErrorEnvelope",
     }
 

@@ -149,6 +149,7 @@ def test_a_plan_finds_every_kind_with_reads_only_and_shows_it(sw_writer, sim, wo
         "plannedCalls": 4,
         "status": "planned",
         "error": None,
+        "jobId": None,
     }
     assert by_kind[(made["Bravo"]["brand"], "projectNotLive")]["plannedCalls"] == 1
     assert by_kind[(made["Charlie"]["brand"], "trackedUrlChanged")]["plannedCalls"] == 2
@@ -257,6 +258,20 @@ def test_a_repair_mends_project_drift_within_its_calls_and_leaves_the_stray(sw_w
     ]
     # (13 in the simulator: the catalogue was cached by the creates)
     assert len(writes_and_reads) <= 5 + (4 + 1) + 1 + 2 + 1
+    # each repair is a job the org can poll, answering per market
+    gone = next(i for i in document["items"] if i["kind"] == "projectGone")
+    job = sw_writer.get(f"/v2/orgs/{sw_writer.org.id}/serenity/jobs/{gone['jobId']}").json()
+    assert (job["jobType"], job["status"], [s["step"] for s in job["steps"]]) == (
+        "repairBrand",
+        "COMPLETED",
+        ["repairMarkets"],
+    )
+    assert job["result"]["body"] == {
+        "brandId": a["brand"],
+        "markets": [
+            {"marketId": str(alpha.pk), "kind": "projectGone", "repaired": True, "error": None}
+        ],
+    }
     # the drift is gone from the reads
     assert not Drift.objects.filter(brand_id__in=[a["brand"], b["brand"], c["brand"]]).exists()
     listed = sw_writer.get(f"{brands_path(sw_writer)}?drift=true").json()
