@@ -84,3 +84,16 @@ def test_the_org_page_sets_drift_repair(admin_client, serenity_org):
     page = admin_client.get(f"/admin/serenity/organization/{serenity_org.pk}/change/")
     assert 'name="drift_repair"' in page.content.decode()
     assert Organization.objects.get(pk=serenity_org.pk).drift_repair == "off"
+
+
+def test_metrics_count_drifted_brands_per_kind_without_an_org_label(
+    drifted, serenity_org, anonymous, settings
+):
+    settings.SERENITY_METRICS_PER_ORG = False
+    text = anonymous.get("/metrics").content.decode()
+    assert 'serenity_drifted_brands{kind="workspaceGone"} 1.0' in text
+    assert 'serenity_drifted_brands{kind="projectNotLive"} 1.0' in text
+    assert str(serenity_org.pk) not in text
+    settings.SERENITY_METRICS_PER_ORG = True
+    text = anonymous.get("/metrics").content.decode()
+    assert f'serenity_drifted_brands{{kind="workspaceGone",org="{serenity_org.pk}"}} 1.0' in text
