@@ -17,7 +17,7 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from kernel import context
@@ -236,7 +236,13 @@ def repair_ended(
 
 
 def reconciliation_planned(*, reconciliation: Reconciliation) -> None:
-    """The plan has read every brand: the reconciliation ends unless repairs are running."""
+    """The plan has read every brand: the reconciliation ends unless repairs are running. A
+    whole-org plan also drops the drift of what it no longer compares (a brand no longer
+    active, a market deleted): nothing would ever clear it."""
+    if reconciliation.brand_ids is None:
+        Drift.objects.filter(brand__organization_id=reconciliation.organization_id).filter(
+            ~Q(brand__status=BrandStatus.ACTIVE) | Q(market__deleted_at__isnull=False)
+        ).delete()
     reconciliation_complete_if_ended(reconciliation_id=reconciliation.pk, planned=True)
 
 

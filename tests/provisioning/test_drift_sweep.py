@@ -64,3 +64,31 @@ def test_the_sweep_starts_a_due_orgs_reconciliation_at_most_once_an_interval(set
         (plain.id, False, True),
         (auto.id, True, True),
     }
+
+
+@pytest.mark.django_db
+def test_a_whole_org_plan_drops_the_drift_of_what_it_no_longer_compares():
+    # given drift on a deactivated brand, on a deleted market and on an active brand
+    from django.utils import timezone
+
+    from provisioning.reconcile.models import Drift
+    from provisioning.reconcile.services import reconciliation_planned
+    from tests.factories import BrandFactory, MarketFactory
+
+    org = OrganizationFactory(workspace_mode="subworkspace")
+    gone = BrandFactory(organization=org, status="pending")
+    kept = BrandFactory(organization=org)
+    deleted = MarketFactory(brand=kept, deleted_at=timezone.now())
+    now = timezone.now()
+    Drift.objects.create(brand=gone, kind="workspaceGone", detected_at=now)
+    Drift.objects.create(brand=kept, market=deleted, kind="projectGone", detected_at=now)
+    Drift.objects.create(brand=kept, kind="workspaceFailed", detected_at=now)
+    reconciliation = Reconciliation.objects.create(organization=org, plan_done=False)
+
+    # when its plan has read every brand
+    reconciliation_planned(reconciliation=reconciliation)
+
+    # then only the active brand's own drift is left, and the reconciliation has ended
+    assert list(Drift.objects.values_list("brand_id", "kind")) == [(kept.pk, "workspaceFailed")]
+    reconciliation.refresh_from_db()
+    assert reconciliation.status == "COMPLETED"
