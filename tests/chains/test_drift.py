@@ -491,3 +491,23 @@ def test_a_repair_adopting_a_project_that_holds_prompts_does_not_stack_their_tag
     assert [p["id"] for p in sim.state()["projects"]] == [draft]
     prompts = sorted((p["text"], p["tags"]) for p in sim.state()["prompts"])
     assert prompts == [("acme login", ["ui"]), ("best shoes", ["generic", "shoes"])]
+
+
+def test_a_reconciliation_that_cannot_read_the_family_fails_without_writing(
+    sw_writer, sim, worker
+):
+    # given a brand, and Semrush refusing the org's family listing
+    provision(sw_writer, ["Alpha"])
+    sim.add_fault({"method": "GET", "pathRegex": "/family$", "status": 401, "times": 5})
+    before = len(sim.requests_log())
+
+    # when a plan runs
+    document = reconcile(sw_writer)
+
+    # then it failed with a generic error, read nothing else and found nothing
+    assert document["status"] == "FAILED"
+    assert document["error"]["code"] == "upstreamUnauthorized"
+    assert document["counts"] == {"checked": 0, "drifted": 0, "repaired": 0, "failed": 0}
+    assert document["finishedAt"] is not None
+    assert [r["path"].rsplit("/", 1)[-1] for r in sim.requests_log()[before:]] == ["family"]
+    assert not Drift.objects.exists()
