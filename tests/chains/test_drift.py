@@ -493,9 +493,7 @@ def test_a_repair_adopting_a_project_that_holds_prompts_does_not_stack_their_tag
     assert prompts == [("acme login", ["ui"]), ("best shoes", ["generic", "shoes"])]
 
 
-def test_a_reconciliation_that_cannot_read_the_family_fails_without_writing(
-    sw_writer, sim, worker
-):
+def test_a_reconciliation_that_cannot_read_the_family_fails_without_writing(sw_writer, sim, worker):
     # given a brand, and Semrush refusing the org's family listing
     provision(sw_writer, ["Alpha"])
     sim.add_fault({"method": "GET", "pathRegex": "/family$", "status": 401, "times": 5})
