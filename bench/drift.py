@@ -229,6 +229,10 @@ def _repair(stack: BenchStack, org_a: Tenant, token_a: str, repairs: int) -> dic
     # Engine's prefix (`/enterprise/projects/api`) is in every path.
     confirm_reads = sum(1 for r in calls if r["method"] == "GET" and PROJECT_READ.search(r["path"]))
     repair_calls = len(calls) - plan_listings - confirm_reads
+    by_call = Counter(
+        f"{r['method']} {re.sub(r'[0-9a-f-]{36}|parent-[0-9a-f-]+', '{id}', r['path'])}"
+        for r in calls
+    )
     state = stack.sim_state()
     per_workspace = Counter(p["workspaceId"] for p in state["projects"])
     duplicates = sum(n - 1 for n in per_workspace.values() if n > 1)
@@ -240,6 +244,7 @@ def _repair(stack: BenchStack, org_a: Tenant, token_a: str, repairs: int) -> dic
         "calls_bound": 4 * len(rows),
         "confirm_reads": confirm_reads,
         "duplicate_projects": duplicates,
+        "calls_by_route": dict(sorted(by_call.items())),
         "wall_seconds": round(wall, 1),
     }
 
