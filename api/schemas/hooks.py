@@ -38,14 +38,10 @@ PATH_PARAMETERS: dict[str, tuple[str, dict[str, Any], str]] = {
             ("job", "job"),
             ("webhook", "webhook"),
             ("delivery", "delivery"),
+            ("reconciliation", "reconciliation"),
         )
     },
     "onboarding_id": ("onboardingId", UUID, "The onboarding's id (the `onboardingId` of its 202)."),
-    "reconciliation_id": (
-        "reconciliationId",
-        UUID,
-        "The reconciliation's id (the `id` of its 202).",
-    ),
     "geo_target_id": (
         "geoTargetId",
         {"type": "string", "pattern": GEO_TARGET_ID_PATTERN},
