@@ -24,6 +24,7 @@ EXTRA_PATH_IDS = {
     "webhook_id": "webhookId",
     "delivery_id": "deliveryId",
     "onboarding_id": "onboardingId",
+    "reconciliation_id": "reconciliationId",
 }
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 

@@ -30,6 +30,7 @@ from api.responses import (
     ContextChoiceField,
     ContextMarketSerializer,
     ContextUUIDField,
+    DriftSerializer,
     ProvisioningErrorSerializer,
 )
 from api.routes import SETTLE, UPSTREAM, accepted, answer, route
@@ -46,6 +47,7 @@ from provisioning.exceptions import (
 )
 from provisioning.flows.brand_create import BrandInput, brand_create
 from provisioning.flows.common import MarketPlan
+from provisioning.reconcile.selectors import drift_of
 from provisioning.selectors import brand_provisioning_state
 from serenity import services
 from serenity.exceptions import (
@@ -112,6 +114,12 @@ class BrandListQuerySerializer(PageQuerySerializer):
     status = status_query(
         BrandStatus.choices, "Only brands in this status (default: every status but `deleted`)"
     )
+    drift = serializers.BooleanField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="`true`: only brands with drift, the brand's own or one of its markets'.",
+    )
 
 
 # --- Answers ------------------------------------------------------------------------------------
@@ -142,8 +150,18 @@ class BrandSerializer(serializers.Serializer):
     semrushProvisioningError = serializers.SerializerMethodField(  # noqa: N815
         help_text="Set only when semrushProvisioningStatus is `failed`."
     )
+    drift = serializers.SerializerMethodField(
+        help_text="The brand's workspace drifted from the record (a reconciliation found it "
+        "gone or failed upstream): null when it did not, or once it was repaired. A market's "
+        "drift is on the market."
+    )
     createdAt = serializers.DateTimeField(source="created_at")  # noqa: N815
     updatedAt = serializers.DateTimeField(source="updated_at")  # noqa: N815
+
+    @extend_schema_field(DriftSerializer(allow_null=True))
+    def get_drift(self, brand: Brand) -> dict[str, Any] | None:
+        drift = drift_of(brand.drifts, market_level=False)
+        return None if drift is None else DriftSerializer(drift).data
 
     @extend_schema_field(
         serializers.ChoiceField(choices=["pending", "failed", "ready"], allow_null=True)
@@ -157,7 +175,13 @@ class BrandSerializer(serializers.Serializer):
         return None if error is None else ProvisioningErrorSerializer(error).data
 
 
-class BrandCreatedSerializer(BrandSerializer):
+class _NewBrandDrift:
+    @extend_schema_field(DriftSerializer(allow_null=True))
+    def get_drift(self, brand: Brand) -> None:
+        return None  # a brand just created has none (no query)
+
+
+class BrandCreatedSerializer(_NewBrandDrift, BrandSerializer):
     """201 of a brand create; `context["market"]`: the market created with it, if any."""
 
     market = ContextMarketSerializer(
@@ -165,7 +189,7 @@ class BrandCreatedSerializer(BrandSerializer):
     )
 
 
-class BrandAcceptedSerializer(BrandSerializer):
+class BrandAcceptedSerializer(_NewBrandDrift, BrandSerializer):
     """202 of an async brand create: the brand as inserted, and `context["job"]`, the job to
     poll."""
 
@@ -226,6 +250,7 @@ class BrandCollectionView(OrgScopedView):
         page = selectors.brand_list(
             organization=self.scope.organization,
             status=query.get("status"),
+            drift=query.get("drift"),
             cursor=query["cursor"],
             limit=query["limit"],
         )

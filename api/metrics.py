@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from django.conf import settings
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
@@ -12,6 +13,7 @@ from prometheus_client.registry import Collector
 from jobs.models import AsyncJob, JobStatus
 from provisioning import credentials
 from provisioning.models import ProvisioningAttempt
+from provisioning.reconcile.selectors import drifted_brands_per_kind
 
 
 class DatabaseCollector(Collector):
@@ -51,6 +53,24 @@ class DatabaseCollector(Collector):
         ).annotate(n=Count("id")):
             attempts.add_metric([status, reason or ""], n)
         yield attempts
+        yield _drifted_brands()
+
+
+def _drifted_brands() -> GaugeMetricFamily:
+    """Brands with drift per kind (SPEC §13.1); per org too with SERENITY_METRICS_PER_ORG."""
+    per_org = bool(getattr(settings, "SERENITY_METRICS_PER_ORG", False))
+    drifted = GaugeMetricFamily(
+        "serenity_drifted_brands",
+        "Brands whose record Semrush no longer matches, by drift kind",
+        labels=["org", "kind"] if per_org else ["kind"],
+    )
+    totals: dict[tuple[str, ...], int] = {}
+    for (org_id, kind), n in drifted_brands_per_kind().items():
+        key: tuple[str, ...] = (org_id, kind) if per_org else (kind,)
+        totals[key] = totals.get(key, 0) + n
+    for key, n in sorted(totals.items()):
+        drifted.add_metric(list(key), n)
+    return drifted
 
 
 class CredentialRateCollector(Collector):

@@ -24,6 +24,9 @@ from kernel import errors as kernel_errors
 from kernel.errors import DomainError
 from provisioning import exceptions as provisioning_errors
 from provisioning.models import AttemptReason
+from provisioning.reconcile import exceptions as reconcile_errors
+from provisioning.reconcile.models import DriftKind
+from provisioning.reconcile.selectors import drift_of
 from provisioning.serializers import OpenCodeField, job_type_field
 from serenity import exceptions as serenity_errors
 from serenity.models import BrandStatus, Market, MarketStatus
@@ -56,6 +59,7 @@ ERROR_CODES = sorted(
                 kernel_errors,
                 serenity_errors,
                 provisioning_errors,
+                reconcile_errors,
                 job_errors,
                 webhook_errors,
             )
@@ -98,6 +102,11 @@ class ErrorDetailsSerializer(serializers.Serializer):
     onboardingId = PresentOnlyUUIDField(  # noqa: N815
         required=False,
         help_text="`onboardingInProgress`: the onboarding (or redrive) still running.",
+    )
+    reconciliationId = PresentOnlyUUIDField(  # noqa: N815
+        required=False,
+        allow_null=True,
+        help_text="`reconciliationInProgress`: the organization's reconciliation in progress.",
     )
 
 
@@ -157,6 +166,13 @@ class CountryField(serializers.CharField):
         return country_for_geo_target_id(value)
 
 
+class DriftSerializer(serializers.Serializer):
+    """What Semrush changed behind the service's back (SPEC §13.1), as last detected."""
+
+    kind = OpenCodeField(known=DriftKind.values, schema_name="DriftKind", help_text="What drifted.")
+    detectedAt = serializers.DateTimeField()  # noqa: N815
+
+
 class MarketSerializer(serializers.Serializer):
     brandId = serializers.UUIDField(source="brand_id")  # noqa: N815
     market = CountryField(
@@ -179,8 +195,17 @@ class MarketSerializer(serializers.Serializer):
             "otherwise. A later create of the slice publishes it again."
         )
     )
+    drift = serializers.SerializerMethodField(
+        help_text="The market's project drifted from the record (a reconciliation found it): "
+        "null when it did not, or once it was repaired."
+    )
     createdAt = serializers.DateTimeField(source="created_at")  # noqa: N815
     updatedAt = serializers.DateTimeField(source="updated_at")  # noqa: N815
+
+    @extend_schema_field(DriftSerializer(allow_null=True))
+    def get_drift(self, market: Market) -> dict[str, Any] | None:
+        drift = drift_of(market.drifts, market_level=True)
+        return None if drift is None else DriftSerializer(drift).data
 
     @extend_schema_field(PublishErrorSerializer(allow_null=True))
     def get_publishError(self, market: Market) -> dict[str, str] | None:  # noqa: N802
@@ -246,6 +271,22 @@ class ActivateAnswerSerializer(serializers.Serializer):
     markets = ActivatedMarketSerializer(
         many=True, help_text="Empty for branches A and B; one entry per market for branch C."
     )
+
+
+class RepairedMarketSerializer(serializers.Serializer):
+    marketId = serializers.UUIDField()  # noqa: N815
+    kind = OpenCodeField(
+        known=DriftKind.values, schema_name="DriftKind", help_text="The drift it mended."
+    )
+    repaired = serializers.BooleanField()
+    error = PublishErrorSerializer(allow_null=True)
+
+
+class RepairAnswerSerializer(serializers.Serializer):
+    """A `repairBrand` job's answer (SPEC §13.1): each market it repaired, or why not."""
+
+    brandId = serializers.UUIDField()  # noqa: N815
+    markets = RepairedMarketSerializer(many=True)
 
 
 class ActivationIncompleteSerializer(serializers.Serializer):

@@ -8,6 +8,7 @@ from api import (
     onboardings,
     org_serenity,
     prompts,
+    reconciliations,
     serenity_routes,
     upstream_calls,
     webhooks,
@@ -15,6 +16,7 @@ from api import (
 
 B = "v2/orgs/<str:org_id>/brands/<str:brand_id>"
 ONB = "v2/orgs/<str:org_id>/serenity/onboardings"
+REC = "v2/orgs/<str:org_id>/serenity/reconciliations"
 W = "v2/orgs/<str:org_id>/serenity/webhooks"
 J = "v2/orgs/<str:org_id>/serenity/jobs"
 
@@ -52,6 +54,8 @@ urlpatterns = [
     path(f"{ONB}/<str:onboarding_id>/cancel", onboardings.OnboardingCancelView.as_view()),
     path(f"{ONB}/<str:onboarding_id>/retry", onboardings.OnboardingRetryView.as_view()),
     path(f"{ONB}/<str:onboarding_id>/items", onboardings.OnboardingItemsView.as_view()),
+    path(f"{REC}", reconciliations.ReconciliationCollectionView.as_view()),
+    path(f"{REC}/<str:reconciliation_id>", reconciliations.ReconciliationDetailView.as_view()),
     path(f"{W}", webhooks.WebhookCollectionView.as_view()),
     path(f"{W}/<str:webhook_id>", webhooks.WebhookDetailView.as_view()),
     path(f"{W}/<str:webhook_id>/rotate-secret", webhooks.WebhookRotateSecretView.as_view()),

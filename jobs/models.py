@@ -30,6 +30,7 @@ FINISHED_STATUSES = (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED)
 class JobType(models.TextChoices):
     PROVISION_WORKSPACE = "provisionWorkspace"
     CLASSIFY_PROMPTS = "classifyPrompts"
+    REPAIR_BRAND = "repairBrand"
 
 
 class JobStep(models.TextChoices):
@@ -40,6 +41,7 @@ class JobStep(models.TextChoices):
     ACTIVATE_MARKETS = "activateMarkets"
     ACTIVATE_BRAND_WORKSPACE = "activateBrandWorkspace"
     CLASSIFY_PROMPTS = "classifyPrompts"
+    REPAIR_MARKETS = "repairMarkets"
 
 
 class AsyncJob(models.Model):

@@ -33,6 +33,7 @@ class AttemptStartedBy(models.TextChoices):
     CREATE_MARKET = "create-market"
     ACTIVATE = "activate"
     DEACTIVATE = "deactivate"
+    REPAIR = "repair"
 
 
 class ProvisioningAttempt(models.Model):

@@ -103,15 +103,24 @@ BRAND_ORDER = ("name", "id")
 
 
 def brand_list(
-    *, organization: Organization, status: str | None = None, cursor: str | None, limit: int
+    *,
+    organization: Organization,
+    status: str | None = None,
+    drift: bool | None = None,
+    cursor: str | None,
+    limit: int,
 ) -> Page[Brand]:
-    """One page of an org's brands by name then id, with their provisioning state; `deleted`
-    ones only when asked for. One query whatever the page size. Raises `InvalidRequestError`
+    """One page of an org's brands by name then id, with their provisioning state and their
+    drift (SPEC §13.1); `deleted` ones only when asked for; `drift=True`: only those with drift
+    (theirs or a market's). Two queries whatever the page size. Raises `InvalidRequestError`
     for a cursor that is not one of this list's."""
     brands = Brand.objects.filter(organization=organization)
     brands = brands.filter(status=status) if status else brands.exclude(status=BrandStatus.DELETED)
+    if drift is not None:
+        drifted = Q(pk__in=Brand.objects.filter(drifts__isnull=False).values("pk"))
+        brands = brands.filter(drifted) if drift else brands.exclude(drifted)
     return keyset_page(
-        brands_with_provisioning_state(brands),
+        brands_with_provisioning_state(brands).prefetch_related("drifts"),
         kind="brands",
         ordering=BRAND_ORDER,
         sort_key=lambda brand: [brand.name, str(brand.pk)],

@@ -19,6 +19,13 @@ class WorkspaceMode(models.TextChoices):
     FLAT = "flat", "Flat (all projects in the parent)"
 
 
+class DriftRepair(models.TextChoices):
+    """An org's `driftRepair` (SPEC §13.1): what the sweep does with the drift it finds."""
+
+    OFF = "off", "Off: detect and report"
+    AUTO = "auto", "Auto: repair what the sweep finds"
+
+
 class Organization(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     name = models.CharField(max_length=200)
@@ -57,6 +64,12 @@ class Organization(models.Model):
         blank=True,
         help_text="Onboarding items this org may have in progress at once (empty: the "
         "default). An onboarding that would go past it is refused (429 onboardingLimit).",
+    )
+    drift_repair = models.CharField(
+        max_length=8,
+        choices=DriftRepair.choices,
+        default=DriftRepair.OFF,
+        help_text="What the drift sweep does with what it finds: report it (off), or repair it.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -116,7 +116,8 @@ def market_list(*, brand: Brand, cursor: str | None, limit: int) -> Page[Market]
     """One page of the brand's live markets by geoTargetId then languageCode (unique among live
     markets). Raises `InvalidRequestError` for a cursor that is not one of this list's."""
     return keyset_page(
-        Market.objects.filter(brand=brand, deleted_at__isnull=True),
+        # Each with its current drift (SPEC §13.1; one more query whatever the page size).
+        Market.objects.filter(brand=brand, deleted_at__isnull=True).prefetch_related("drifts"),
         kind="markets",
         ordering=MARKET_ORDER,
         sort_key=lambda market: [market.geo_target_id, market.language_code],

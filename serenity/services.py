@@ -15,7 +15,15 @@ from django.utils import timezone
 
 from kernel.crypto import Reencryption, column_reencrypt
 from kernel.errors import InvalidRequestError
-from serenity.models import ApiToken, Brand, Membership, Organization, Role, WorkspaceMode
+from serenity.models import (
+    ApiToken,
+    Brand,
+    DriftRepair,
+    Membership,
+    Organization,
+    Role,
+    WorkspaceMode,
+)
 from serenity.tokens import generate_token, token_digest
 
 # Enough of the token to recognise it in a list; the random part starts after "srn_".
@@ -29,6 +37,7 @@ def organization_create(
     serenity_enabled: bool = False,
     workspace_mode: str = WorkspaceMode.SUBWORKSPACE,
     semrush_token: str | None = None,
+    drift_repair: str = DriftRepair.OFF,
 ) -> Organization:
     """Create an organization.
 
@@ -36,8 +45,10 @@ def organization_create(
     is never returned or logged. A blank `parent_workspace_id` is stored as NULL. The org is a
     Serenity org only when `serenity_enabled` and it has a parent workspace.
 
-    Raises `InvalidRequestError` for a blank name or an unknown workspace mode.
+    Raises `InvalidRequestError` for a blank name, an unknown workspace mode or drift repair.
     """
+    if drift_repair not in DriftRepair.values:
+        raise InvalidRequestError(f"driftRepair must be one of {', '.join(DriftRepair.values)}.")
     clean_name = name.strip()
     if not clean_name:
         raise InvalidRequestError("name must not be blank.")
@@ -50,6 +61,7 @@ def organization_create(
         semrush_parent_workspace_id=(parent_workspace_id or "").strip() or None,
         serenity_enabled=serenity_enabled,
         workspace_mode=workspace_mode,
+        drift_repair=drift_repair,
     )
     if semrush_token:
         organization.set_semrush_credential(semrush_token)
@@ -129,3 +141,12 @@ def organization_credentials_rotate() -> Reencryption:
     """Re-encrypt every stored org credential with the first of FIELD_ENCRYPTION_KEYS (the
     orgs no configured key decrypts are reported, left as they are)."""
     return column_reencrypt(Organization.objects.all(), "semrush_credential_encrypted")
+
+
+def organization_drift_repair_set(*, organization: Organization, drift_repair: str) -> None:
+    """Set what the drift sweep does with what it finds (SPEC §13.1): `off` (report) or
+    `auto` (repair). Raises `InvalidRequestError` for another value."""
+    if drift_repair not in DriftRepair.values:
+        raise InvalidRequestError(f"driftRepair must be one of {', '.join(DriftRepair.values)}.")
+    Organization.objects.filter(pk=organization.pk).update(drift_repair=drift_repair)
+    organization.drift_repair = drift_repair

@@ -197,3 +197,51 @@ def credential_refused_event(
             "refusedAt": serializers.DateTimeField().to_representation(refused_at),
         },
     )
+
+
+DRIFT_EVENTS = {
+    "detected": WebhookEventType.DRIFT_DETECTED,
+    "repaired": WebhookEventType.DRIFT_REPAIRED,
+}
+
+
+def _drift_event(
+    what: str,
+    *,
+    organization_id: uuid.UUID,
+    brand_id: uuid.UUID,
+    kinds: list[str],
+    reconciliation_id: uuid.UUID,
+) -> None:
+    """`drift.detected` / `drift.repaired` for one brand (SPEC §13.1), `data` = `{brandId,
+    kinds, reconciliationId}`; one event per brand and reconciliation, however often seen."""
+    event_type = DRIFT_EVENTS[what]
+    if not _subscribed(organization_id, {event_type}):
+        return
+    webhook_event_publish(
+        organization_id=organization_id,
+        type=event_type,
+        data={
+            "brandId": str(brand_id),
+            "kinds": list(kinds),
+            "reconciliationId": str(reconciliation_id),
+        },
+        event_id=uuid.uuid5(
+            uuid.NAMESPACE_URL, f"serenity:{event_type}:{reconciliation_id}:{brand_id}"
+        ),
+    )
+
+
+def drift_detected_event(sender: Any, **kwargs: Any) -> None:
+    """`provisioning.reconcile.signals.drift_detected` receiver."""
+    _drift_event("detected", **_drift_fields(kwargs))
+
+
+def drift_repaired_event(sender: Any, **kwargs: Any) -> None:
+    """`provisioning.reconcile.signals.drift_repaired` receiver."""
+    _drift_event("repaired", **_drift_fields(kwargs))
+
+
+def _drift_fields(kwargs: dict[str, Any]) -> dict[str, Any]:
+    names = ("organization_id", "brand_id", "kinds", "reconciliation_id")
+    return {name: kwargs[name] for name in names}

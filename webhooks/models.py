@@ -23,6 +23,8 @@ class WebhookEventType(models.TextChoices):
     JOB_CANCELLED = "job.cancelled"
     ONBOARDING_COMPLETED = "onboarding.completed"
     ONBOARDING_CANCELLED = "onboarding.cancelled"
+    DRIFT_DETECTED = "drift.detected"
+    DRIFT_REPAIRED = "drift.repaired"
     WEBHOOK_TEST = "webhook.test"
     CREDENTIAL_REFUSED = "credential.refused"
 

@@ -1,3 +1,11 @@
 """The admin of every app, registered when Django's autodiscovery imports `api.admin`."""
 
-from api.admin import jobs, ledger, onboardings, provisioning, serenity, webhooks  # noqa: F401
+from api.admin import (  # noqa: F401
+    jobs,
+    ledger,
+    onboardings,
+    provisioning,
+    reconciliations,
+    serenity,
+    webhooks,
+)

@@ -55,7 +55,16 @@ class OrganizationAdminForm(forms.ModelForm):
             "semrush_rate_limit_burst",
             "semrush_concurrency_limit",
             "onboarding_open_items_max",
+            "drift_repair",
         ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # A form posted without it (an older page) keeps the org's setting (or the default).
+        self.fields["drift_repair"].required = False
+
+    def clean_drift_repair(self) -> str:
+        return str(self.cleaned_data.get("drift_repair") or self.instance.drift_repair)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -84,7 +93,7 @@ class OrganizationAdmin(admin.ModelAdmin):
         "credential_status",
         "created_at",
     ]
-    list_filter = ["serenity_enabled", "workspace_mode"]
+    list_filter = ["serenity_enabled", "workspace_mode", "drift_repair"]
     search_fields = ["name", "=id", "=semrush_parent_workspace_id"]
     readonly_fields = ["id", "credential_status", "credential_rate", "created_at", "updated_at"]
     fields = [
@@ -101,6 +110,7 @@ class OrganizationAdmin(admin.ModelAdmin):
         "semrush_rate_limit_burst",
         "semrush_concurrency_limit",
         "onboarding_open_items_max",
+        "drift_repair",
         "created_at",
         "updated_at",
     ]

@@ -19,6 +19,7 @@ from api.responses import (
     ErrorEnvelopeSerializer,
     MarketCreatedSerializer,
     PromptsAnswerSerializer,
+    RepairAnswerSerializer,
     WorkspaceReadySerializer,
 )
 
@@ -134,6 +135,7 @@ class OutcomeBodyExtension(AnswerBodyExtension):
         PromptsAnswerSerializer,
         WorkspaceReadySerializer,
         ActivationIncompleteSerializer,
+        RepairAnswerSerializer,
         ErrorEnvelopeSerializer,
     ]
 

@@ -38,6 +38,7 @@ PATH_PARAMETERS: dict[str, tuple[str, dict[str, Any], str]] = {
             ("job", "job"),
             ("webhook", "webhook"),
             ("delivery", "delivery"),
+            ("reconciliation", "reconciliation"),
         )
     },
     "onboarding_id": ("onboardingId", UUID, "The onboarding's id (the `onboardingId` of its 202)."),

@@ -60,6 +60,8 @@ SPECTACULAR_SETTINGS = {
         "JobStatusEnum": "jobs.models.JobStatus",
         "WebhookEventTypeEnum": "webhooks.models.WebhookEventType",
         "OnboardingStatusEnum": "provisioning.models.OnboardingStatus",
+        "ReconciliationStatusEnum": "provisioning.reconcile.models.ReconciliationStatus",
+        "ReconciliationItemStatusEnum": "provisioning.reconcile.models.ItemStatus",
     },
     # Swagger UI and Redoc from drf-spectacular-sidecar's static files (no CDN).
     "SWAGGER_UI_DIST": "SIDECAR",

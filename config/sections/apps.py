@@ -16,6 +16,8 @@ INSTALLED_APPS = [
     "provisioning",
     "jobs",
     "webhooks",
+    # Reconciliations (SPEC §13.1): their own app.
+    "provisioning.reconcile",
     "api",
     # Swagger UI and Redoc from static files of their own (no CDN): SPECTACULAR_SETTINGS.
     "drf_spectacular_sidecar",

@@ -83,3 +83,12 @@ SEMRUSH_RATE_INCREASE_SPELL_SECONDS = 2.0
 # work that waited.
 SERENITY_CREDENTIAL_RECHECK_SECONDS = 60.0
 SERENITY_CREDENTIAL_HOLD_MAX_SECONDS = 6 * 3600.0
+
+# --- Drift (SPEC §13.1, provisioning/reconcile/) ----------------------------------------------
+# Beat starts a plan-only reconciliation per Serenity org at most this often, spread over the
+# interval (each org at its own offset); it looks for due orgs every tick.
+SERENITY_DRIFT_SWEEP_INTERVAL_SECONDS = 6 * 3600.0
+SERENITY_DRIFT_SWEEP_TICK_SECONDS = 300.0
+# Brands a plan's task reads before it hands the rest to the next task (the worker is free
+# between batches, so an org's plan never holds it for long).
+SERENITY_DRIFT_PLAN_BATCH = 25

@@ -16,6 +16,7 @@ from config.sections.jobs import (
 )
 from config.sections.provisioning import (
     SERENITY_CREDENTIAL_RECHECK_SECONDS,
+    SERENITY_DRIFT_SWEEP_TICK_SECONDS,
     SERENITY_PROVISION_BACKOFF_SECONDS,
     SERENITY_STALE_SWEEP_INTERVAL_SECONDS,
 )
@@ -129,6 +130,7 @@ def beat_schedule(
             "provisioning.recheck_credentials",
             SERENITY_CREDENTIAL_RECHECK_SECONDS,
         ),
+        "reconcile-drift-sweep": ("reconcile.sweep", SERENITY_DRIFT_SWEEP_TICK_SECONDS),
         "serenity-idempotency-purge": ("serenity.purge_idempotency_keys", idempotency_purge),
     }
     return {

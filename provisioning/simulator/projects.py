@@ -161,6 +161,7 @@ class ProjectOperations(SimulatorBase):
     def _op_publish_project(self, request: _Request) -> _Response:
         self._ready_workspace(request.params["ws"])
         project = self._project(request.params["ws"], request.params["pid"])
+        project.forced_publish_status = None
         project.publish_started_mono = time.monotonic()
         project.publish_started_wall = datetime.now(UTC)
         project.publish_seconds = float(self._config["publishSeconds"])

@@ -28,7 +28,8 @@ class PromptOperations(SimulatorBase):
     def _op_create_tagged_prompts(self, request: _Request) -> _Response:
         """Add each prompt (its text is `name`) with its tag names; Semrush dedupes by name
         within the project: a name it holds already (or met earlier in the same request)
-        answers that prompt's id with `is_new: false` and adds nothing."""
+        answers that prompt's id with `is_new: false` and adds no prompt, but it still attaches
+        the tags it is given to the prompt it holds (tags stack on a re-push: SPEC §13.1)."""
         self._ready_workspace(request.params["ws"])
         project = self._project(request.params["ws"], request.params["pid"])
         data = self._body(request, text_errors=False)
@@ -37,6 +38,8 @@ class PromptOperations(SimulatorBase):
         for prompt in data["prompts"]:
             name = prompt["name"]
             if name in held:
+                stacked = next(p for p in self._prompts if p["id"] == held[name])
+                stacked["tags"] += [t for t in prompt.get("tags") or [] if t not in stacked["tags"]]
                 items.append({"id": held[name], "name": name, "is_new": False})
                 continue
             held[name] = str(uuid.uuid4())

@@ -37,8 +37,12 @@ class _Workspace:
     created_mono: float
     settle_seconds: float
     outcome: str
+    # Set by the drift control route (`simulator.control.drift`): the status from then on.
+    forced_status: str | None = None
 
     def status(self, now: float) -> str:
+        if self.forced_status is not None:
+            return self.forced_status
         if self.is_seed_parent:
             return "created"
         if self.outcome == "stuck" or now - self.created_mono < self.settle_seconds:
@@ -69,8 +73,12 @@ class _Project:
     updated_since_publish: bool = False
     publish_fails: bool = False
     prompts_count: int = 0
+    # Set by the drift control route (`simulator.control.drift`) until the next publish.
+    forced_publish_status: str | None = None
 
     def publish_status(self, now: float) -> str:
+        if self.forced_publish_status is not None:
+            return self.forced_publish_status
         if self.publish_started_mono is None:
             return "draft"
         if now - self.publish_started_mono < self.publish_seconds:

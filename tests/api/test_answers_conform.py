@@ -47,6 +47,7 @@ GROUPS: dict[str, set[str]] = {
         "onboardingRetry",
         "onboardingItems",
     },
+    "reconciliations": {"reconciliationCreate", "reconciliationList", "reconciliationGet"},
     "webhooks": {
         "webhookCreate",
         "webhookList",
@@ -406,6 +407,36 @@ def test_onboarding_routes(sw_writer: Caller, sim: Any, seen: set[Checked]) -> N
         ("onboardingRetry", 409),
         ("onboardingItems", 200),
         ("onboardingItems", 404),
+    }
+
+
+def test_reconciliation_routes(
+    sw_writer: Caller, sim: Any, seen: set[Checked], django_capture_on_commit_callbacks: Any
+) -> None:
+    path = f"/v2/orgs/{sw_writer.org.id}/serenity/reconciliations"
+    with django_capture_on_commit_callbacks(execute=False):
+        accepted = sw_writer.post(path, {"repair": False})
+    assert accepted.status_code == 202, accepted.json()
+    assert sw_writer.post(path, {}).status_code == 409
+    assert sw_writer.post(path, {"repair": "yes"}).status_code == 400
+    assert sw_writer.get(accepted["Location"]).status_code == 200
+    assert (
+        sw_writer.get(f"{accepted['Location']}?status=planned&kind=projectGone").status_code == 200
+    )
+    assert sw_writer.get(path).status_code == 200
+    assert sw_writer.get(f"{path}?status=COMPLETED").status_code == 200
+    assert sw_writer.get(f"{path}/00000000-0000-4000-8000-000000000000").status_code == 404
+    plain = make_caller(OrganizationFactory(serenity_enabled=False))
+    refused = plain.post(f"/v2/orgs/{plain.org.id}/serenity/reconciliations", {})
+    assert refused.status_code == 403
+    assert pairs(seen) >= {
+        ("reconciliationCreate", 202),
+        ("reconciliationCreate", 400),
+        ("reconciliationCreate", 403),
+        ("reconciliationCreate", 409),
+        ("reconciliationGet", 200),
+        ("reconciliationGet", 404),
+        ("reconciliationList", 200),
     }
 
 

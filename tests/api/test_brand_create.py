@@ -38,6 +38,7 @@ def brand_body(brand: Brand, **values: object) -> dict[str, object]:
         "id": str(brand.id),
         "organizationId": str(brand.organization_id),
         **values,
+        "drift": None,
         **stamps(brand),
     }
 
@@ -424,6 +425,7 @@ def test_create_with_market_settles_creates_and_publishes(sw_writer, sim):
             "semrushProjectId": pid,
             "workspaceId": ws,
             "publishError": None,
+            "drift": None,
             **stamps(market),
         },
     )
@@ -565,6 +567,7 @@ def test_flat_org_with_market_creates_the_project_in_the_parent(flat_writer, sim
             "semrushProjectId": pid,
             "workspaceId": parent,
             "publishError": None,
+            "drift": None,
             **stamps(market),
         },
     )

@@ -56,6 +56,7 @@ def test_patch_updates_the_given_fields_only(sw_writer, sim, brand):
         "semrushSubWorkspaceId": "ws-acme",
         "semrushProvisioningStatus": "ready",
         "semrushProvisioningError": None,
+        "drift": None,
         **stamps(brand),
     }
     assert calls(sim) == []

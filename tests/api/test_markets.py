@@ -85,6 +85,7 @@ def test_list_markets_returns_the_live_ones(sw_writer, sim, brand):
                 "semrushProjectId": "p-1",
                 "workspaceId": brand.semrush_sub_workspace_id,
                 "publishError": None,
+                "drift": None,
                 **stamps(us),
             }
         ],
@@ -117,6 +118,7 @@ def test_read_one_market(sw_writer, sim, brand):
         "semrushProjectId": "p-1",
         "workspaceId": brand.semrush_sub_workspace_id,
         "publishError": None,
+        "drift": None,
         **stamps(de),
     }
 

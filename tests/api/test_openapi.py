@@ -63,6 +63,9 @@ ONBOARDING_ROUTES = {
     ("post", f"{ONB}/{{onboardingId}}/retry"),
     ("get", f"{ONB}/{{onboardingId}}/items"),
 }
+# SPEC §13.1.
+REC = "/v2/orgs/{orgId}/serenity/reconciliations"
+RECONCILIATION_ROUTES = {("post", REC), ("get", REC), ("get", f"{REC}/{{reconciliationId}}")}
 HEALTH_ROUTES = {("get", "/healthz"), ("get", "/readyz"), ("get", "/metrics")}
 # SPEC §13.4.
 LEDGER_ROUTES = {("get", "/v2/orgs/{orgId}/serenity/upstream-calls")}
@@ -120,6 +123,7 @@ def test_schema_documents_exactly_the_routes_of_spec_4(document: dict[str, Any])
         | ORG_JOB_ROUTES
         | HEALTH_ROUTES
         | LEDGER_ROUTES
+        | RECONCILIATION_ROUTES
     )
 
 
@@ -661,6 +665,8 @@ def test_the_codes_that_grow_are_open_strings_listing_their_known_values(documen
         "onboarding.completed",
         "onboarding.cancelled",
         "credential.refused",
+        "drift.detected",
+        "drift.repaired",
     }
     assert _open_codes(document, "Webhook", "events") == subscribable
     # A request names the values the service accepts today (its description says an unknown
@@ -707,6 +713,7 @@ def test_a_job_result_body_is_one_of_the_answers_it_stands_for(document):
         "ActivationIncomplete",
         "PromptsAnswer",
         "WorkspaceReady",
+        "RepairAnswer",
         "ErrorEnvelope",
     }
 

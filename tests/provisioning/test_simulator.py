@@ -1287,3 +1287,57 @@ def test_the_command_keeps_its_state_file_across_restarts(tmp_path):
         (created.json()["id"], "Kept")
     ]
     assert state["parentWorkspaces"] == ["p-1"]
+
+
+# --- drift control routes (SPEC §13.1) --------------------------------------------------------
+
+
+def test_drift_routes_change_a_project_and_a_workspace_as_semrush_ui_would(api, sim):
+    # given a settled workspace with a published project
+    workspace_id = settled_workspace(api, sim)
+    configure(sim, publishSeconds=0)
+    projects = f"{sim.base_url}{PE}/v1/workspaces/{workspace_id}/projects"
+    project_id = api.post(projects, json=project_body(), timeout=5).json()["id"]
+    api.post(f"{projects}/{project_id}/publish", timeout=5)
+
+    # when the project is unpublished and its domain edited, and the workspace fails
+    drifted = control(
+        sim, "POST", f"projects/{project_id}", {"publishStatus": "draft", "domain": "evil.com"}
+    )
+    failed = control(sim, "POST", f"workspaces/{workspace_id}", {"status": "invalid subscription"})
+
+    # then the listing shows what changed, and so do the workspace's status and its family entry
+    assert drifted == {"id": project_id, "publishStatus": "draft", "domain": "evil.com"}
+    assert failed == {"id": workspace_id, "status": "invalid subscription"}
+    [listed] = api.get(projects, params={"type": "ai"}, timeout=5).json()["items"]
+    assert (listed["publish_status"], listed["domain"]) == ("draft", "evil.com")
+    assert workspace_status(api, sim, workspace_id) == "invalid subscription"
+    family = api.get(f"{sim.base_url}{UM}/v1/workspaces/{PARENT}/family", timeout=5).json()
+    assert [w["status"] for w in family if w["id"] == workspace_id] == ["invalid subscription"]
+
+
+def test_drift_routes_refuse_unknown_ids_and_bad_bodies(sim):
+    def post(name: str, body: Any) -> requests.Response:
+        return requests.post(f"{sim.base_url}/__sim/{name}", json=body, timeout=5)
+
+    assert post("projects/nope", {"publishStatus": "draft"}).status_code == 404
+    assert post("workspaces/nope", {"status": "creation failed"}).status_code == 404
+    assert post(f"workspaces/{PARENT}", {"status": ""}).status_code == 400
+    assert post(f"workspaces/{PARENT}", {"color": "red"}).status_code == 400
+    assert requests.get(f"{sim.base_url}/__sim/workspaces/{PARENT}", timeout=5).status_code == 405
+
+
+def test_a_held_prompt_pushed_again_with_tags_gets_them_attached(api, sim):
+    # given a project holding "acme login" tagged "a"
+    workspace_id = settled_workspace(api, sim)
+    projects = f"{sim.base_url}{PE}/v1/workspaces/{workspace_id}/projects"
+    project_id = api.post(projects, json=project_body(), timeout=5).json()["id"]
+    url = tagged_prompts_url(sim, workspace_id, project_id)
+    api.post(url, json={"prompts": [{"name": "acme login", "tags": ["a"]}]}, timeout=5)
+
+    # when it is pushed again with other tags
+    again = api.post(url, json={"prompts": [{"name": "acme login", "tags": ["b"]}]}, timeout=5)
+
+    # then it is not new, and Semrush stacked the tags on it (as Adobe saw)
+    assert again.json()["existing_count"] == 1
+    assert [p["tags"] for p in control(sim, "GET", "state")["prompts"]] == [["a", "b"]]

@@ -59,6 +59,7 @@ def _brand_body(brand) -> dict:  # type: ignore[no-untyped-def,type-arg]
         "semrushSubWorkspaceId": None,
         "semrushProvisioningStatus": None,
         "semrushProvisioningError": None,
+        "drift": None,
         "createdAt": _iso(brand.created_at),
         "updatedAt": _iso(brand.updated_at),
     }

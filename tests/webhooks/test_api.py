@@ -22,6 +22,8 @@ ALL_EVENTS = [
     "onboarding.completed",
     "onboarding.cancelled",
     "credential.refused",
+    "drift.detected",
+    "drift.repaired",
 ]
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 

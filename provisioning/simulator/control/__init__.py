@@ -7,7 +7,7 @@ and add its ROUTES to the tuple below; nothing else changes.
 
 from __future__ import annotations
 
-from provisioning.simulator.control import basic
+from provisioning.simulator.control import basic, drift
 from provisioning.simulator.control.routing import ControlRoute
 
-ROUTES: tuple[ControlRoute, ...] = (*basic.ROUTES,)
+ROUTES: tuple[ControlRoute, ...] = (*basic.ROUTES, *drift.ROUTES)

@@ -1,5 +1,5 @@
 """`create_org --name NAME [--parent-workspace-id ID] [--serenity] [--workspace-mode MODE]
-[--semrush-token TOKEN] [--json]` → prints the new org's id (SPEC §8).
+[--semrush-token TOKEN] [--drift-repair off|auto] [--json]` → prints the new org's id (SPEC §8).
 
 The Semrush token is stored encrypted and never printed or logged.
 """
@@ -13,7 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from kernel.errors import DomainError
-from serenity.models import WorkspaceMode
+from serenity.models import DriftRepair, WorkspaceMode
 from serenity.services import organization_create
 
 
@@ -41,6 +41,13 @@ class Command(BaseCommand):
             default=None,
             help="The org's own Semrush credential (stored encrypted; never printed).",
         )
+        parser.add_argument(
+            "--drift-repair",
+            choices=DriftRepair.values,
+            default=DriftRepair.OFF,
+            help="What the drift sweep does with what it finds: report it (off, the default) "
+            "or repair it (auto).",
+        )
         parser.add_argument("--json", action="store_true", help='Print {"id": "..."}.')
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -58,6 +65,7 @@ class Command(BaseCommand):
                 serenity_enabled=options["serenity"],
                 workspace_mode=options["workspace_mode"],
                 semrush_token=options["semrush_token"],
+                drift_repair=options["drift_repair"],
             )
         except DomainError as exc:
             raise CommandError(exc.message) from None
