@@ -81,7 +81,8 @@ Control routes (``/__sim/…``, no token, never logged; ``control/``, one module
   empty); ``scripted`` marks a fault's scripted answer. Tests validate them against the
   contract description.
 - ``GET /__sim/health`` — ``{"status": "ok"}``.
-- ``POST /__sim/projects/{id}``, ``POST /__sim/workspaces/{id}`` — drift (``simulator.control.drift``).
+- ``POST /__sim/projects/{id}``, ``POST /__sim/workspaces/{id}`` — drift
+  (``simulator.control.drift``).
 
 Times: workspaces take ``settleSeconds``/``settleOutcome`` from the configuration at their
 creation and projects take ``publishSeconds`` at publish; statuses are computed from the monotonic
