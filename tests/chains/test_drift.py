@@ -502,9 +502,10 @@ def test_a_reconciliation_that_cannot_read_the_family_fails_without_writing(sw_w
     # when a plan runs
     document = reconcile(sw_writer)
 
-    # then it failed with a generic error, read nothing else and found nothing
+    # then it failed with a generic error, read nothing else and found nothing (the credential
+    # answered 2xx before, so the 401 put it on hold: SPEC §13.2's `credentialRefused`)
     assert document["status"] == "FAILED"
-    assert document["error"]["code"] == "upstreamUnauthorized"
+    assert document["error"]["code"] == "credentialRefused"
     assert document["counts"] == {"checked": 0, "drifted": 0, "repaired": 0, "failed": 0}
     assert document["finishedAt"] is not None
     assert [r["path"].rsplit("/", 1)[-1] for r in sim.requests_log()[before:]] == ["family"]
