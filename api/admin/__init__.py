@@ -3,6 +3,7 @@
 from api.admin import (  # noqa: F401
     jobs,
     ledger,
+    markets,
     onboardings,
     provisioning,
     reconciliations,

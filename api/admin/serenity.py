@@ -1,4 +1,5 @@
-"""Admin for organizations, members, tokens, brands, markets and prompts (SPEC §8).
+"""Admin for organizations, members, tokens and brands (SPEC §8; markets and prompts:
+`api.admin.markets`).
 
 Secrets never render: the org's Semrush credential is a write-only field (the page shows only
 whether one is set) and an API token is shown once, right after it is created. Provisioning
@@ -24,7 +25,7 @@ from provisioning import credential_hold, credentials
 from provisioning.flows.deactivate import deactivate
 from provisioning.models import AttemptStatus, ProvisioningAttempt
 from provisioning.selectors import brand_provisioning_state, brands_with_provisioning_state
-from serenity.models import ApiToken, Brand, BrandStatus, Market, Membership, Organization, Prompt
+from serenity.models import ApiToken, Brand, BrandStatus, Market, Membership, Organization
 from serenity.names import brand_name_key
 from serenity.services import api_token_create, api_token_revoke
 
@@ -464,47 +465,3 @@ _LIVE_MARKETS = Prefetch(
     queryset=Market.objects.filter(deleted_at__isnull=True).order_by("geo_target_id"),
     to_attr="live_markets",
 )
-
-
-@admin.register(Market)
-class MarketAdmin(admin.ModelAdmin):
-    """Read-only: markets are reserved, created and tombstoned by the provisioning services."""
-
-    list_display = [
-        "brand",
-        "geo_target_id",
-        "language_code",
-        "name",
-        "status",
-        "semrush_project_id",
-        "deleted_at",
-        "updated_at",
-    ]
-    list_filter = ["status", ("deleted_at", admin.EmptyFieldListFilter)]
-    search_fields = ["=id", "brand__name", "=brand__id", "=semrush_project_id"]
-    list_select_related = ["brand"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-@admin.register(Prompt)
-class PromptAdmin(admin.ModelAdmin):
-    """Read-only: prompts are added through the API."""
-
-    list_display = ["text", "market", "intent", "language_code", "created_at"]
-    list_filter = ["intent", "language_code"]
-    search_fields = ["text", "=market__id", "=semrush_prompt_id"]
-    list_select_related = ["market", "market__brand"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

@@ -226,10 +226,8 @@ class SemrushCaller:
         owned: bool = False,
     ) -> requests.Response:
         """Send one logical call: attempts, classification, waits. Returns a 2xx response.
-
-        ``owned=True`` means the workspace is the brand's own pointer or candidate: a 403 on
-        it raises :class:`SemrushGoneError` instead of :class:`SemrushForbiddenError`.
-        """
+        ``owned=True``: the workspace is the brand's pointer or candidate, so a 403 on it raises
+        :class:`SemrushGoneError` instead of :class:`SemrushForbiddenError`."""
         path = urlsplit(url).path
         idempotent = method in IDEMPOTENT_METHODS
         log = functools.partial(self._log, operation=operation, method=method, path=path)
