@@ -735,3 +735,29 @@ def test_every_response_example_is_a_valid_answer(document):
             for value in values:
                 wrong += [(method, path, status, e.message) for e in validator.iter_errors(value)]
     assert wrong == []
+
+
+@pytest.mark.parametrize("wanted", ["xml", "html", "x" * 300])
+def test_an_unknown_schema_format_is_a_400_naming_it_never_a_500(wanted):
+    """SPEC §13.6: `?format=xml` answered 500 with a traceback, unauthenticated."""
+    response = APIClient().get("/api/schema/", {"format": wanted})
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/json"
+    body = response.json()
+    assert body["error"] == "invalidRequest"
+    assert body["details"] == {"field": "format"}
+    assert body["message"].startswith("format: ") and body["message"].endswith(
+        "is not one of json, yaml."
+    )
+    assert len(body["message"]) <= 500
+
+
+def test_an_accept_the_schema_cannot_satisfy_is_a_406_in_json():
+    response = APIClient().get("/api/schema/", HTTP_ACCEPT="application/xml")
+    assert response.status_code == 406
+    assert response.json() == {"error": "notAcceptable", "message": "Not acceptable."}
+
+
+@pytest.mark.parametrize("wanted", ["json", "yaml"])
+def test_the_known_schema_formats_still_answer(wanted):
+    assert APIClient().get("/api/schema/", {"format": wanted}).status_code == 200
