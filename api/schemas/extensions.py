@@ -90,6 +90,7 @@ class OpenCodeFieldExtension(OpenApiSerializerFieldExtension):
     description: the set still grows."""
 
     target_class = "provisioning.serializers.OpenCodeField"
+    match_subclasses = True
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         field = self.target
