@@ -47,7 +47,7 @@ class OnboardingCreateSerializer(serializers.Serializer):
     brands = BoundedListField(
         child=OnboardingBrandSerializer(), min_length=1, max_length=MAX_BRANDS
     )
-    async_ = DeprecatedBooleanField(why="an onboarding is always asynchronous.", source="run_async")
+    async_ = DeprecatedBooleanField(source="run_async")  # always asynchronous
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -205,7 +205,6 @@ class _Rows:
             GROUP_KEY: index // ONBOARDING_GROUP_SIZE,
         }
         then = self._chained(brand, attempt, item.markets, refs)
-        self.queued_markets += len(item.markets)
         self.brands.append(brand)
         self.attempts.append(attempt)
         self.chains.append(
@@ -233,6 +232,7 @@ class _Rows:
     ) -> job_services.StepSpec | None:
         """The item's chained step: create-market on a reserved slice for one market (as a
         brand create with a market), activate-markets for several, none for none."""
+        self.queued_markets += len(markets)
         if len(markets) == 1:
             plan = markets[0]
             market = Market(
