@@ -574,9 +574,10 @@ LOGGING = {
 }
 
 # --- api (revision 7) ---
-# An org's queued markets (`creating`: an onboarding's, an async brand create's, an async market
-# create's), at most; past it a request that would queue more is told 429 queuedMarketsLimit
-# (Retry-After: SERENITY_ONBOARDING_LIMIT_RETRY_SECONDS).
+# An org's queued markets (reserved `creating` ones, and those activate-markets steps that have
+# not started plan: an onboarding's, an async create's or activation's), at most (provisioning.
+# caps); a request that would queue more is told 429 queuedMarketsLimit (Retry-After:
+# SERENITY_ONBOARDING_LIMIT_RETRY_SECONDS).
 SERENITY_ORG_QUEUED_MARKETS_MAX = 5000
 # Admin login: failed logins for one user name from any mix of addresses that lock the user name
 # out (api/lockout.py; the pair and address limits are AXES_* above).
