@@ -68,7 +68,13 @@ class OrgScopedView(IdempotencyMixin):
             require_json_object(request)
             # A CSV body's columns are named and checked by its own reader (api.onboarding_csv).
             if route is not None and not isinstance(request.data, CsvTable):  # else 405
-                unknown_member_refuse(route.body() if route.body else None, request.data)
+                body = route.body() if route.body else None
+                unknown_member_refuse(body, request.data)
+                # A deprecated member is ignored; the answer (a replay's too) says so.
+                self.deprecated_members_used = body is not None and any(
+                    isinstance(field, DeprecatedBooleanField) and name in request.data
+                    for name, field in body.fields.items()
+                )
         self.idempotency_key_begin(request, self.scope.organization)
 
     def _route(self, request: Request) -> Route | None:
@@ -90,11 +96,9 @@ class OrgScopedView(IdempotencyMixin):
         body = route.body(data=request.data)
         body.is_valid(raise_exception=True)
         data = dict(body.validated_data)
-        for name, field in body.fields.items():
+        for field in body.fields.values():
             if isinstance(field, DeprecatedBooleanField):
                 data.pop(field.source, None)
-                if name in request.data:
-                    self.deprecated_members_used = True
         return data
 
     def finalize_response(

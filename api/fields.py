@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.utils import OpenApiParameter, extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import get_error_detail
 
@@ -30,19 +31,34 @@ class StrictBooleanField(serializers.Field):
         return bool(value)
 
 
+@extend_schema_field(
+    {
+        "type": "boolean",
+        "deprecated": True,
+        "description": "Deprecated: accepted (a JSON boolean) and ignored until the next major "
+        "version; the answer then carries a `Deprecation` header.",
+    }
+)
 class DeprecatedBooleanField(StrictBooleanField):
     """A member a previous release accepted and this one dropped (SPEC §13.6: the onboarding
     create's `async`): still accepted (a JSON boolean), then ignored, until the next major
     version; the answer carries a `Deprecation` header (`OrgScopedView.body`). The OpenAPI
     document marks it `deprecated` (api.schemas.extensions)."""
 
-    def __init__(self, *, why: str, **kwargs: Any) -> None:
-        self.why = why
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(required=False, **kwargs)
 
 
 # RFC 9745's `Deprecation` header: when the deprecated members were dropped (release 2.3.0).
 DEPRECATED_SINCE = "@1796428800"  # 2026-12-05T00:00:00Z
+DEPRECATION = OpenApiParameter(
+    "Deprecation",
+    {"type": "string", "pattern": "^@-?[0-9]+$"},
+    OpenApiParameter.HEADER,
+    response=True,
+    description="Sent when the body held a deprecated member (RFC 9745: `@` and when it was "
+    "deprecated, in seconds since 1970); the member was ignored.",
+)
 
 
 class StrictCharField(serializers.CharField):

@@ -191,7 +191,7 @@ class OrgJobCollectionView(OrgScopedView):
             200: answer(
                 OrgJobListSerializer,
                 "A page of jobs, newest first.",
-                {"A page": {"items": [ex.ORG_JOB_ITEM], "nextCursor": None}},
+                {"A page": {"items": [ex.JOB_COMPLETED_ITEM], "nextCursor": None}},
             )
         },
     )

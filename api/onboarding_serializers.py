@@ -51,7 +51,7 @@ class OnboardingCreateSerializer(serializers.Serializer):
     brands = BoundedListField(
         child=OnboardingBrandSerializer(), min_length=1, max_length=MAX_BRANDS
     )
-    async_ = DeprecatedBooleanField(why="an onboarding is always asynchronous.", source="run_async")
+    async_ = DeprecatedBooleanField(source="run_async")  # always asynchronous
     maxFailedItems = serializers.IntegerField(  # noqa: N815
         min_value=1,
         required=False,

@@ -1,5 +1,5 @@
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerView
 
 from api import (
     brands,
@@ -13,6 +13,7 @@ from api import (
     upstream_calls,
     webhooks,
 )
+from api.schema_view import SchemaView
 
 B = "v2/orgs/<str:org_id>/brands/<str:brand_id>"
 ONB = "v2/orgs/<str:org_id>/serenity/onboardings"
@@ -26,7 +27,7 @@ urlpatterns = [
     path("metrics", health.metrics),
     path(
         "api/schema/",
-        SpectacularAPIView.as_view(permission_classes=[], authentication_classes=[]),
+        SchemaView.as_view(permission_classes=[], authentication_classes=[]),
         name="schema",
     ),
     path(

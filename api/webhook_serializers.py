@@ -8,6 +8,8 @@ tests/api/test_answers_conform.py checks every event actually sent against them.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from api.fields import BoundedListField, StrictBooleanField, WebhookUrlField
@@ -35,11 +37,32 @@ def _url_field(*, required: bool = True) -> WebhookUrlField:
     )
 
 
+class SubscribableEventField(OpenCodeField):
+    """An event type an endpoint subscribes to: documented as every event type (one open
+    schema, `WebhookEventType`), accepting those of today but `webhook.test`, which is sent on
+    request only."""
+
+    default_error_messages = {"unsubscribable": "webhook.test is sent on request only."}
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(
+            known=WebhookEventType.values,
+            schema_name="WebhookEventType",
+            known_only=True,
+            help_text="Any event type but `webhook.test`",
+            **kwargs,
+        )
+
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        if value not in SUBSCRIBABLE_EVENT_TYPES:
+            self.fail("unsubscribable")
+        return value
+
+
 def _events_field() -> serializers.ListField:
     return BoundedListField(
-        child=OpenCodeField(
-            known=SUBSCRIBABLE_EVENT_TYPES, schema_name="SubscribableEventType", known_only=True
-        ),
+        child=SubscribableEventField(),
         required=False,
         min_length=1,
         max_length=len(SUBSCRIBABLE_EVENT_TYPES),
@@ -84,7 +107,8 @@ class WebhookSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     url = serializers.CharField()
     events = serializers.ListField(
-        child=OpenCodeField(known=SUBSCRIBABLE_EVENT_TYPES, schema_name="SubscribableEventType")
+        child=OpenCodeField(known=WebhookEventType.values, schema_name="WebhookEventType"),
+        help_text="Every event type but `webhook.test` (sent on request only), unless chosen.",
     )
     enabled = serializers.BooleanField(help_text="A disabled endpoint gets no new deliveries.")
     disabledReason = serializers.CharField(  # noqa: N815

@@ -99,27 +99,21 @@ SETTLE_READ_DONE = {
     "finishedAt": "2026-01-15T09:30:00.400000Z",
     "waitingFor": None,
 }
+PENDING_SETTLE_READ = {"step": "provisionWorkspace", "status": "PENDING", "startedAt": None}
 JOB_IN_PROGRESS: dict[str, Any] = {
-    "jobId": JOB_ID,
-    "jobType": "provisionWorkspace",
-    "brandId": BRAND_ID,
+    **JOB_COMPLETED_ITEM,
     "status": "IN_PROGRESS",
     "result": None,
-    "error": None,
+    "finishedAt": None,
     "steps": [
         SETTLE_READ_DONE,
         {
-            "step": "provisionWorkspace",
-            "status": "PENDING",
-            "startedAt": None,
+            **PENDING_SETTLE_READ,
             "finishedAt": None,
             "runAfter": "2026-01-15T09:30:05.400000Z",
             "waitingFor": None,
         },
     ],
-    "createdAt": CREATED_AT,
-    "updatedAt": UPDATED_AT,
-    "finishedAt": None,
 }
 JOB_COMPLETED = {
     **JOB_COMPLETED_ITEM,
@@ -145,7 +139,6 @@ JOB_CANCELLED = {
     "steps": [SETTLE_READ_DONE],
     "finishedAt": UPDATED_AT,
 }
-ORG_JOB_ITEM = JOB_COMPLETED_ITEM
 BRAND_CREATE = {
     "name": "Acme",
     "baseUrl": "https://acme.example",

@@ -51,19 +51,6 @@ class StrictBooleanFieldExtension(OpenApiSerializerFieldExtension):
         }
 
 
-class DeprecatedBooleanFieldExtension(OpenApiSerializerFieldExtension):
-    target_class = "api.fields.DeprecatedBooleanField"
-
-    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
-        return {
-            "type": "boolean",
-            "deprecated": True,
-            "description": f"Deprecated: {self.target.why} Accepted (a JSON boolean) and "
-            "ignored until the next major version; the answer then carries a `Deprecation` "
-            "header.",
-        }
-
-
 class CharFieldRulesExtension(OpenApiSerializerFieldExtension):
     """A request string field's rule, from its class (api.fields `openapi`): by default, as
     DRF's `CharField` checks, not blank (unless `allow_blank`) and without NUL."""
@@ -84,30 +71,19 @@ class CharFieldRulesExtension(OpenApiSerializerFieldExtension):
 
 
 class OpenCodeFieldExtension(OpenApiSerializerFieldExtension):
-    """A code whose set grows: a named component (`OpenCodeField.schema_name`, the same name in
-    every release, never a generated `CodeEnum`), a string with its known values listed once
-    (Zalando's `x-extensible-enum`, and in the component's description), not a closed enum
-    (SPEC §12.2, §13.6). A request field that takes the known values only says so in its own
-    description: the set still grows."""
+    """A code whose set grows: a component named by the field (the same in every release), its
+    known values listed once (`x-extensible-enum`, and described), not an enum (SPEC §13.6)."""
 
     target_class = "provisioning.serializers.OpenCodeField"
+    match_subclasses = True
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
-        field = self.target
-        component = ResolvedComponent(
-            name=field.schema_name,
-            type=ResolvedComponent.SCHEMA,
-            object=field.schema_name,
-            schema={
-                "type": "string",
-                "x-extensible-enum": list(field.known),
-                "description": field.schema_description(),
-            },
-        )
-        # The first field of that name registers it; every other one names the same values.
-        auto_schema.registry.register_on_missing(component)
-        known = auto_schema.registry[component].schema["x-extensible-enum"]
-        assert known == list(field.known), (field.schema_name, known, field.known)
+        known, name = list(self.target.known), self.target.schema_name
+        schema = {"type": "string", "x-extensible-enum": known}
+        component = ResolvedComponent(name, ResolvedComponent.SCHEMA, object=name, schema=schema)
+        component.schema["description"] = self.target.schema_description()
+        auto_schema.registry.register_on_missing(component)  # the first field of that name
+        assert auto_schema.registry[component].schema["x-extensible-enum"] == known, name
         return component.ref
 
 

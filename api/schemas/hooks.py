@@ -209,16 +209,13 @@ def _apply_constraints(components: dict[str, Any]) -> None:
     other strings' rules are their fields': api.schemas.extensions); a brand create's
     cross-field rules; every body closed to members it does not list."""
     for name, schema in components.items():
+        if name.endswith("Request") and schema.get("type") == "object":
+            schema["additionalProperties"] = False  # a typo is refused (SPEC §13.6: api.bodies)
         for prop in schema.get("properties", {}).values() if name.endswith("Request") else ():
             if prop.get("type") == "string" and not {"pattern", "enum", "format"} & set(prop):
                 prop["pattern"] = "^[^\\x00]*$"
     if "BrandCreateRequest" in components:
         components["BrandCreateRequest"]["allOf"] = BRAND_CREATE_RULES
-    # SPEC §13.6: every body (and every object inside one) refuses a member it does not list
-    # (api.bodies).
-    for name, schema in components.items():
-        if name.endswith("Request") and schema.get("type") == "object":
-            schema["additionalProperties"] = False
 
 
 # SPEC §4.1's cross-field rules of a brand create (provisioning.flows.brand_create), stated with
@@ -280,10 +277,7 @@ def _nullable_by_construction(node: Any) -> None:
             _nullable_by_construction(value)
 
 
-LOCATION = {
-    "201": "The path of what was created.",
-    "202": "The path of what was started, to poll.",
-}
+LOCATION = {"schema": {"type": "string"}, "required": True, "description": "Where it is."}
 
 
 def _retry_after_headers(responses: dict[str, Any]) -> None:
@@ -292,12 +286,9 @@ def _retry_after_headers(responses: dict[str, Any]) -> None:
     for status, header in (("429", RETRY_AFTER_429), ("503", RETRY_AFTER_503)):
         if status in responses:
             responses[status].setdefault("headers", {}).update(header)
-    for status, description in LOCATION.items():
+    for status in ("201", "202"):
         if status in responses:
-            responses[status].setdefault("headers", {}).setdefault(
-                "Location",
-                {"schema": {"type": "string"}, "required": True, "description": description},
-            )
+            responses[status].setdefault("headers", {}).setdefault("Location", LOCATION)
 
 
 def postprocess_schema(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from api.errors import (
     RequestTooLargeError,
     UnsupportedMediaTypeError,
 )
-from api.fields import DeprecatedBooleanField
+from api.fields import DEPRECATION, DeprecatedBooleanField
 from api.responses import ErrorEnvelopeSerializer
 from api.routes import Route
 from api.schemas.examples import JOB_ID
@@ -78,15 +78,6 @@ IDEMPOTENT_REPLAYED = OpenApiParameter(
     response=True,
     description="`true` when this answer is the stored answer to an earlier request with the "
     "same `Idempotency-Key`.",
-)
-
-DEPRECATION = OpenApiParameter(
-    "Deprecation",
-    {"type": "string", "pattern": "^@-?[0-9]+$"},
-    OpenApiParameter.HEADER,
-    response=True,
-    description="Sent when the body held a deprecated member (RFC 9745: `@` and when it was "
-    "deprecated, in seconds since 1970); the member was ignored.",
 )
 
 

@@ -60,14 +60,16 @@ AUTHENTICATION_BACKENDS = [
 ]
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
 
-# Admin login lockout (django-axes, serenity/lockout.py): AXES_FAILURE_LIMIT failed logins for
+# Admin login lockout (django-axes, api/lockout.py): AXES_FAILURE_LIMIT failed logins for
 # one user name from one address lock that pair out, and AXES_ADDRESS_FAILURE_LIMIT failed
-# logins from one address across user names lock the address out, for AXES_COOLOFF_TIME hours;
+# logins from one address across user names lock the address out, AXES_USERNAME_FAILURE_LIMIT
+# from any addresses lock the user name out, for AXES_COOLOFF_TIME hours;
 # `manage.py axes_reset` lifts it.
 AXES_FAILURE_LIMIT = 5
 AXES_COOLOFF_TIME = 1.0
 AXES_ADDRESS_FAILURE_LIMIT = 20
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
+AXES_USERNAME_FAILURE_LIMIT = 10
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address", "username"]
 AXES_HANDLER = "api.lockout.AdminLoginLockoutHandler"
 AXES_RESET_ON_SUCCESS = True
 # The client address as the API's throttles see it: the peer, unless proxies are declared

@@ -57,9 +57,10 @@ SERENITY_AUDIT_PROGRESS_SECONDS = 10.0
 SERENITY_ONBOARDING_OPEN_ITEMS_MAX = 5000
 SERENITY_ONBOARDING_MARKETS_MAX = 5000
 SERENITY_ONBOARDING_LIMIT_RETRY_SECONDS = 60
-# An org's queued markets (`creating`: an onboarding's, an async brand create's, an async market
-# create's), at most; past it a request that would queue more is told 429 queuedMarketsLimit
-# (Retry-After: SERENITY_ONBOARDING_LIMIT_RETRY_SECONDS).
+# An org's queued markets (reserved `creating` ones, and those activate-markets steps that have
+# not started plan: an onboarding's, an async create's or activation's), at most (provisioning.
+# caps); a request that would queue more is told 429 queuedMarketsLimit (Retry-After:
+# SERENITY_ONBOARDING_LIMIT_RETRY_SECONDS).
 SERENITY_ORG_QUEUED_MARKETS_MAX = 5000
 # An onboarding's items read their workspaces' statuses through shared family listings (SPEC
 # §12.5): a listing is made this long after the first read it answers was due, and answers

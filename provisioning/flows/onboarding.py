@@ -279,7 +279,6 @@ class ItemRows:
         )
         refs = item_refs(attempt, onboarding, index)
         then = self._chained(brand, attempt, item.markets, refs)
-        self.queued_markets += len(item.markets)
         self.brands.append(brand)
         self.begun(onboarding, index, item, brand, attempt, refs, then)
 
@@ -327,6 +326,7 @@ class ItemRows:
     ) -> job_services.StepSpec | None:
         """The item's chained step: create-market on a reserved slice for one market (as a
         brand create with a market), activate-markets for several, none for none."""
+        self.queued_markets += len(markets)
         if len(markets) == 1:
             plan = markets[0]
             market = Market(

@@ -387,11 +387,17 @@ def test_the_dropped_async_member_is_accepted_and_ignored_with_a_deprecation_hea
     """SPEC §13.6: a client generated from an earlier release sends `"async": false`; it is
     accepted and ignored (an onboarding is always asynchronous) until the next major version,
     and the answer says it is deprecated (RFC 9745)."""
-    response = sw_writer.post(url(sw_writer), {"brands": [brand("A")], "async": value})
+    body = {"brands": [brand("A")], "async": value}
+    response = sw_writer.post(url(sw_writer), body, HTTP_IDEMPOTENCY_KEY="k1")
     assert response.status_code == 202, response.json()
     assert response["Deprecation"] == "@1796428800"
     assert response.json()["status"] == "IN_PROGRESS"
     assert Onboarding.objects.get().total == 1
+    # a replay says so too
+    replayed = sw_writer.post(url(sw_writer), body, HTTP_IDEMPOTENCY_KEY="k1")
+    assert replayed["Idempotent-Replayed"] == "true"
+    assert replayed["Deprecation"] == "@1796428800"
+    assert replayed.json() == response.json()
     # without it, no such header
     plain = sw_writer.post(url(sw_writer), {"brands": [brand("B")]})
     assert plain.status_code == 202

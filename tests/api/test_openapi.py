@@ -668,12 +668,17 @@ def test_the_codes_that_grow_are_open_strings_listing_their_known_values(documen
         "drift.detected",
         "drift.repaired",
     }
-    assert _open_codes(document, "Webhook", "events") == subscribable
-    # A request names the values the service accepts today (its description says an unknown
-    # one is refused), by the same open component: the set grows (SPEC §13.6).
-    assert _open_codes(document, "WebhookCreateRequest", "events") == subscribable
-    assert _open_codes(document, "PatchedWebhookUpdateRequest", "events") == subscribable
-    assert _open_codes(document, "Delivery", "type") == subscribable | {"webhook.test"}
+    # One open schema of every event type, wherever one is named (SPEC §13.6); a request
+    # says in its own description which it accepts today (all but `webhook.test`).
+    every = subscribable | {"webhook.test"}
+    for component, prop in (
+        ("Webhook", "events"),
+        ("WebhookCreateRequest", "events"),
+        ("PatchedWebhookUpdateRequest", "events"),
+        ("Delivery", "type"),
+    ):
+        assert _open_codes(document, component, prop) == every, component
+        assert _component_name(document, component, prop) == "WebhookEventType", component
 
 
 def test_step_names_job_types_and_provisioning_error_codes_are_open_with_stable_names(document):
@@ -691,7 +696,7 @@ def test_step_names_job_types_and_provisioning_error_codes_are_open_with_stable_
     assert _open_codes(document, "ProvisioningError", "code") == set(AttemptReason.values)
     assert _component_name(document, "ProvisioningError", "code") == "ProvisioningErrorCode"
     schemas = document["components"]["schemas"]
-    for generated in ("CodeEnum", "StepEnum", "JobTypeEnum", "EventsEnum"):
+    for generated in ("CodeEnum", "StepEnum", "JobTypeEnum", "EventsEnum", "SubscribableEventType"):
         assert generated not in schemas, generated
     # each open value appears once: in its component's list
     text = json.dumps({k: v for k, v in schemas.items()})
@@ -756,3 +761,29 @@ def test_every_response_example_is_a_valid_answer(document):
             for value in values:
                 wrong += [(method, path, status, e.message) for e in validator.iter_errors(value)]
     assert wrong == []
+
+
+@pytest.mark.parametrize("wanted", ["xml", "html", "x" * 300])
+def test_an_unknown_schema_format_is_a_400_naming_it_never_a_500(wanted):
+    """SPEC §13.6: `?format=xml` answered 500 with a traceback, unauthenticated."""
+    response = APIClient().get("/api/schema/", {"format": wanted})
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/json"
+    body = response.json()
+    assert body["error"] == "invalidRequest"
+    assert body["details"] == {"field": "format"}
+    assert body["message"].startswith("format: ") and body["message"].endswith(
+        "is not one of json, yaml."
+    )
+    assert len(body["message"]) <= 500
+
+
+def test_an_accept_the_schema_cannot_satisfy_is_a_406_in_json():
+    response = APIClient().get("/api/schema/", HTTP_ACCEPT="application/xml")
+    assert response.status_code == 406
+    assert response.json() == {"error": "notAcceptable", "message": "Not acceptable."}
+
+
+@pytest.mark.parametrize("wanted", ["json", "yaml"])
+def test_the_known_schema_formats_still_answer(wanted):
+    assert APIClient().get("/api/schema/", {"format": wanted}).status_code == 200

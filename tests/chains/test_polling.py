@@ -133,6 +133,7 @@ def test_in_progress_poll_sends_retry_after_and_pending_steps(sw_writer, sim, pu
     assert set(body) == {
         "jobId",
         "jobType",
+        "brandId",
         "status",
         "result",
         "error",

@@ -2,7 +2,8 @@
 AXES_FAILURE_LIMIT wrong passwords for one user name from one address, even the right password
 is refused until the cool-off passes or an operator runs `manage.py axes_reset`; and after
 AXES_ADDRESS_FAILURE_LIMIT failures from one address across user names, that address is
-(SPEC §11.4)."""
+(SPEC §11.4); and after AXES_USERNAME_FAILURE_LIMIT failures for one user name from any mix of
+addresses, that user name is (SPEC §13.6)."""
 
 from __future__ import annotations
 
@@ -86,3 +87,31 @@ def test_another_address_is_not_locked_out_by_them(superuser, settings):
     response = _login(Client(REMOTE_ADDR="10.0.0.8"), "right-pw")
     # then
     assert response.status_code == 302
+
+
+def test_failures_for_one_user_name_from_many_addresses_lock_the_name_out(superuser, settings):
+    """SPEC §13.6: one wrong password from each of many addresses (of one IPv6 range, say):
+    no pair and no address reaches its limit, the user name does."""
+    # given
+    settings.AXES_USERNAME_FAILURE_LIMIT = 6
+    # when each address tries one wrong password
+    codes = [
+        _login(Client(REMOTE_ADDR=f"2001:db8::{n + 1:x}"), f"wrong-{n}").status_code
+        for n in range(6)
+    ]
+    # then the user name is locked out once it reaches its own limit
+    assert codes == [200] * 5 + [429]
+    # even for the right password from yet another address
+    response = _login(Client(REMOTE_ADDR="2001:db8::ff"), "right-pw")
+    assert response.status_code == 429
+    assert "sessionid" not in response.cookies
+    # while another user name from those addresses is not locked out
+    get_user_model().objects.create_superuser("ops", "ops@example.com", "ops-pw")
+    assert _login(Client(REMOTE_ADDR="2001:db8::1"), "ops-pw", username="ops").status_code == 302
+
+
+def test_fewer_failures_for_a_user_name_than_its_limit_do_not_lock_it_out(superuser, settings):
+    settings.AXES_USERNAME_FAILURE_LIMIT = 6
+    for n in range(5):
+        _login(Client(REMOTE_ADDR=f"2001:db8::{n + 1:x}"), f"wrong-{n}")
+    assert _login(Client(REMOTE_ADDR="2001:db8::ff"), "right-pw").status_code == 302
