@@ -577,5 +577,5 @@ LOGGING = {
 # at once, every worker together; and at most this share of a worker's pool slots (at least
 # one; all of them for a worker that consumes the webhook queue alone), so provisioning steps
 # always have slots.
-WEBHOOK_ATTEMPTS_PER_ORG = env_int("WEBHOOK_ATTEMPTS_PER_ORG", 2)
+WEBHOOK_ATTEMPTS_PER_ORG = 2
 WEBHOOK_WORKER_SHARE = 0.5
