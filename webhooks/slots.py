@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -36,14 +37,14 @@ from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
+from jobs.publishing import publish_job
 from jobs.runner import run_claimed
-from jobs.services import job_claim
+from jobs.services import job_claim, task_name_for
 from webhooks.models import AttemptSlot, SlotKind
 from webhooks.services import DELIVERY_STEP
 
-# How many attempts one message may run one after the other before it leaves the rest to the
-# other messages (a bound, never reached in practice: each attempt takes up to 10 s).
-ATTEMPTS_PER_MESSAGE_MAX = 1000
+# How long one message runs attempts one after the other before it hands on to a new message.
+LOOP_SECONDS = 60.0
 # A due job whose message found no slot is published again by the dispatcher only this much
 # (and a lease) later: the loops of the attempts in flight run it as soon as a slot frees.
 PARKED_SECONDS = 600.0
@@ -69,10 +70,13 @@ class Taken:
 
 def attempts_run(*, job_id: uuid.UUID | None, worker: str, share: int) -> int:
     """A delivery's message: run the fairest due attempt under its slots, then the next, until
-    none may run here. Returns how many ran."""
+    none may run here. Returns how many ran. After `LOOP_SECONDS` the loop hands on to a new
+    message instead (a task that ran for hours would hold a worker's warm shutdown and outlive
+    the broker's visibility timeout)."""
     ran = 0
     own = job_id
-    while ran < ATTEMPTS_PER_MESSAGE_MAX:
+    started = time.monotonic()
+    while True:
         taken = attempt_take(own_job_id=own, worker=worker, share=share)
         if taken is None:
             break
@@ -82,6 +86,9 @@ def attempts_run(*, job_id: uuid.UUID | None, worker: str, share: int) -> int:
             AttemptSlot.objects.filter(pk__in=taken.slot_ids).delete()
         ran += 1
         own = None
+        if time.monotonic() - started >= LOOP_SECONDS:
+            publish_job(job_id=taken.job.id, task_name=task_name_for(DELIVERY_STEP))
+            break
     if job_id is not None:
         _park(job_id)
     return ran

@@ -268,3 +268,25 @@ def test_attempts_in_flight_never_exceed_the_workers_share_of_its_pool(
 )
 def test_a_workers_share_is_half_its_pool_or_all_of_a_webhook_worker(slots, webhooks_only, share):
     assert worker_share(pool_slots=slots, webhooks_only=webhooks_only) == share
+
+
+def test_a_long_loop_hands_on_to_a_new_message(
+    allow_private, receiver, published_jobs, monkeypatch
+):
+    from webhooks import slots
+
+    # given two orgs' due deliveries, and a loop that may run for no time at all
+    monkeypatch.setattr(slots, "LOOP_SECONDS", 0.0)
+    sent: list[dict[str, Any]] = []
+    monkeypatch.setattr(slots, "publish_job", lambda **kw: sent.append(kw) or True)
+    for _ in range(2):
+        org = OrganizationFactory()
+        register(make_caller(org), receiver.url)
+        publish_to_one(org)
+    first = messages_of(published_jobs)[0]
+    # when one message runs
+    ran = slots.attempts_run(job_id=uuid.UUID(first), worker="w", share=4)
+    # then it made one attempt and left the next to a new message of the delivery task
+    assert ran == 1
+    assert [kw["task_name"] for kw in sent] == ["serenity.step.deliverWebhook"]
+    assert len(receiver.received) == 1
