@@ -42,13 +42,10 @@ from jobs.publishing import publish_job
 from jobs.runner import run_claimed
 from jobs.services import job_claim, task_name_for
 from webhooks.models import AttemptSlot, SlotKind
-from webhooks.services import DELIVERY_STEP
+from webhooks.services import DELIVERY_STEP, PARKED_SECONDS
 
 # How long one message runs attempts one after the other before it hands on to a new message.
 LOOP_SECONDS = 60.0
-# A due job whose message found no slot is published again by the dispatcher only this much
-# (and a lease) later: the loops of the attempts in flight run it as soon as a slot frees.
-PARKED_SECONDS = 600.0
 # A slot outlives the attempt's deadline by this much (the attempt's lease: `webhooks.delivery`).
 SLOT_MARGIN_SECONDS = 30.0
 
