@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Q
@@ -27,13 +28,15 @@ def outbox_jobs_create(
     step: str,
     jobs: Mapping[uuid.UUID, dict[str, Any]],
     publish_max: int | None = None,
+    unpublished_until: datetime | None = None,
 ) -> None:
     """Create one runnable job per id (its `metadata` the mapped value) inside the caller's
     transaction; each is published after commit (only the first `publish_max`, for a step
     whose messages run any due job of its step, not only their own: `webhooks.slots`; the
-    rest are marked published, so the dispatcher publishes one only if it is still due a lease
-    later). An id that exists already is left alone: a repeated emission creates nothing twice
-    (its duplicate message finds nothing to claim or runs the one job)."""
+    rest are marked published until `unpublished_until`, or now, so the dispatcher publishes
+    one only if it is still due a lease after that). An id that exists already is left alone:
+    a repeated emission creates nothing twice (its duplicate message finds nothing to claim or
+    runs the one job)."""
     if not jobs:
         return
     now = timezone.now()
@@ -51,9 +54,13 @@ def outbox_jobs_create(
             current_id=job_id,
             position=0,
             run_after=now,
-            published_at=now,
+            published_at=(
+                now
+                if publish_max is None or index < publish_max or unpublished_until is None
+                else unpublished_until
+            ),
         )
-        for job_id, metadata in jobs.items()
+        for index, (job_id, metadata) in enumerate(jobs.items())
     ]
     AsyncJob.objects.bulk_create(rows, ignore_conflicts=True)
     for row in rows if publish_max is None else rows[:publish_max]:

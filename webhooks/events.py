@@ -39,6 +39,9 @@ JOB_EVENTS = {
 EVENTS_JOB_TYPE = "webhookEvents"
 EVENTS_STEP = "publishWebhookEvents"
 EVENTS_KEY = "events"
+# Events per such job: each is a short task (a worker that also runs provisioning steps takes a
+# step between two), however many chains ended.
+EVENTS_PER_JOB = 100
 _JOB_EVENT_NAMESPACE = uuid.UUID("0b6c9f9e-3f0a-4d5e-9a51-7c2d8e41b6a3")
 
 
@@ -71,9 +74,9 @@ def job_events_data(root_ids: list[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]
 def job_chains_ended(sender: Any, *, jobs: list[AsyncJob], **_: Any) -> None:
     """`jobs.signals.chains_ended` receiver: the job events of many chains (an onboarding's
     cancel ends a thousand chains at once), written after the answer (SPEC §13.6): per org with
-    an endpoint subscribed, one outbox job naming the chains and their events, in the ending's
-    transaction (so they commit with it, or not at all); a worker writes their deliveries
-    (`job_events_step`), set-based."""
+    an endpoint subscribed, outbox jobs naming the chains and their events, in the ending's
+    transaction (so they commit with it, or not at all), one per `EVENTS_PER_JOB` chains; a
+    worker writes their deliveries (`job_events_step`), set-based."""
     by_org: dict[uuid.UUID, dict[uuid.UUID, str]] = {}
     for job in jobs:
         if job.job_type in JobType.values and job.status in JOB_EVENTS:
@@ -82,16 +85,14 @@ def job_chains_ended(sender: Any, *, jobs: list[AsyncJob], **_: Any) -> None:
     for organization_id, ended in by_org.items():
         if not _subscribed(organization_id, set(ended.values())):
             continue
+        named = [[str(root_id), event_type] for root_id, event_type in ended.items()]
         outbox_jobs_create(
             organization_id=organization_id,
             job_type=EVENTS_JOB_TYPE,
             step=EVENTS_STEP,
             jobs={
-                uuid.uuid4(): {
-                    EVENTS_KEY: [
-                        [str(root_id), event_type] for root_id, event_type in ended.items()
-                    ]
-                }
+                uuid.uuid4(): {EVENTS_KEY: named[start : start + EVENTS_PER_JOB]}
+                for start in range(0, len(named), EVENTS_PER_JOB)
             },
         )
 

@@ -50,6 +50,10 @@ DELIVERY_KEY = "deliveryId"
 SINGLE_ATTEMPT_KEY = "singleAttempt"
 # After a rotation, the replaced secret signs deliveries beside the new one this long.
 PREVIOUS_SECRET_VALID_FOR = timedelta(hours=24)
+# A due delivery job without a message of its own (one of a batch past the first few, or whose
+# message found no slot) is run by the loops of the attempts in flight (`webhooks.slots`); the
+# dispatcher publishes it again only this much (and a lease) later, as a backstop.
+PARKED_SECONDS = 3600.0
 OVERFLOW = "overflow"
 FAILING_DISABLED_REASON = "every attempt failed for 24 h"
 
@@ -323,6 +327,7 @@ def _deliveries_insert(
         step=DELIVERY_STEP,
         jobs={d.id: {DELIVERY_KEY: str(d.id)} for d in deliveries},
         publish_max=settings.WEBHOOK_ATTEMPTS_PER_ORG,
+        unpublished_until=timezone.now() + timedelta(seconds=PARKED_SECONDS),
     )
     deliveries_overflow(organization_id=organization_id)
     return [d.id for d in deliveries]

@@ -12,9 +12,10 @@ transaction, lapsing with the attempt's lease):
   has slots for them, however many deliveries are due.
 
 A delivery's message does not run its own job: it runs the fairest due delivery (`_fairest`):
-of the orgs under their cap, the one with the fewest attempts in flight, then the oldest due;
-its own job on a tie. So another org's first attempt is made by the next message any worker
-takes, not after the messages of one org's backlog that the broker's queue holds ahead of it.
+of the orgs under their cap, the one with the fewest attempts in flight, then the fewest due,
+then the oldest due; its own job when it is of that org. So another org's first attempt is
+made by the next message any worker takes (or the next attempt a running loop starts), not
+after the messages of one org's backlog that the broker's queue holds ahead of it.
 When the attempt ends, the same worker thread runs the next fairest (`attempts_run`) until none
 is due that it may run. A message that finds no slot does nothing (in milliseconds): its job is
 run by the loop of an attempt in flight when that one ends (its job is due: the loop finds it),
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -36,17 +38,14 @@ from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
+from jobs.publishing import publish_job
 from jobs.runner import run_claimed
-from jobs.services import job_claim
+from jobs.services import job_claim, task_name_for
 from webhooks.models import AttemptSlot, SlotKind
-from webhooks.services import DELIVERY_STEP
+from webhooks.services import DELIVERY_STEP, PARKED_SECONDS
 
-# How many attempts one message may run one after the other before it leaves the rest to the
-# other messages (a bound, never reached in practice: each attempt takes up to 10 s).
-ATTEMPTS_PER_MESSAGE_MAX = 1000
-# A due job whose message found no slot is published again by the dispatcher only this much
-# (and a lease) later: the loops of the attempts in flight run it as soon as a slot frees.
-PARKED_SECONDS = 600.0
+# How long one message runs attempts one after the other before it hands on to a new message.
+LOOP_SECONDS = 60.0
 # A slot outlives the attempt's deadline by this much (the attempt's lease: `webhooks.delivery`).
 SLOT_MARGIN_SECONDS = 30.0
 
@@ -69,10 +68,13 @@ class Taken:
 
 def attempts_run(*, job_id: uuid.UUID | None, worker: str, share: int) -> int:
     """A delivery's message: run the fairest due attempt under its slots, then the next, until
-    none may run here. Returns how many ran."""
+    none may run here. Returns how many ran. After `LOOP_SECONDS` the loop hands on to a new
+    message instead (a task that ran for hours would hold a worker's warm shutdown and outlive
+    the broker's visibility timeout)."""
     ran = 0
     own = job_id
-    while ran < ATTEMPTS_PER_MESSAGE_MAX:
+    started = time.monotonic()
+    while True:
         taken = attempt_take(own_job_id=own, worker=worker, share=share)
         if taken is None:
             break
@@ -82,6 +84,9 @@ def attempts_run(*, job_id: uuid.UUID | None, worker: str, share: int) -> int:
             AttemptSlot.objects.filter(pk__in=taken.slot_ids).delete()
         ran += 1
         own = None
+        if time.monotonic() - started >= LOOP_SECONDS:
+            publish_job(job_id=taken.job.id, task_name=task_name_for(DELIVERY_STEP))
+            break
     if job_id is not None:
         _park(job_id)
     return ran
@@ -146,25 +151,23 @@ def _fairest(
     *, own_job_id: uuid.UUID | None, in_flight: dict[str, int], cap: int, now: datetime
 ) -> tuple[uuid.UUID, uuid.UUID] | None:
     """The job (and its org) a message runs: of the orgs with a due delivery and fewer than
-    `cap` attempts in flight, the one with the fewest in flight, then the oldest due; its own
-    job when its org has as few in flight as that one."""
+    `cap` attempts in flight, the one with the fewest in flight, then the fewest due (an org's
+    backlog never goes before another org's first delivery, even where a worker runs one
+    attempt at a time and every org has none in flight between two), then the oldest due; its
+    own job when it is of that org, else that org's oldest due."""
     full = [holder for holder, n in in_flight.items() if n >= cap]
     due = _due(now).exclude(organization_id__in=full)
-    oldest = list(
+    orgs = list(
         due.order_by()
         .values("organization_id")
-        .annotate(first=Min("run_after"))
-        .values_list("organization_id", "first")
+        .annotate(backlog=Count("id"), first=Min("run_after"))
+        .values_list("organization_id", "backlog", "first")
     )
-    if not oldest:
+    if not orgs:
         return None
-    best_org, _ = min(oldest, key=lambda row: (in_flight.get(str(row[0]), 0), row[1]))
-    if own_job_id is not None:
-        own_org = due.filter(pk=own_job_id).values_list("organization_id", flat=True).first()
-        if own_org is not None and in_flight.get(str(own_org), 0) <= in_flight.get(
-            str(best_org), 0
-        ):
-            return own_job_id, own_org
+    best_org, _, _ = min(orgs, key=lambda row: (in_flight.get(str(row[0]), 0), row[1], row[2]))
+    if own_job_id is not None and due.filter(pk=own_job_id, organization_id=best_org).exists():
+        return own_job_id, best_org
     job_id = (
         due.filter(organization_id=best_org)
         .order_by("run_after", "id")

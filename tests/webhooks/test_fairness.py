@@ -182,6 +182,10 @@ def test_another_orgs_first_attempt_goes_before_one_orgs_backlog(
         ]
         ours = webhook_events_publish(organization_id=writer.org.id, events=events)
         assert len(ours) == 1000
+        # (two messages start them; the rest are left to the loops, the dispatcher's backstop
+        # an hour away)
+        later = timezone.now() + timedelta(minutes=30)
+        assert AsyncJob.objects.filter(pk__in=ours[2:], published_at__lt=later).count() == 0
         # and then another org's first event
         other = make_caller(OrganizationFactory())
         register(other, receiver.url)
@@ -248,13 +252,6 @@ def test_attempts_in_flight_never_exceed_the_workers_share_of_its_pool(
         consumers.wait_running(2)
         # then two attempts run and the other two messages left their slots to steps
         assert gated.arrived == 2
-        # (their jobs wait for a running attempt's loop, not the dispatcher's next round)
-        waiting = AsyncJob.objects.filter(step=DELIVERY_STEP, claim_token__isnull=True)
-        assert waiting.count() == 2
-        assert all(
-            at > timezone.now() + timedelta(minutes=5)
-            for at in waiting.values_list("published_at", flat=True)
-        )
         gated.gate.set()
         consumers.join()
     # and the running ones went on to the rest
@@ -268,3 +265,77 @@ def test_attempts_in_flight_never_exceed_the_workers_share_of_its_pool(
 )
 def test_a_workers_share_is_half_its_pool_or_all_of_a_webhook_worker(slots, webhooks_only, share):
     assert worker_share(pool_slots=slots, webhooks_only=webhooks_only) == share
+
+
+def test_a_long_loop_hands_on_to_a_new_message(
+    allow_private, receiver, published_jobs, monkeypatch
+):
+    from webhooks import slots
+
+    # given two orgs' due deliveries, and a loop that may run for no time at all
+    monkeypatch.setattr(slots, "LOOP_SECONDS", 0.0)
+    sent: list[dict[str, Any]] = []
+    monkeypatch.setattr(slots, "publish_job", lambda **kw: sent.append(kw) or True)
+    for _ in range(2):
+        org = OrganizationFactory()
+        register(make_caller(org), receiver.url)
+        publish_to_one(org)
+    first = messages_of(published_jobs)[0]
+    # when one message runs
+    ran = slots.attempts_run(job_id=uuid.UUID(first), worker="w", share=4)
+    # then it made one attempt and left the next to a new message of the delivery task
+    assert ran == 1
+    assert [kw["task_name"] for kw in sent] == ["serenity.step.deliverWebhook"]
+    assert len(receiver.received) == 1
+
+
+def test_a_loop_runs_another_orgs_first_delivery_before_its_own_orgs_backlog(
+    allow_private, receiver, published_jobs
+):
+    # given a worker that runs one attempt at a time, an org with three due deliveries and
+    # then another org's one
+    backlog, other = OrganizationFactory(), OrganizationFactory()
+    register(make_caller(backlog), f"{receiver.url}/backlog")
+    register(make_caller(other), f"{receiver.url}/other")
+    for _ in range(3):
+        publish_to_one(backlog)
+    publish_to_one(other)
+    first = messages_of(published_jobs)[0]
+    # when the backlog's first message runs its loop
+    from webhooks import slots
+
+    ran = slots.attempts_run(job_id=uuid.UUID(first), worker="w", share=1)
+    # then the other org's delivery goes first (the fewest due), not after the backlog
+    assert ran == 4
+    assert [r.path for r in receiver.received] == [
+        "/hook/other",
+        "/hook/backlog",
+        "/hook/backlog",
+        "/hook/backlog",
+    ]
+
+
+def test_a_message_that_finds_no_slot_leaves_its_job_to_the_running_loops(
+    allow_private, receiver, published_jobs
+):
+    from webhooks import slots
+    from webhooks.models import AttemptSlot
+
+    # given a worker whose one slot is held (by an attempt in flight)
+    org = OrganizationFactory()
+    register(make_caller(org), receiver.url)
+    job_id = publish_to_one(org)
+    AttemptSlot.objects.create(
+        kind="worker",
+        holder="w",
+        number=0,
+        job_id=uuid.uuid4(),
+        held_until=timezone.now() + timedelta(seconds=40),
+    )
+    # when its message comes
+    ran = slots.attempts_run(job_id=job_id, worker="w", share=1)
+    # then it attempts nothing, and the dispatcher publishes the job again only much later
+    assert ran == 0 and receiver.arrivals == []
+    job = AsyncJob.objects.get(pk=job_id)
+    assert job.claim_token is None
+    assert job.published_at > timezone.now() + timedelta(minutes=5)
