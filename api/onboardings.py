@@ -65,6 +65,11 @@ REDRIVE_ACCEPTED = {
     "total": 1,
     "retryOf": ex.ONBOARDING_ID,
 }
+CREATE_CSV = (
+    "name,baseUrl,aliases,markets\r\n"
+    "Acme,https://acme.example,,US:en\r\n"
+    'Globex,https://globex.example,"Globex Corp",DE:de;FR:fr\r\n'
+)
 ITEMS_CSV = (
     "name,baseUrl,markets,status,brandId,errorCode,errorMessage\r\n"
     f"Acme,https://acme.example,US:en,COMPLETED,{ex.BRAND_ID},,\r\n"
@@ -171,7 +176,7 @@ class OnboardingCollectionView(OrgScopedView):
         body=OnboardingCreateSerializer,
         other_bodies={CSV_MEDIA_TYPE: CSV_BODY},
         query=OnboardingCreateQuerySerializer,
-        examples={"Two brands": ex.ONBOARDING_CREATE},
+        examples={"Two brands": ex.ONBOARDING_CREATE, "Two brands as CSV": CREATE_CSV},
         headers=accepted_headers(
             location="The onboarding's path, to poll.",
             retry_after="Seconds before the first poll.",

@@ -72,6 +72,12 @@ class Route:
         return {(status, "application/json"): error for status, error in errors.items()}
 
 
+def example_media_type(value: Any) -> str | None:
+    """A request example's media type: a string is a CSV body (the onboarding create's), any
+    other value JSON (None: drf-spectacular's default)."""
+    return "text/csv" if isinstance(value, str) else None
+
+
 def route(**declaration: Any) -> Callable[[Handler], Handler]:
     """`@route(...)` on a view's handler: its `Route`."""
 

@@ -20,7 +20,7 @@ from api.errors import (
 )
 from api.fields import DEPRECATION, DeprecatedBooleanField
 from api.responses import ErrorEnvelopeSerializer
-from api.routes import Route
+from api.routes import Route, example_media_type
 from api.schemas.examples import JOB_ID
 from kernel.errors import DomainError, ForbiddenError, InvalidRequestError
 from serenity.exceptions import (
@@ -164,8 +164,8 @@ class RouteSchema(AutoSchema):
 
     def get_examples(self) -> list[OpenApiExample]:
         return [
-            OpenApiExample(name, value=value, request_only=True)
-            for name, value in self.route.examples.items()
+            OpenApiExample(name, value=v, request_only=True, media_type=example_media_type(v))
+            for name, v in self.route.examples.items()
         ]
 
     def get_callbacks(self) -> list[Any]:

@@ -156,15 +156,17 @@ def _brands_lock(brand_ids: list[uuid.UUID]) -> dict[uuid.UUID, Brand]:
 def _candidates_left(brands: list[Brand]) -> dict[uuid.UUID, str]:
     """Of these brands without a workspace, the candidate each one's latest attempt recorded,
     where it may be settled again: not terminal, and no brand's pointer."""
-    latest = (
+    latest: dict[uuid.UUID, tuple[str | None, str | None]] = {}
+    # Newest first: the first row seen of a brand is its latest attempt (a few per brand).
+    for brand_id, candidate, reason in (
         ProvisioningAttempt.objects.filter(brand__in=brands)
-        .order_by("brand_id", "-created_at")
-        .distinct("brand_id")
+        .order_by("-created_at")
         .values_list("brand_id", "candidate_workspace_id", "reason")
-    )
+    ):
+        latest.setdefault(brand_id, (candidate, reason))
     found = {
         brand_id: candidate
-        for brand_id, candidate, reason in latest
+        for brand_id, (candidate, reason) in latest.items()
         if candidate and reason != AttemptReason.TERMINAL
     }
     pointed = set(

@@ -347,3 +347,24 @@ def test_csv_out_errors_are_json(sw_writer):
     )
     assert_error(response, 404, "onboardingNotFound")
     assert response["Content-Type"] == "application/json"
+
+
+@pytest.mark.parametrize(
+    ("body", "threshold"), [({}, 4), ({"maxFailedItems": 2}, 2), ({"maxFailedItems": None}, None)]
+)
+def test_a_redrive_keeps_the_original_s_threshold_unless_told(sw_writer, body, threshold):
+    response = sw_writer.post(url(sw_writer), {"brands": [brand("T")], "maxFailedItems": 4})
+    for item in OnboardingItem.objects.all():
+        end_item(item, JobStatus.FAILED)
+    redrive = sw_writer.post(url(sw_writer, f"/{response.json()['onboardingId']}/retry"), body)
+    assert redrive.status_code == 202, redrive.json()
+    assert Onboarding.objects.get(pk=redrive.json()["onboardingId"]).max_failed_items == threshold
+
+
+def test_a_redrive_body_with_an_unknown_member_is_400_and_writes_nothing(sw_writer):
+    first = ended_onboarding(sw_writer, [brand("U")], [JobStatus.FAILED])
+    before = written()
+    response = sw_writer.post(url(sw_writer, f"/{first}/retry"), {"maxFailed": 2})
+    assert_error(response, 400, "invalidRequest")
+    assert response.json()["details"] == {"field": "maxFailed"}
+    assert written() == before
