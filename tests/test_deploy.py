@@ -266,17 +266,17 @@ def test_the_nginx_snippet_sets_the_headers_the_service_believes():
     assert "--bind 127.0.0.1:8000" in _procfile_command("web")
 
 
-def test_gunicorns_control_socket_lives_in_the_var_dir():
-    # given
+def test_gunicorns_control_socket_lives_in_the_var_dir(tmp_path):
+    # given (a folder of the test's own: the suite leaves none behind)
     code = "import runpy; print(runpy.run_path('config/gunicorn.py')['control_socket'])"
-    env = {**os.environ, "SERENITY_VAR_DIR": "/tmp/serenity-ctl-check"}
+    env = {**os.environ, "SERENITY_VAR_DIR": str(tmp_path / "var")}
     # when
     completed = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=False
     )
     # then
     assert completed.returncode == 0, completed.stderr
-    assert completed.stdout.splitlines()[-1] == "/tmp/serenity-ctl-check/gunicorn.ctl"
+    assert completed.stdout.splitlines()[-1] == f"{tmp_path}/var/gunicorn.ctl"
 
 
 @pytest.mark.skipif(SYSTEMD_ANALYZE is None, reason="no systemd-analyze here")
