@@ -357,3 +357,29 @@ def test_the_nginx_snippet_passes_nginx_t(tmp_path):
     assert tested.returncode == 0, tested.stderr
     assert "test is successful" in tested.stderr
     assert "[warn]" not in tested.stderr and "[emerg]" not in tested.stderr
+
+
+def test_the_readme_states_the_connection_budget_of_the_procfiles_processes():
+    # given the Procfile's sizes: each thread serving a request or running a step holds a
+    # connection; each worker's main process and beat one more (SPEC §13.6)
+    web = _procfile_command("web")
+    threads = {
+        name: _number(r" -c (\d+)", _procfile_command(name)) for name in ("worker", "webhooks")
+    }
+    workers, api_threads = _number(r"--workers (\d+)", web), _number(r"--threads (\d+)", web)
+    budget = workers * api_threads + sum(t + 1 for t in threads.values()) + 1
+    # when
+    readme = (ROOT / "README.md").read_text()
+    section = " ".join(readme[readme.index("## Production deploy") :].split())
+    # then the README says that number, how to pool, and what a refused connection answers
+    assert f"`web` {workers} workers \N{MULTIPLICATION SIGN} {api_threads} threads" in section
+    assert f"that is **{budget}**" in section
+    assert "PgBouncer in transaction mode" in section
+    assert "`DB_PREPARED_STATEMENTS=false`" in section
+    assert "503 `databaseUnavailable` with `Retry-After: 5`" in section
+
+
+def _number(pattern: str, text: str) -> int:
+    found = re.search(pattern, text)
+    assert found is not None, (pattern, text)
+    return int(found[1])
