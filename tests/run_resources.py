@@ -14,11 +14,14 @@ gone when the run ends:
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
+
+DEADLINES = "_kombu.binding_deadlines"
 
 
 def run_database_name(given_name: str, run_id: int) -> str:
@@ -47,16 +50,30 @@ def database_url(settings_dict: dict[str, object], name: str) -> str:
     return f"postgres://{credentials}{host}:{port}/{name}"
 
 
-def delete_run_keys(client: redis.Redis, marker: str) -> int:
-    """Delete the keys whose name holds `marker` (the run's queue: its lists, kombu's bindings)
-    and the run's entries of kombu's shared binding deadlines; returns how many keys went."""
-    keys = list(client.scan_iter(match=f"*{marker}*", count=1000))
+def names_queue(name: bytes, queue: str) -> bool:
+    """Whether a key (or a binding deadline's member) is `queue`'s or one of its sub-queues'
+    (`.webhooks`, `.periodic`, kombu's priority lists), by the whole name: `serenity-test-12`
+    is not `serenity-test-123`'s."""
+    return (
+        re.search(rb"(?:^|[.:])" + re.escape(queue.encode()) + rb"(?:$|[.\x06])", name) is not None
+    )
+
+
+def run_keys(client: redis.Redis, queue: str) -> tuple[list[bytes], list[bytes]]:
+    """The keys of `queue` (its lists, kombu's bindings of it) and its members of kombu's shared
+    binding deadlines."""
+    keys = [k for k in client.scan_iter(match=f"*{queue}*", count=1000) if names_queue(k, queue)]
+    members = [m for m in client.zrange(DEADLINES, 0, -1) if names_queue(m, queue)]
+    return keys, members
+
+
+def delete_run_keys(client: redis.Redis, queue: str) -> int:
+    """Delete `queue`'s keys and deadline entries (`run_keys`); returns how many keys went."""
+    keys, members = run_keys(client, queue)
     if keys:
         client.delete(*keys)
-    deadlines = "_kombu.binding_deadlines"
-    members = [m for m in client.zrange(deadlines, 0, -1) if marker.encode() in m]
     if members:
-        client.zrem(deadlines, *members)
+        client.zrem(DEADLINES, *members)
     return len(keys)
 
 
