@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,11 +21,42 @@ from rest_framework.test import APIClient
 from serenity.models import Organization, Role
 from tests.conformance import ServedDocument
 from tests.factories import MembershipFactory, OrganizationFactory, UserFactory, make_token
+from tests.run_resources import (
+    database_url,
+    delete_run_keys,
+    remove_folder,
+    remove_if_empty,
+    run_broker_url,
+    run_database_name,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Each run gets its own test database, so that concurrent runs on one machine never collide.
-settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = f"test_serenity_{os.getpid()}"
+# What the run is given (DATABASE_URL, CELERY_BROKER_URL) and what it owns, one per run so that
+# concurrent runs on one machine never collide, gone at its end: tests/run_resources.py.
+RUN_ID = os.getpid()
+settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = run_database_name(
+    str(settings.DATABASES["default"]["NAME"]), RUN_ID
+)
+# The run's SERENITY_VAR_DIR, for this process (set before any metric writes its file) and every
+# process it starts (they inherit the environment).
+RUN_VAR_DIR = Path(tempfile.mkdtemp(prefix=f"serenity-test-{RUN_ID}-"))
+GIVEN_VAR_DIR = Path(settings.VAR_DIR)
+(RUN_VAR_DIR / "prometheus").mkdir()
+(RUN_VAR_DIR / "static").mkdir()
+os.environ["SERENITY_VAR_DIR"] = str(RUN_VAR_DIR)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(RUN_VAR_DIR / "prometheus")
+settings.VAR_DIR = RUN_VAR_DIR
+settings.STATIC_ROOT = RUN_VAR_DIR / "static"
+settings.PROMETHEUS_MULTIPROC_DIR = RUN_VAR_DIR / "prometheus"
+settings.CELERY_BEAT_SCHEDULE_FILENAME = str(RUN_VAR_DIR / "celerybeat-schedule")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # The run's folder goes, and the folder pyproject gives the settings as they load when
+    # nothing but empty folders is left in it (a concurrent run may still use it).
+    remove_folder(RUN_VAR_DIR)
+    remove_if_empty(GIVEN_VAR_DIR)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -209,10 +241,10 @@ def upstream_calls(sim) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def
 
 # --- Broker isolation and a real Celery worker process -----------------------------------------
 
-RUN_ID = os.getpid()
 TEST_QUEUE = f"serenity-test-{RUN_ID}"
-TEST_BROKER_URL = os.environ.get(
-    "SERENITY_TEST_BROKER_URL", f"redis://127.0.0.1:6379/{1 + RUN_ID % 15}"
+# The given Redis server, a database of the run's own (tests/run_resources.py).
+TEST_BROKER_URL = run_broker_url(
+    os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0"), RUN_ID
 )
 WORKER_BACKOFF = (0.3, 0.3, 0.3, 0.3, 0.3)
 
@@ -237,8 +269,12 @@ def isolated_broker():  # type: ignore[no-untyped-def]
     dj_settings.CELERY_WEBHOOK_QUEUE = f"{TEST_QUEUE}.webhooks"
     celery_app.conf.broker_url = TEST_BROKER_URL
     celery_app.conf.task_default_queue = TEST_QUEUE
+    # The throttles' cache of this process too (the settings made it from the given URL).
+    dj_settings.CACHES["throttle"]["LOCATION"] = TEST_BROKER_URL
     yield
-    redis.Redis.from_url(TEST_BROKER_URL).delete(TEST_QUEUE, f"{TEST_QUEUE}.webhooks")
+    client = redis.Redis.from_url(TEST_BROKER_URL)
+    delete_run_keys(client, TEST_QUEUE)
+    client.close()
 
 
 def worker_env(*, simulator, db_name: str) -> dict[str, str]:  # type: ignore[no-untyped-def]
@@ -247,7 +283,7 @@ def worker_env(*, simulator, db_name: str) -> dict[str, str]:  # type: ignore[no
     env = dict(os.environ)
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings_test",
-        DATABASE_URL=f"postgres://root@127.0.0.1:5432/{db_name}",
+        DATABASE_URL=database_url(settings.DATABASES["default"], db_name),
         CELERY_BROKER_URL=TEST_BROKER_URL,
         SEMRUSH_BASE_URL=simulator.base_url,
         SEMRUSH_API_TOKEN=SIM_TOKEN,

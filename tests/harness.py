@@ -304,7 +304,8 @@ class Stack:
         self.parent_id = f"parent-{uuid.uuid4()}"
         self.db_name = f"serenity_{self.id.replace('-', '_')}"
         self.queue = f"serenity-{self.id}"
-        admin_url = os.environ.get("SERENITY_STACK_ADMIN_DATABASE_URL") or _admin_url(
+        # The server of the DATABASE_URL given (README), a database of the stack's own.
+        admin_url = _admin_url(
             os.environ.get("DATABASE_URL", "postgres://root@127.0.0.1:5432/postgres")
         )
         self.admin_database_url = admin_url

@@ -23,6 +23,7 @@ from provisioning import guard
 from provisioning.models import AttemptStartedBy
 from tests.conftest import TEST_BROKER_URL
 from tests.factories import BrandFactory
+from tests.run_resources import delete_run_keys
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,7 +66,7 @@ def test_beat_publishes_a_message_that_expires():
         assert headers["task"] == "jobs.dispatch_due_jobs"
         assert headers["expires"] is not None
     finally:
-        client.delete(queue)
+        delete_run_keys(client, queue)  # the queue and kombu's bindings of it
         client.close()
 
 

@@ -266,17 +266,17 @@ def test_the_nginx_snippet_sets_the_headers_the_service_believes():
     assert "--bind 127.0.0.1:8000" in _procfile_command("web")
 
 
-def test_gunicorns_control_socket_lives_in_the_var_dir():
-    # given
+def test_gunicorns_control_socket_lives_in_the_var_dir(tmp_path):
+    # given (a folder of the test's own: the suite leaves none behind)
     code = "import runpy; print(runpy.run_path('config/gunicorn.py')['control_socket'])"
-    env = {**os.environ, "SERENITY_VAR_DIR": "/tmp/serenity-ctl-check"}
+    env = {**os.environ, "SERENITY_VAR_DIR": str(tmp_path / "var")}
     # when
     completed = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=False
     )
     # then
     assert completed.returncode == 0, completed.stderr
-    assert completed.stdout.splitlines()[-1] == "/tmp/serenity-ctl-check/gunicorn.ctl"
+    assert completed.stdout.splitlines()[-1] == f"{tmp_path}/var/gunicorn.ctl"
 
 
 @pytest.mark.skipif(SYSTEMD_ANALYZE is None, reason="no systemd-analyze here")
@@ -299,9 +299,10 @@ def test_the_systemd_units_pass_systemd_analyze_verify(tmp_path):
         timeout=60,
         check=False,
     )
-    # then not a word (found from outside: "Command celery is not executable")
-    assert verified.returncode == 0, verified.stdout + verified.stderr
-    assert verified.stdout + verified.stderr == ""
+    # then not a word about them (found from outside: "Command celery is not executable")
+    said = verified.stdout + verified.stderr
+    assert verified.returncode == 0, said
+    assert [line for line in said.splitlines() if "serenity" in line] == []
 
 
 @pytest.mark.skipif(NGINX is None, reason="no nginx here (.ci/run installs it)")
@@ -356,3 +357,29 @@ def test_the_nginx_snippet_passes_nginx_t(tmp_path):
     assert tested.returncode == 0, tested.stderr
     assert "test is successful" in tested.stderr
     assert "[warn]" not in tested.stderr and "[emerg]" not in tested.stderr
+
+
+def test_the_readme_states_the_connection_budget_of_the_procfiles_processes():
+    # given the Procfile's sizes: each thread serving a request or running a step holds a
+    # connection; each worker's main process and beat one more (SPEC §13.6)
+    web = _procfile_command("web")
+    threads = {
+        name: _number(r" -c (\d+)", _procfile_command(name)) for name in ("worker", "webhooks")
+    }
+    workers, api_threads = _number(r"--workers (\d+)", web), _number(r"--threads (\d+)", web)
+    budget = workers * api_threads + sum(t + 1 for t in threads.values()) + 1
+    # when
+    readme = (ROOT / "README.md").read_text()
+    section = " ".join(readme[readme.index("## Production deploy") :].split())
+    # then the README says that number, how to pool, and what a refused connection answers
+    assert f"`web` {workers} workers \N{MULTIPLICATION SIGN} {api_threads} threads" in section
+    assert f"that is **{budget}**" in section
+    assert "PgBouncer in transaction mode" in section
+    assert "`DB_PREPARED_STATEMENTS=false`" in section
+    assert "503 `databaseUnavailable` with `Retry-After: 5`" in section
+
+
+def _number(pattern: str, text: str) -> int:
+    found = re.search(pattern, text)
+    assert found is not None, (pattern, text)
+    return int(found[1])

@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -40,14 +41,17 @@ import redis
 import requests
 
 from provisioning.simulator import SemrushSimulator
-from tests.harness import free_port
+from tests.conftest import TEST_BROKER_URL
+from tests.harness import _admin_url, free_port
+from tests.run_resources import delete_run_keys
 from tests.test_deploy import readme_production_commands
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "serenity.example.com"
 ROLE_PASSWORD = "role-password-17"
 ADMIN_PASSWORD = "admin-password-17"
-ADMIN_DATABASE = "postgresql://root@127.0.0.1:5432/postgres"
+# The server of the DATABASE_URL given (README), to create and drop this run's role and database.
+ADMIN_DATABASE = _admin_url(os.environ.get("DATABASE_URL", "postgres://root@127.0.0.1:5432/x"))
 
 
 class _Receiver:
@@ -157,13 +161,13 @@ def test_the_readme_production_section_as_written(tmp_path, upstream):
     simulator, parent = upstream
     run = uuid.uuid4().hex[:8]
     name, queue, port = f"serenity_check_{run}", f"serenity-check-{run}", free_port()
-    broker = f"redis://127.0.0.1:6379/{1 + os.getpid() % 15}"
+    broker = TEST_BROKER_URL
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)
     stand_ins = _stand_ins(
         tmp_path,
         {
-            "DATABASE_URL": f"postgres://{name}:{ROLE_PASSWORD}@127.0.0.1:5432/{name}",
+            "DATABASE_URL": _with_role(ADMIN_DATABASE, name, ROLE_PASSWORD),
             "CELERY_BROKER_URL": broker,
             "SEMRUSH_BASE_URL": simulator.base_url,
             "SEMRUSH_API_TOKEN": "check-token",
@@ -320,6 +324,13 @@ def _cleanup(
     # The system user the README's section created (this run's name).
     subprocess.run(["userdel", name], capture_output=True, timeout=60, check=False)
     keys = redis.Redis.from_url(broker)
-    for key in keys.scan_iter(match=f"*{queue}*"):
-        keys.delete(key)
+    delete_run_keys(keys, queue)
     keys.close()
+
+
+def _with_role(admin_url: str, name: str, password: str) -> str:
+    """The given server, as role `name` with `password`, database `name`."""
+    parts = urlsplit(admin_url)
+    host = parts.hostname or "127.0.0.1"
+    netloc = f"{name}:{password}@{host}:{parts.port or 5432}"
+    return urlunsplit(("postgres", netloc, f"/{name}", "", ""))

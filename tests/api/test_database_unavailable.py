@@ -16,7 +16,6 @@ import pytest
 from django.db import connections
 from django.test import Client
 
-ADMIN_DATABASE = "postgresql://root@127.0.0.1:5432/postgres"
 UNAVAILABLE = {
     "error": "databaseUnavailable",
     "message": "The database is not accepting connections; retry later.",
