@@ -89,8 +89,12 @@ def per_call(base_url: str, parent: str, organization_id: str, calls: int) -> di
     recorder = LedgerRecorder(organization_id=organization_id, brand_id=str(uuid.uuid4()))
     timed_records: list[float] = []
 
+    recorded_attempt: Any = None
+
     class Timed:
         def record(self, attempt: Any) -> None:
+            nonlocal recorded_attempt
+            recorded_attempt = attempt
             started = time.perf_counter()
             recorder.record(attempt)
             timed_records.append(time.perf_counter() - started)
@@ -100,22 +104,44 @@ def per_call(base_url: str, parent: str, organization_id: str, calls: int) -> di
             base_url=base_url, token=TOKEN, recorder=Timed() if with_ledger else None
         )
 
+    from django.db import connection
+
     plain, ledgered = client(False), client(True)
     times: dict[bool, list[float]] = {False: [], True: []}
-    for index in range(calls * 2):
-        with_ledger = index % 2 == 1
-        chosen = ledgered if with_ledger else plain
+    round_trips: list[float] = []
+    for index in range(calls * 3):
+        arm = index % 3
+        chosen = ledgered if arm == 1 else plain
         started = time.perf_counter()
         chosen.get_workspace_status(workspace_id=workspace)
-        times[with_ledger].append(time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        if arm == 2:
+            # The control: the machine's price of any one round trip to PostgreSQL at this
+            # point of a call (after an HTTP answer), which the ledger's INSERT also pays.
+            started = time.perf_counter()
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+            round_trips.append(time.perf_counter() - started)
+            continue
+        times[arm == 1].append(elapsed)
     added = statistics.median(times[True]) - statistics.median(times[False])
+    # The recorder alone, back to back (PostgreSQL's backend kept busy: no wake-up to wait for).
+    attempt = recorded_attempt
+    back_to_back: list[float] = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        recorder.record(attempt)
+        back_to_back.append(time.perf_counter() - started)
     return {
         "calls_each": calls,
         "without_ledger_ms": summary_ms(times[False]),
         "with_ledger_ms": summary_ms(times[True]),
         "added_per_call_ms_median_difference": round(added * 1000, 3),
         "recorder_ms": summary_ms(timed_records),
+        "control_select_1_ms": summary_ms(round_trips),
+        "recorder_back_to_back_ms": summary_ms(back_to_back),
         "rows_written": UpstreamCall.objects.filter(organization_id=organization_id).count(),
+        "tracing_on_in_this_process": False,
     }
 
 
