@@ -55,7 +55,8 @@ _IDS = re.compile(r"/workspaces/(?P<workspace>[^/]+)(?:/projects/(?P<project>[^/
 
 
 class LedgerRecorder:
-    """Records the attempts of :data:`RECORDED_OPERATIONS` for one caller (ids as strings)."""
+    """Records the attempts of :data:`RECORDED_OPERATIONS` for one caller (ids as strings);
+    with `confirm_reads` False, only the writes (a tool's reads confirm nothing)."""
 
     def __init__(
         self,
@@ -65,8 +66,10 @@ class LedgerRecorder:
         job_id: str | None = None,
         step_job_id: str | None = None,
         attempt_id: str | None = None,
+        confirm_reads: bool = True,
     ) -> None:
         self.organization_id = organization_id
+        self.confirm_reads = confirm_reads
         self.brand_id = brand_id
         self.job_id = job_id
         self.step_job_id = step_job_id
@@ -77,6 +80,8 @@ class LedgerRecorder:
         never raised (inside a transaction, under a savepoint, so the transaction survives)."""
         operation = operation_for(attempt.method, attempt.path)
         if operation is None or operation.name not in RECORDED_OPERATIONS:
+            return
+        if attempt.method == "GET" and not self.confirm_reads:
             return
         row = self.row(attempt, operation=operation.name)
         try:
@@ -169,7 +174,9 @@ def recorder_for(*, organization_id: str, **ids: object) -> LedgerRecorder:
     """The recorder of a client built for the organization: `ids` as its caller gave them
     (`brand_id`, `attempt_id`), else as the log context has them (the runner binds the step's
     `brand_id`, `job_id` and `step_job_id`; an inline run's rows are never saved, so it
-    binds no job ids and its calls are recorded without them)."""
+    binds no job ids and its calls are recorded without them). A tool's client (`operation` in
+    `ids`: the audit, `semrush_check`) reads to report, not to confirm a write: only its writes
+    would be recorded."""
     bound = context.current()
 
     def pick(name: str) -> str | None:
@@ -182,4 +189,5 @@ def recorder_for(*, organization_id: str, **ids: object) -> LedgerRecorder:
         job_id=bound.get("job_id"),
         step_job_id=bound.get("step_job_id"),
         attempt_id=pick("attempt_id"),
+        confirm_reads="operation" not in ids,
     )
