@@ -5,10 +5,18 @@ recorder built for one client (:func:`recorder_for`, by ``provisioning.upstream`
 ids of who is calling: the org, the brand, and, inside a chain's step, the chain's root job and
 the step's row (bound by the job runner). One INSERT per recorded attempt, in autocommit: the
 flows commit before every upstream call, so a row is never lost with a rolled-back transaction.
+
+On PostgreSQL that INSERT commits asynchronously (`synchronous_commit` off for its own implicit
+transaction only, `set_config(…, true)` in the statement): an autocommit INSERT that waits for
+its WAL flush took 4 to 8 ms on the benchmark machine, far over SPEC §13.7's 1 ms per upstream
+call; this one takes ~0.1 ms (docs/benchmarks.md, "Ledger and tracing"). The price: a crash of
+PostgreSQL itself may lose the ledger's last fraction of a second, never the service's own
+state, whose commits stay synchronous (the setting ends with the statement).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from datetime import UTC, datetime
@@ -47,7 +55,8 @@ _IDS = re.compile(r"/workspaces/(?P<workspace>[^/]+)(?:/projects/(?P<project>[^/
 
 
 class LedgerRecorder:
-    """Records the attempts of :data:`RECORDED_OPERATIONS` for one caller (ids as strings)."""
+    """Records the attempts of :data:`RECORDED_OPERATIONS` for one caller (ids as strings);
+    with `confirm_reads` False, only the writes (a tool's reads confirm nothing)."""
 
     def __init__(
         self,
@@ -57,8 +66,10 @@ class LedgerRecorder:
         job_id: str | None = None,
         step_job_id: str | None = None,
         attempt_id: str | None = None,
+        confirm_reads: bool = True,
     ) -> None:
         self.organization_id = organization_id
+        self.confirm_reads = confirm_reads
         self.brand_id = brand_id
         self.job_id = job_id
         self.step_job_id = step_job_id
@@ -70,11 +81,18 @@ class LedgerRecorder:
         operation = operation_for(attempt.method, attempt.path)
         if operation is None or operation.name not in RECORDED_OPERATIONS:
             return
+        if attempt.method == "GET" and not self.confirm_reads:
+            return
         row = self.row(attempt, operation=operation.name)
         try:
             if connection.in_atomic_block:
+                # Never expected (the flows commit before calling Semrush); the caller's
+                # transaction keeps its own durability, and survives a failed INSERT.
                 with transaction.atomic():
                     row.save(force_insert=True)
+            elif connection.vendor == "postgresql":
+                with connection.cursor() as cursor:
+                    cursor.execute(_insert_committed_asynchronously(), _values(row))
             else:
                 row.save(force_insert=True)
         except DatabaseError:
@@ -102,6 +120,28 @@ class LedgerRecorder:
             project_id=project_id,
             request_id=attempt.request_id,
         )
+
+
+@functools.cache
+def _insert_committed_asynchronously() -> str:
+    """`INSERT … SELECT <each column, cast to its type> WHERE set_config('synchronous_commit',
+    'off', true) IS NOT NULL`: one statement, its own transaction's commit not waiting for the
+    WAL flush (see the module docstring). Built from the model, so it cannot drift from it."""
+    quote = connection.ops.quote_name
+    fields = UpstreamCall._meta.concrete_fields
+    columns = ", ".join(quote(str(field.column)) for field in fields)
+    values = ", ".join(f"CAST(%s AS {field.db_type(connection)})" for field in fields)
+    return (
+        f"INSERT INTO {quote(UpstreamCall._meta.db_table)} ({columns}) SELECT {values} "
+        "WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL"
+    )
+
+
+def _values(row: UpstreamCall) -> list[Any]:
+    return [
+        field.get_db_prep_save(getattr(row, field.attname), connection)
+        for field in UpstreamCall._meta.concrete_fields
+    ]
 
 
 def object_ids(attempt: SentAttempt, *, operation: str) -> tuple[str | None, str | None]:
@@ -134,7 +174,9 @@ def recorder_for(*, organization_id: str, **ids: object) -> LedgerRecorder:
     """The recorder of a client built for the organization: `ids` as its caller gave them
     (`brand_id`, `attempt_id`), else as the log context has them (the runner binds the step's
     `brand_id`, `job_id` and `step_job_id`; an inline run's rows are never saved, so it
-    binds no job ids and its calls are recorded without them)."""
+    binds no job ids and its calls are recorded without them). A tool's client (`operation` in
+    `ids`: the audit, `semrush_check`) reads to report, not to confirm a write: only its writes
+    would be recorded."""
     bound = context.current()
 
     def pick(name: str) -> str | None:
@@ -147,4 +189,5 @@ def recorder_for(*, organization_id: str, **ids: object) -> LedgerRecorder:
         job_id=bound.get("job_id"),
         step_job_id=bound.get("step_job_id"),
         attempt_id=pick("attempt_id"),
+        confirm_reads="operation" not in ids,
     )

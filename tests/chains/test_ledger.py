@@ -188,3 +188,35 @@ def test_rows_older_than_the_retention_are_purged(org, settings):
     assert list(UpstreamCall.objects.values_list("pk", flat=True)) == [kept.pk]
     assert not UpstreamCall.objects.filter(pk=old.pk).exists()
     assert upstream_calls_purge() == 0
+
+
+def test_a_recorded_call_leaves_the_service_s_own_commits_synchronous(org):
+    # given a recorder of the org
+    from django.db import connection
+
+    from provisioning.ledger.recorder import LedgerRecorder
+    from provisioning.semrush.calls import SentAttempt
+
+    recorder = LedgerRecorder(organization_id=str(org.id), brand_id=None)
+    attempt = SentAttempt(
+        method="DELETE",
+        path="/enterprise/projects/api/v1/workspaces/ws-1/projects/p-1",
+        request_id=str(uuid.uuid4()),
+        started_at=timezone.now().timestamp(),
+        duration_ms=4,
+        status=204,
+        response=None,
+    )
+    # when it records a call (its INSERT committed without waiting for the WAL flush)
+    recorder.record(attempt)
+    # then the row is there, and the connection's later commits wait for it as always
+    row = UpstreamCall.objects.get(request_id=attempt.request_id)
+    assert (row.operation, row.workspace_id, row.project_id, row.status_code) == (
+        "projects-delete-project",
+        "ws-1",
+        "p-1",
+        204,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone() == ("on",)

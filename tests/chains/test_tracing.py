@@ -81,8 +81,10 @@ def test_an_async_create_is_one_trace_with_the_semrush_calls_under_their_steps(
 HTTP = {"GET", "POST", "PATCH", "DELETE", "PUT"}
 
 
-def test_without_tracing_no_context_is_kept(sw_writer, sim, published):
-    # given tracing off (no OTEL_EXPORTER_OTLP_ENDPOINT)
+def test_without_tracing_no_context_is_kept(sw_writer, sim, published, monkeypatch):
+    # given tracing off: no OTEL_EXPORTER_OTLP_ENDPOINT, so setting it up does nothing
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    assert tracing.setup_tracing() is False
     assert not tracing.tracing_enabled()
     # when an async create is accepted
     accepted = start_async_brand_with_market(sw_writer)

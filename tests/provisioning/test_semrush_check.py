@@ -10,6 +10,7 @@ import uuid
 import pytest
 from django.core.management import call_command
 
+from provisioning.ledger.models import UpstreamCall
 from provisioning.semrush.contract import PE, UM
 from tests.factories import BrandFactory
 from tests.support import sim_create_project, sim_create_workspace
@@ -53,6 +54,8 @@ def test_a_clean_org_passes_and_only_reads(serenity_org, sim, brand_workspace):
         ("GET", f"{PE}/v1/languages"),
         ("GET", f"{PE}/v1/workspaces/{brand_workspace}/projects"),
     ]
+    # and the ledger of upstream writes (SPEC §13.4) records none of them: they confirm no write
+    assert not UpstreamCall.objects.exists()
 
 
 def test_an_org_without_brands_checks_the_parent_s_projects_as_json(serenity_org, sim):
