@@ -18,7 +18,12 @@ orgs wait their places interleave (round-robin), and a refused step of an org wi
 waiting gets the next free permit, not the end of another org's backlog; and while an org's
 queue is short (it ends within ``SHORT_QUEUE_SECONDS``, before the caller's own), other orgs'
 first permits wait for it, so that its step, back at its place, finds the permit free instead
-of a bucket kept full by a backlog's steps coming back. One interval per
+of a bucket kept full by a backlog's steps coming back. And while another org waits, the first
+refused step of an org with no queue has its permit kept for it (``claims``: the next free
+permit is reserved in its org's name, and the org's next first permit takes it): steps already
+under way reserve ahead of every place, so a second org's step would otherwise find the bucket
+taken again each time it came back (SPEC §13.7: its first permit within a permit interval or
+two of asking, however long the other org's queue). One interval per
 place, not the permits a caller will take: a caller that comes back before its turn is
 refused again in milliseconds and takes a later place, while places spaced for more permits
 than the callers then take leave the credential idle (and an idle bucket's burst meets
@@ -60,6 +65,9 @@ from typing import Any
 ADAPTED_TTL_SECONDS = 3600.0
 # A queue that ends within this is short: other orgs' first permits wait for it (docstring).
 SHORT_QUEUE_SECONDS = 1.0
+# A permit kept for an org (`claims`) that it has not come for this long after it fell due is
+# given up.
+CLAIM_GRACE_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -97,6 +105,7 @@ class State:
     rate_at: float = 0.0
     lowered_at: float = 0.0
     queues: dict[str, float] = field(default_factory=dict)
+    claims: dict[str, float] = field(default_factory=dict)
     slots: dict[str, float] = field(default_factory=dict)
     holders: dict[str, str] = field(default_factory=dict)
     waiters: dict[str, list[Any]] = field(default_factory=dict)
@@ -112,6 +121,7 @@ class State:
                 now,
                 self.rate_at + ADAPTED_TTL_SECONDS if self.rate > 0 else now,
                 *self.queues.values(),
+                *(due + CLAIM_GRACE_SECONDS for due in self.claims.values()),
                 *self.slots.values(),
                 *(until for _, until in self.waiters.values()),
             ]
@@ -152,12 +162,20 @@ def reserve(
     permit_at = start + interval - tolerance
     wait = max(permit_at - now, 0.0)
     queues = {o: place for o, place in state.queues.items() if place > now}
+    claims = {o: due for o, due in state.claims.items() if due > now - CLAIM_GRACE_SECONDS}
+    if first and org in claims:
+        due = claims.pop(org)
+        return Reservation(True, max(due - now, 0.0)), replace(state, claims=claims)
     if wait <= max_wait and not (first and _behind_a_short_queue(queues, org, now)):
-        return Reservation(True, wait), replace(state, tat=start + interval)
+        return Reservation(True, wait), replace(state, tat=start + interval, claims=claims)
+    if first and org not in queues and (queues.keys() | claims.keys()) - {org}:
+        # Another org waits: this org's first permit is kept for it at the next free one.
+        claims[org] = permit_at
+        return Reservation(False, wait), replace(state, tat=start + interval, claims=claims)
     waiting = len(queues) + (0 if org in queues else 1)
     place = max(queues.get(org, 0.0), state.queue, permit_at)
     queues[org] = place + interval * waiting
-    return Reservation(False, place - now), replace(state, queues=queues)
+    return Reservation(False, place - now), replace(state, queues=queues, claims=claims)
 
 
 def _behind_a_short_queue(queues: dict[str, float], org: str, now: float) -> bool:

@@ -82,9 +82,7 @@ def clocked_store(request, redis_keys):  # type: ignore[no-untyped-def]
     return store_on(request.param, clock, redis_keys), clock
 
 
-def test_a_backlog_s_first_permits_wait_while_a_short_queue_ends_before_theirs(
-    clocked_store, redis_keys
-):
+def test_a_second_org_s_first_permit_is_kept_for_it_ahead_of_the_backlog(clocked_store, redis_keys):
     # given one credential at 10 permits/s, drained, and org A's steps coming back faster than
     # they are served (its queue 10 s long)
     bucket_store, clock = clocked_store
@@ -96,15 +94,38 @@ def test_a_backlog_s_first_permits_wait_while_a_short_queue_ends_before_theirs(
     place_b = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.0, org="b", first=True)
     assert place_b == Reservation(False, pytest.approx(0.1))
     a_meanwhile = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.25, org="a", first=True)
-    # then A's first permit waits for B's short queue (the permit was within its patience),
-    # and when B's step is back at its place its permit is free
-    assert a_meanwhile.granted is False
+    # then B's permit was kept for it (SPEC §13.7): A's first permit comes after it, and when
+    # B's step is back at its place its permit is there
+    assert a_meanwhile == Reservation(True, pytest.approx(0.2))
     clock.now += place_b.wait
     assert bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.25, org="b", first=True) == (
         Reservation(True, 0.0)
     )
     # and a step of A already under way (not its first permit) is never held back for it
     assert bucket_store.reserve(key, rate=10.0, burst=1, max_wait=5.0, org="a").granted
+
+
+def test_steps_under_way_reserving_ahead_do_not_push_a_second_org_s_first_permit_back(
+    clocked_store, redis_keys
+):
+    # given org A's steps under way reserving permits ahead (up to 5 s each), and A's queue
+    bucket_store, clock = clocked_store
+    key = _key()
+    redis_keys.append(key)
+    for _ in range(5):
+        assert bucket_store.reserve(key, rate=10.0, burst=1, max_wait=5.0, org="a").granted
+    assert not bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.0, org="a").granted
+    # when B's first step is refused (five permits reserved ahead), then A's steps under way
+    # keep reserving while B's step is re-scheduled
+    place_b = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.25, org="b", first=True)
+    assert place_b == Reservation(False, pytest.approx(0.5))
+    for _ in range(20):
+        assert bucket_store.reserve(key, rate=10.0, burst=1, max_wait=5.0, org="a").granted
+    # then B's step, back at its place, gets its permit at once, not behind A's 20
+    clock.now += place_b.wait
+    assert bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.25, org="b", first=True) == (
+        Reservation(True, 0.0)
+    )
 
 
 def test_an_org_alone_gets_places_one_interval_apart(bucket_store, redis_keys):
