@@ -11,7 +11,8 @@ Patience: who waits, and how long
 ---------------------------------
 - A chained step (:func:`step_permits`): its first permit only if it is due within
   ``STEP_WAIT_SECONDS`` and behind at most ``STEP_QUEUE`` permits already reserved, its slot
-  only if one is free within ``STEP_WAIT_SECONDS``; else :class:`PermitDeferredError`: the step
+  only if one is handed over within ``STEP_SLOT_WAIT_SECONDS``; else
+  :class:`PermitDeferredError`: the step
   is re-scheduled at its org's place in the queue (a later ``runAfter``, see
   :func:`provisioning.chain.quota_deferring`) and gives its worker slot back in milliseconds,
   without consuming its retry budget. So a worker slot never sleeps long for a permit, however
@@ -49,9 +50,9 @@ import hashlib
 import hmac
 import math
 import os
-import random
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
@@ -254,9 +255,9 @@ def limits_for(*, rate: float | None, burst: int | None, concurrency: int | None
 
 # The adaptive rate never goes below this (SPEC §13.3), in permits per second.
 RATE_FLOOR = 0.5
-# Waiting for a free slot: polls start this far apart and double up to the cap.
-SLOT_POLL_SECONDS = 0.02
-SLOT_POLL_MAX_SECONDS = 0.2
+# A step waits this long for a slot to be handed over (a call ends in less, as a rule) before
+# it is re-scheduled (SPEC §13.7).
+STEP_SLOT_WAIT_SECONDS = 1.0
 
 
 class CredentialPermits:
@@ -349,7 +350,7 @@ class CredentialPermits:
         """The attempt has its answer (or failed): its slot is free for the next call."""
         if self._slot is not None:
             slot, self._slot = self._slot, None
-            self.store.give_back(self._key, slot)
+            self.store.give_back(self._key, slot, ttl=slot_ttl())
 
     def answered(self, operation: str, status: int) -> None:
         """Upstream answered the attempt `status`: a 401 on a credential that was accepted
@@ -415,31 +416,34 @@ class CredentialPermits:
 
     def _take_slot(self, operation: str) -> None:
         """Hold one of the credential's slots, polling within this caller's patience for the
-        slot (a step: `STEP_WAIT_SECONDS`; a sync request: what is left of
-        its budget), else refuse as for a late permit."""
+        slot (a step: `STEP_SLOT_WAIT_SECONDS`; a sync request: what is left of its budget):
+        a slot given back meanwhile is handed over to it at once (the org holding the fewest
+        slots first: :mod:`provisioning.limiter_rules`); else refuse as for a late permit, to
+        come back when its turn comes (the pace slots are given back at)."""
         ttl = slot_ttl()
         if self._in_step:
-            patience = STEP_WAIT_SECONDS
+            patience = STEP_SLOT_WAIT_SECONDS
         elif self._waits.refused or self._patient:
             patience = COMPENSATION_WAIT_SECONDS
         else:
             sync_wait = float(settings.SEMRUSH_RATE_LIMIT_SYNC_WAIT_SECONDS)
             patience = max(sync_wait - self._waits.waited, 0)
-        started = self._clock()
-        poll = SLOT_POLL_SECONDS
-        while True:
-            slot = self.store.take(self._key, limit=self._limits.concurrency, ttl=ttl)
-            if slot is not None:
-                self._slot = slot
-                return
-            waited = self._clock() - started
-            if waited + poll > patience:
-                self._waits.waited += waited
-                UPSTREAM_SLOT_REFUSALS.labels(self._org_label).inc()
-                # Calls end in well under a second as a rule: come back about then.
-                self._refuse(operation, 0.5 + random.random() * 0.5)
-            self._sleep(poll)
-            poll = min(poll * 2, SLOT_POLL_MAX_SECONDS)
+        limit = self._limits.concurrency
+        waiter = uuid.uuid4().hex
+        slot = self.store.take(
+            self._key, limit=limit, ttl=ttl, org=self._org, waiter=waiter, patience=patience
+        )
+        if slot is None and patience > 0:
+            started = self._clock()
+            slot = self.store.handed(self._key, waiter, patience)
+            if slot is None:
+                slot = self.store.stop_waiting(self._key, waiter)
+            self._waits.waited += self._clock() - started
+        if slot is not None:
+            self._slot = slot
+            return
+        UPSTREAM_SLOT_REFUSALS.labels(self._org_label).inc()
+        self._refuse(operation, self.store.slot_turn(self._key, limit=limit))
 
     def pause(self, seconds: float | None) -> None:
         UPSTREAM_RATE_LIMITED.labels(self._org_label).inc()

@@ -43,7 +43,10 @@ def test_a_reader_sees_the_service_credential_ok_at_its_configured_rate(reader):
     }
 
 
-def test_an_org_s_own_credential_refused_and_slowed_shows_so_never_the_token(db, limiter_keys):
+def test_an_org_s_own_credential_refused_and_slowed_shows_so_never_the_token(
+    db, limiter_keys, settings
+):
+    settings.SEMRUSH_RATE_INCREASE_SPELL_SECONDS = 3600.0  # no raise while the test reads it
     # given an org with its own credential (ceiling 4/s) that Semrush accepted, then refused,
     # and that upstream slowed down once (a 429 without Retry-After)
     org = OrganizationFactory(serenity_enabled=True, semrush_rate_limit_per_second=4)
