@@ -54,3 +54,18 @@ def test_pre_commit_runs_the_static_checks_of_scripts_test():
 
 def _read(name: str) -> str:
     return (ROOT / name).read_text()
+
+
+def test_the_readme_s_first_screen_is_the_two_commands_and_a_pointer():
+    # given the README as a newcomer opens it (SPEC §13.6: 1,647 words came before the first
+    # command in 2.3.0)
+    readme = (ROOT / "README.md").read_text()
+    before, _, after = readme.partition("```sh\n")
+
+    # then the first command comes within a screen, and its block is the two commands
+    assert len(before.split()) <= 250, len(before.split())
+    first_block = after.partition("```")[0]
+    commands = [line.split("#")[0].strip() for line in first_block.splitlines()]
+    assert commands == ["./scripts/run", "./scripts/test"]
+    # and right after it, a pointer to the rest
+    assert "[glossary](#glossary)" in after.partition("## Glossary")[0]
