@@ -225,11 +225,9 @@ class SemrushCaller:
         json_body: Any = None,
         owned: bool = False,
     ) -> requests.Response:
-        """Send one logical call: attempts, classification, waits. Returns a 2xx response.
-
-        ``owned=True`` means the workspace is the brand's own pointer or candidate: a 403 on
-        it raises :class:`SemrushGoneError` instead of :class:`SemrushForbiddenError`.
-        """
+        """Send one logical call: attempts, classification, waits; returns a 2xx response.
+        ``owned=True``: the workspace is the brand's own pointer or candidate, so a 403 on it
+        raises :class:`SemrushGoneError` instead of :class:`SemrushForbiddenError`."""
         path = urlsplit(url).path
         idempotent = method in IDEMPOTENT_METHODS
         log = functools.partial(self._log, operation=operation, method=method, path=path)
