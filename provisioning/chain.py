@@ -51,6 +51,7 @@ from kernel.errors import DomainError
 from provisioning import quota, services, states
 from provisioning.exceptions import (
     JOB_FAILED_MESSAGE,
+    UpstreamBusyError,
     UpstreamError,
     attempt_reason,
     job_error,
@@ -91,6 +92,8 @@ SETTLE_AGE = "settleAge"
 @dataclass(frozen=True)
 class Failed:
     error: DomainError
+    # The attempt's reason when not the error's own (`exceptions.attempt_reason`).
+    reason: AttemptReason | None = None
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,9 @@ def step_end(run: StepRun, attempt: ProvisioningAttempt | None, end: StepEnd) ->
     if isinstance(end, Finished) and end.outcome is not None and end.outcome.confirm_in:
         # A publish not confirmed yet (SPEC §12.1): the same step reads it again then.
         end = RetryLater(end.outcome.confirm_in)
+    if isinstance(end, RetryLater) and isinstance(run, InlineRun):
+        # A request cannot wait that long: its work fails busy (503 `upstreamBusy`).
+        end = Failed(UpstreamBusyError(retry_after=end.delay_seconds))
     decided = _commit(run, attempt, end)
     if decided.redo is _Redo.SUPERSEDED:
         logger.warning("promotion superseded: the brand points elsewhere")
@@ -246,13 +252,17 @@ def _decide(
     if isinstance(end, StoodDown | Finished | Discarded | Crashed):
         decided.cleanup = isinstance(end, StoodDown | Crashed)
         return _final(run, attempt, end)
-    assert attempt is not None
+    if attempt is None:
+        # Flat work (no attempt) that failed: its reservation, owned by the chain, is freed.
+        assert isinstance(end, Failed)
+        services.release_reservations(owner=run.job.root_id_or_self)
+        return Finish(JobStatus.FAILED, error=job_error(end.error))
     if isinstance(end, Promoted):
         ending = _promoted(run, attempt, end.workspace_id, decided)
     elif isinstance(end, SettleLater):
         ending = _settle_later(attempt, end)
     else:
-        ending = _failed(attempt, end.error, decided)
+        ending = _failed(attempt, end, decided)
     return ending if ending is not None else _stood_down_if_ended(run, attempt, decided)
 
 
@@ -389,15 +399,14 @@ def _settle_sample(run: StepRun, attempt: ProvisioningAttempt) -> float | None:
     return float(age)
 
 
-def _failed(
-    attempt: ProvisioningAttempt, error: DomainError, decided: _Decided
-) -> JobEnding | None:
+def _failed(attempt: ProvisioningAttempt, end: Failed, decided: _Decided) -> JobEnding | None:
     """Before promotion: the attempt fails with the error's reason (its reservations freed),
     the chain with the error's code. None: the attempt ended meanwhile."""
+    error = end.error
     if not states.transition(
         attempt_id=attempt.id,
         to=AttemptStatus.FAILED,
-        reason=attempt_reason(error),
+        reason=end.reason or attempt_reason(error),
         error=error.message,
     ):
         return None

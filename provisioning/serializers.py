@@ -19,7 +19,7 @@ from typing import Any
 from rest_framework import serializers
 from rest_framework.fields import SkipField
 
-from jobs.models import JobStatus, JobStep, JobType
+from jobs.models import JobMode, JobStatus, JobStep, JobType
 from kernel.errors import DomainError
 from provisioning import exceptions
 from provisioning.models import OnboardingStatus
@@ -121,6 +121,11 @@ class JobListItemSerializer(serializers.Serializer):
         source="job_id", help_text="The root job's id: the one clients hold."
     )
     jobType = serializers.ChoiceField(source="job_type", choices=JobType.choices)  # noqa: N815
+    mode = serializers.ChoiceField(
+        choices=JobMode.choices,
+        help_text="`async`: run by workers (202); `sync`: run at once by the request that began "
+        "it, which answered its outcome.",
+    )
     status = serializers.ChoiceField(
         choices=JobStatus.choices, help_text="The effective status of the whole chain."
     )

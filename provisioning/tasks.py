@@ -9,7 +9,14 @@ from jobs.models import JobStep
 from jobs.runner import register_step, run_step
 from jobs.services import task_name_for
 from provisioning import chain
-from provisioning.flows import activate, market_create, prompts, provision, publish_confirm
+from provisioning.flows import (
+    activate,
+    deactivate,
+    market_create,
+    prompts,
+    provision,
+    publish_confirm,
+)
 from provisioning.markets import CONFIRM_STEP
 from provisioning.services import CLEANUP_TASK
 from provisioning.sweep import attempts_sweep
@@ -36,6 +43,12 @@ register_step(
 register_step(
     JobStep.ACTIVATE_BRAND_WORKSPACE,
     run=chain.quota_deferring(activate.activation_step),
+    on_unexpected=chain.on_unexpected,
+    fair=True,
+)
+register_step(
+    JobStep.DEACTIVATE_BRAND,
+    run=chain.quota_deferring(deactivate.deactivate_step),
     on_unexpected=chain.on_unexpected,
     fair=True,
 )
@@ -70,6 +83,11 @@ def activate_markets(job_id: str) -> None:
 
 @shared_task(name=task_name_for(JobStep.ACTIVATE_BRAND_WORKSPACE), ignore_result=True)
 def activate_brand_workspace(job_id: str) -> None:
+    run_step(job_id=job_id)
+
+
+@shared_task(name=task_name_for(JobStep.DEACTIVATE_BRAND), ignore_result=True)
+def deactivate_brand(job_id: str) -> None:
     run_step(job_id=job_id)
 
 

@@ -84,6 +84,7 @@ JOB_ACCEPTED = {"jobId": JOB_ID, "jobType": "provisionWorkspace", "status": "IN_
 JOB_COMPLETED_ITEM = {
     "jobId": JOB_ID,
     "jobType": "provisionWorkspace",
+    "mode": "async",
     "status": "COMPLETED",
     "result": {"status": 201, "body": MARKET_CREATED, "outcome": "succeeded"},
     "error": None,
@@ -100,6 +101,7 @@ SETTLE_READ_DONE = {
 JOB_IN_PROGRESS: dict[str, Any] = {
     "jobId": JOB_ID,
     "jobType": "provisionWorkspace",
+    "mode": "async",
     "status": "IN_PROGRESS",
     "result": None,
     "error": None,

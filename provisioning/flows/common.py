@@ -1,29 +1,22 @@
 """What several operations share: the market plan, its resolution against the upstream language
-catalogue, the chain an async request starts, and the checks every flow makes first."""
+catalogue, a chained step's stand-down, and the checks every flow makes first."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from jobs import services as job_services
-from jobs.endings import Defer, Finish, InlineRun
-from jobs.inline import chain_run_inline
-from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.runner import StepRun
-from kernel.errors import ConfigurationError, DomainError, InvalidRequestError
+from kernel.errors import DomainError, InvalidRequestError
 from provisioning import chain
 from provisioning.catalogue import catalogue_language_id, languages_catalogue
 from provisioning.exceptions import (
     NoParentWorkspaceError,
-    ProvisioningCancelledError,
     SubworkspaceGoneError,
-    UpstreamBusyError,
 )
 from provisioning.markets import MarketRequest, market_discard_unrecorded, market_provision
 from provisioning.models import ProvisioningAttempt
@@ -196,84 +189,6 @@ def check_market_cap(brand: Brand, *, adding: int = 1, live_count: int | None = 
             f"market: a brand has at most {settings.SERENITY_MAX_ACTIVATE_MARKETS} markets.",
             field="market",
         )
-
-
-Chained = Sequence[tuple[JobStep, dict[str, Any]]]
-
-
-def chain_create(
-    *,
-    brand: Brand,
-    root_id: uuid.UUID,
-    attempt: ProvisioningAttempt,
-    market: Market | None,
-    chained: Chained,
-) -> AsyncJob:
-    """The provision-workspace job and its chained jobs (run in order), inside the caller's
-    transaction."""
-    spec = chain_spec(brand=brand, root_id=root_id, attempt=attempt, market=market, chained=chained)
-    return job_services.job_chains_create([spec])[0]
-
-
-def chain_spec(
-    *,
-    brand: Brand,
-    root_id: uuid.UUID,
-    attempt: ProvisioningAttempt,
-    market: Market | None,
-    chained: Chained,
-) -> job_services.ChainSpec:
-    """An operation's chain: provision-workspace, then its `chained` steps. Steps read their
-    inputs from the database: every row carries the attempt (and the reservation)."""
-    refs: dict[str, Any] = {"attemptId": str(attempt.id)}
-    if market is not None:
-        refs["marketId"] = str(market.pk)
-    return job_services.ChainSpec(
-        organization_id=brand.organization_id,
-        brand_id=brand.pk,
-        job_type=JobType.PROVISION_WORKSPACE,
-        root_id=root_id,
-        first=job_services.StepSpec(JobStep.PROVISION_WORKSPACE, refs),
-        then=[job_services.StepSpec(step, {**inputs, **refs}) for step, inputs in chained],
-    )
-
-
-def chain_run_sync(
-    *,
-    brand: Brand,
-    attempt: ProvisioningAttempt | None,
-    market: Market | None,
-    chained: Chained,
-) -> Outcome:
-    """A sync request's chain: the steps `chain_create` would write, run inline with the
-    request's patience (SPEC §12.3, `jobs.inline`), under the attempt the request began. See
-    `inline_answer` for what it answers and raises."""
-    if attempt is None:
-        # A deploy ahead of its migration (SPEC §6.2): the steps need their attempt's row.
-        raise ConfigurationError("Provisioning is unavailable until the database is migrated.")
-    spec = chain_spec(
-        brand=brand, root_id=uuid.uuid4(), attempt=attempt, market=market, chained=chained
-    )
-    return inline_answer(chain_run_inline(job_services.job_chain_rows(spec)))
-
-
-def inline_answer(run: InlineRun) -> Outcome:
-    """The answer of a chain run inline (its last run): the chained work's Outcome (its rows
-    written); a bare chain's `{brandId, provisioningStatus}` (200). Raises the error that ended
-    the chain before its chained work (`Failed`: §4's 502/504 …); `UpstreamBusyError` (503)
-    when a step would have waited longer than the request may; `ProvisioningCancelledError`
-    when the chain stood down (the attempt was cancelled or the brand changed)."""
-    ending, end = run.ending, run.decided
-    if isinstance(ending, Defer):
-        raise UpstreamBusyError(retry_after=ending.delay_seconds)
-    if isinstance(ending, Finish) and ending.status != JobStatus.CANCELLED:
-        if isinstance(end, chain.Failed):
-            raise end.error
-        if isinstance(end, chain.Finished) and end.outcome is not None:
-            return replace(end.outcome, market_writes=())
-        if isinstance(end, chain.Promoted) and ending.result is not None:
-            return Outcome(ending.result["status"], ending.result["body"])
-    raise ProvisioningCancelledError()
 
 
 def chained_stand_down(run: StepRun, stood_down: chain.StoodDown, plans: list[MarketPlan]) -> None:

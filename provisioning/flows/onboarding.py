@@ -28,12 +28,13 @@ from django.db.models import F, Sum
 from django.utils import timezone
 
 from jobs import services as job_services
-from jobs.models import AsyncJob, JobStatus, JobStep, JobType
+from jobs.models import AsyncJob, JobStatus, JobStep
 from jobs.signals import chains_ended_check
 from kernel import context
 from provisioning import selectors, services
 from provisioning.exceptions import OnboardingFinishedError, OnboardingLimitError
 from provisioning.family import GROUP_KEY, ONBOARDING_KEY
+from provisioning.flows.begin import Chained, Work, brand_row, works_begin_new
 from provisioning.flows.common import MarketPlan
 from provisioning.guard import attempts_lock, organization_onboarding_lock
 from provisioning.models import (
@@ -130,27 +131,29 @@ def _begin(*, organization: Organization, brands: list[OnboardingBrand]) -> Onbo
                 rows.refused(onboarding, index, item.name)
                 continue
             taken.add(key)
-            rows.add(onboarding, organization, index, item, key)
-        _open_items_check(organization=organization, adding=len(rows.chains))
-        onboarding.in_progress = len(rows.chains)
-        onboarding.failed = len(rows.items) - len(rows.chains)
+            rows.add(onboarding, organization, index, item)
+        _open_items_check(organization=organization, adding=rows.begun)
+        onboarding.in_progress = rows.begun
+        onboarding.failed = len(rows.items) - rows.begun
         onboarding.save(force_insert=True)
         rows.write()
-        if not rows.chains:
+        if not rows.begun:
             # Every item was refused at once: nothing will end later.
             onboarding_complete_if_ended(onboarding)
     return onboarding
 
 
 class _Rows:
-    """The rows of an onboarding's items, written with one INSERT per table."""
+    """The rows of an onboarding's items: each item's work begun with the others
+    (`begin.works_begin_new`: one INSERT per table), and the items."""
 
     def __init__(self) -> None:
-        self.brands: list[Brand] = []
-        self.attempts: list[ProvisioningAttempt] = []
-        self.markets: list[Market] = []
-        self.chains: list[job_services.ChainSpec] = []
+        self.works: list[Work] = []
         self.items: list[OnboardingItem] = []
+
+    @property
+    def begun(self) -> int:
+        return len(self.works)
 
     def refused(self, onboarding: Onboarding, index: int, name: str) -> None:
         error = BrandExistsError()
@@ -165,92 +168,48 @@ class _Rows:
         )
 
     def add(
-        self,
-        onboarding: Onboarding,
-        organization: Organization,
-        index: int,
-        item: OnboardingBrand,
-        key: str,
+        self, onboarding: Onboarding, organization: Organization, index: int, item: OnboardingBrand
     ) -> None:
-        brand = Brand(
-            id=uuid.uuid4(),
+        """An item's work: a brand create with its markets, as a single async create is:
+        create-market on a reserved slice for one market, activate-markets for several, no
+        chained step for none."""
+        brand = brand_row(
             organization=organization,
-            name=item.name.strip(),
-            name_key=key,
-            workspace_mode=organization.workspace_mode,
+            name=item.name,
             status=BrandStatus.ACTIVE,
             base_url=item.base_url,
             urls=item.urls,
             aliases=item.aliases,
         )
-        root_id = uuid.uuid4()
-        attempt = ProvisioningAttempt(
-            id=uuid.uuid4(),
-            brand=brand,
-            started_by=AttemptStartedBy.CREATE_BRAND,
-            job_id=root_id,
-            **context.actor_fields("started"),
-        )
-        refs: dict[str, Any] = {
-            "attemptId": str(attempt.id),
-            ONBOARDING_KEY: str(onboarding.id),
-            GROUP_KEY: index // ONBOARDING_GROUP_SIZE,
-        }
-        then = self._chained(brand, attempt, item.markets, refs)
-        self.brands.append(brand)
-        self.attempts.append(attempt)
-        self.chains.append(
-            job_services.ChainSpec(
-                organization_id=organization.pk,
-                brand_id=brand.pk,
-                job_type=JobType.PROVISION_WORKSPACE,
-                first=job_services.StepSpec(JobStep.PROVISION_WORKSPACE, refs),
-                then=then,
-                root_id=root_id,
+        markets = item.markets
+        chained: Chained = []
+        if len(markets) == 1:
+            chained = [(JobStep.CREATE_MARKET, markets[0].as_metadata())]
+        elif markets:
+            chained = [(JobStep.ACTIVATE_MARKETS, {"markets": [p.as_metadata() for p in markets]})]
+        self.works.append(
+            Work(
+                brand=brand,
+                started_by=AttemptStartedBy.CREATE_BRAND,
+                chained=chained,
+                market=markets[0] if len(markets) == 1 else None,
+                brand_is_new=True,
+                refs={
+                    ONBOARDING_KEY: str(onboarding.id),
+                    GROUP_KEY: index // ONBOARDING_GROUP_SIZE,
+                },
             )
         )
         self.items.append(
-            OnboardingItem(
-                onboarding=onboarding, index=index, name=brand.name, brand=brand, job_id=root_id
-            )
+            OnboardingItem(onboarding=onboarding, index=index, name=brand.name, brand=brand)
         )
 
-    def _chained(
-        self,
-        brand: Brand,
-        attempt: ProvisioningAttempt,
-        markets: list[MarketPlan],
-        refs: dict[str, Any],
-    ) -> job_services.StepSpec | None:
-        """The item's chained step: create-market on a reserved slice for one market (as a
-        brand create with a market), activate-markets for several, none for none."""
-        if len(markets) == 1:
-            plan = markets[0]
-            market = Market(
-                id=uuid.uuid4(),
-                brand=brand,
-                geo_target_id=plan.slice.geo_target_id,
-                language_code=plan.slice.language_code,
-                name=plan.name or plan.slice.default_name,
-                status=MarketStatus.CREATING,
-                reserved_by=attempt.id,
-            )
-            self.markets.append(market)
-            refs["marketId"] = str(market.pk)
-            return job_services.StepSpec(JobStep.CREATE_MARKET, {**plan.as_metadata(), **refs})
-        if markets:
-            return job_services.StepSpec(
-                JobStep.ACTIVATE_MARKETS,
-                {"markets": [plan.as_metadata() for plan in markets], **refs},
-            )
-        return None
-
     def write(self) -> None:
-        """Parents first; the jobs' and attempts' links to each other are checked at commit."""
-        Brand.objects.bulk_create(self.brands)
-        job_services.job_chains_create(self.chains)
-        ProvisioningAttempt.objects.bulk_create(self.attempts)
-        Market.objects.bulk_create(self.markets)
+        """The works (parents first), then the items, each with its chain's root."""
+        roots = {begun.work.brand.pk: begun.job.pk for begun in works_begin_new(self.works)}
+        for item in self.items:
+            if item.brand is not None:
+                item.job_id = roots[item.brand.pk]
         OnboardingItem.objects.bulk_create(self.items)
 
 

@@ -63,6 +63,7 @@ def test_the_list_holds_root_jobs_with_the_chains_effective_state(writer):
             {
                 "jobId": str(running_root.pk),
                 "jobType": "provisionWorkspace",
+                "mode": "async",
                 "status": "IN_PROGRESS",
                 "result": None,
                 "error": None,
@@ -73,6 +74,7 @@ def test_the_list_holds_root_jobs_with_the_chains_effective_state(writer):
             {
                 "jobId": str(done_root.pk),
                 "jobType": "provisionWorkspace",
+                "mode": "async",
                 "status": "COMPLETED",
                 "result": market_created(brand),
                 "error": None,

@@ -132,6 +132,7 @@ def test_in_progress_poll_sends_retry_after_and_pending_steps(sw_writer, sim, pu
     assert set(body) == {
         "jobId",
         "jobType",
+        "mode",
         "status",
         "result",
         "error",
@@ -141,3 +142,4 @@ def test_in_progress_poll_sends_retry_after_and_pending_steps(sw_writer, sim, pu
         "finishedAt",
     }
     assert body["finishedAt"] is None
+    assert body["mode"] == "async"
