@@ -71,6 +71,48 @@ class InlineRun(StepRun):
     decided: object = None
 
 
+@dataclass(frozen=True)
+class Decided:
+    """An ending a step leaves to be decided inside the ending's transaction
+    (`step_commit_decided`): `decide` makes the domain's writes and answers the ending (None:
+    nothing of the transaction stands)."""
+
+    decide: Callable[[], JobEnding | None]
+
+
+# What a step returns for its runner to commit (`committed`); None: nothing (its claim is lost).
+StepResult = JobEnding | Decided | None
+
+
+def committed(handler: Callable[[StepRun], StepResult]) -> Callable[[StepRun], None]:
+    """`handler` as the runner runs it: the ending it returns is committed once, here."""
+
+    def run_and_commit(run: StepRun) -> None:
+        step_result_commit(run, handler(run))
+
+    return run_and_commit
+
+
+def committed_failure(
+    handler: Callable[[StepRun, BaseException], StepResult],
+) -> Callable[[StepRun, BaseException], None]:
+    """`committed` for a step's `on_unexpected`."""
+
+    def fail_and_commit(run: StepRun, exc: BaseException) -> None:
+        step_result_commit(run, handler(run, exc))
+
+    return fail_and_commit
+
+
+def step_result_commit(run: StepRun, result: StepResult) -> bool:
+    """Commit what a step returned (`committed`)."""
+    if result is None:
+        return False
+    if isinstance(result, Decided):
+        return step_commit_decided(run, result.decide)
+    return step_commit(run, result)
+
+
 def step_commit(
     run: StepRun, ending: JobEnding, *, effects: Callable[[], bool] | None = None
 ) -> bool:

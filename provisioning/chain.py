@@ -2,7 +2,8 @@
 chained step makes before and at its end. The steps themselves are flows (the first one,
 provision-workspace, is `flows.provision`).
 
-A step decides what happened and returns it as a value (`StepEnd`); `step_end` commits it once,
+A step decides what happened and returns it as a value (`Ending`: its `StepEnd`, with its
+attempt); the runner's wrapper (`chain_step`) hands it to `step_end`, which commits it once,
 in one transaction (`jobs.endings.step_commit_decided`): the job's end, the attempt's move, the
 final writes of the chain's market rows (or the release of its reservation), the hand-over to
 the chained job. The job's ending is decided inside that transaction, so an attempt that ended
@@ -126,6 +127,26 @@ class Crashed:
 
 
 StepEnd = Promoted | SettleLater | Failed | StoodDown | Finished | Discarded | RetryLater | Crashed
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What a step of the chain returns: its attempt (as read by the step) and its end, for
+    the runner to commit (`chain_step`)."""
+
+    attempt: ProvisioningAttempt | None
+    end: StepEnd
+
+
+def chain_step(step: Callable[[StepRun], Ending]) -> StepHandler:
+    """A step of the chain as the runner runs it: with the chain's upstream patience
+    (`quota_deferring`), the ending it returns committed once, here (`step_end`)."""
+
+    def run_and_commit(run: StepRun) -> None:
+        ending = step(run)
+        step_end(run, ending.attempt, ending.end)
+
+    return quota_deferring(run_and_commit)
 
 
 def quota_deferring(handler: StepHandler) -> StepHandler:

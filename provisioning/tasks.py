@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from jobs.endings import committed, committed_failure
 from jobs.models import JobStep
 from jobs.runner import register_step, run_step
 from jobs.services import task_name_for
@@ -24,44 +25,44 @@ from provisioning.workspace import cleanup_candidate
 
 register_step(
     JobStep.PROVISION_WORKSPACE,
-    run=chain.quota_deferring(provision.provision_workspace),
+    run=chain.chain_step(provision.provision_workspace),
     on_unexpected=chain.on_unexpected,
     fair=True,
 )
 register_step(
     JobStep.CREATE_MARKET,
-    run=chain.quota_deferring(market_create.create_market_step),
+    run=chain.chain_step(market_create.create_market_step),
     on_unexpected=chain.on_unexpected,
     fair=True,
 )
 register_step(
     JobStep.ACTIVATE_MARKETS,
-    run=chain.quota_deferring(activate.activation_step),
+    run=chain.chain_step(activate.activation_step),
     on_unexpected=chain.on_unexpected,
     fair=True,
 )
 register_step(
     JobStep.ACTIVATE_BRAND_WORKSPACE,
-    run=chain.quota_deferring(activate.activation_step),
+    run=chain.chain_step(activate.activation_step),
     on_unexpected=chain.on_unexpected,
     fair=True,
 )
 register_step(
     JobStep.DEACTIVATE_BRAND,
-    run=chain.quota_deferring(deactivate.deactivate_step),
+    run=chain.chain_step(deactivate.deactivate_step),
     on_unexpected=chain.on_unexpected,
     fair=True,
 )
 register_step(
     CONFIRM_STEP,
-    run=chain.quota_deferring(publish_confirm.confirm_publish_step),
-    on_unexpected=publish_confirm.on_unexpected,
+    run=chain.quota_deferring(committed(publish_confirm.confirm_publish_step)),
+    on_unexpected=committed_failure(publish_confirm.on_unexpected),
     fair=True,
 )
 register_step(
     JobStep.CLASSIFY_PROMPTS,
-    run=chain.quota_deferring(prompts.classify_prompts_step),
-    on_unexpected=prompts.on_unexpected,
+    run=chain.quota_deferring(committed(prompts.classify_prompts_step)),
+    on_unexpected=committed_failure(prompts.on_unexpected),
     fair=True,
 )
 

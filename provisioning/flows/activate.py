@@ -309,7 +309,7 @@ def _activate_flat(*, brand: Brand, branch: Branch, chained: Chained) -> Outcome
 # --- the chained steps --------------------------------------------------------------------------
 
 
-def activation_step(run: StepRun) -> None:
+def activation_step(run: StepRun) -> chain.Ending:
     """The chain's activate step, `activateMarkets` (C, A+C: its `markets`) and
     `activateBrandWorkspace` (A, B: none): the chain's checks (a chain that lost the brand
     stands down), then the branch's work in the promoted workspace, its rows' final writes
@@ -318,12 +318,10 @@ def activation_step(run: StepRun) -> None:
     markets = run.job.metadata.get("markets")
     plans = [MarketPlan.from_metadata(m) for m in markets] if markets is not None else None
     if run.job.metadata.get("flat"):
-        chain.step_end(run, None, _flat_activation(run, plans))
-        return
+        return chain.Ending(None, _flat_activation(run, plans))
     checked = chain.chained_preflight(run)
     if isinstance(checked, chain.StoodDown):
-        chained_stand_down(run, checked, plans or [])
-        return
+        return chained_stand_down(run, checked, plans or [])
     attempt, brand = checked.attempt, checked.brand
     outcome = activation_in_workspace(
         # A client only for markets: a flip makes no upstream call.
@@ -339,7 +337,7 @@ def activation_step(run: StepRun) -> None:
         plans=plans,
         renew=run.keep_alive,
     )
-    chain.step_end(run, attempt, chain.Finished(outcome))
+    return chain.Ending(attempt, chain.Finished(outcome))
 
 
 def _flat_activation(run: StepRun, plans: list[MarketPlan] | None) -> chain.StepEnd:

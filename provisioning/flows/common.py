@@ -191,7 +191,9 @@ def check_market_cap(brand: Brand, *, adding: int = 1, live_count: int | None = 
         )
 
 
-def chained_stand_down(run: StepRun, stood_down: chain.StoodDown, plans: list[MarketPlan]) -> None:
+def chained_stand_down(
+    run: StepRun, stood_down: chain.StoodDown, plans: list[MarketPlan]
+) -> chain.Ending:
     """End a chained market step that stands down (its chain lost the brand, SPEC §6.3).
 
     A re-run first deletes the projects of its slices that an earlier run of it may have
@@ -202,7 +204,7 @@ def chained_stand_down(run: StepRun, stood_down: chain.StoodDown, plans: list[Ma
     and the project would be left (SPEC §7: nothing orphaned)."""
     if run.job.run_count > 1 and plans:
         _unrecorded_projects_discard(stood_down.attempt, plans)
-    chain.step_end(run, stood_down.attempt, stood_down)
+    return chain.Ending(stood_down.attempt, stood_down)
 
 
 def _unrecorded_projects_discard(

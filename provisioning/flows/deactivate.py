@@ -40,21 +40,19 @@ def deactivate(*, brand: Brand) -> Outcome:
     return work_run(work_begin(work, mode=JobMode.SYNC))
 
 
-def deactivate_step(run: StepRun) -> None:
+def deactivate_step(run: StepRun) -> chain.Ending:
     """The `deactivateBrand` step: the brand's Semrush objects decommissioned, then forgotten
     (`_forget_decommissioned`); a failure fails the attempt (`upstream`)."""
     attempt = chain.attempt_of(run)
     if attempt is None or attempt.status != AttemptStatus.PENDING:
-        chain.step_end(run, attempt, chain.StoodDown(attempt))
-        return
+        return chain.Ending(attempt, chain.StoodDown(attempt))
     brand = attempt.brand
     try:
         _decommission(brand)
     except DomainError as error:
-        chain.step_end(run, attempt, chain.Failed(error, reason=AttemptReason.UPSTREAM))
-        return
+        return chain.Ending(attempt, chain.Failed(error, reason=AttemptReason.UPSTREAM))
     outcome = Outcome(200, {"brandId": str(brand.pk), "status": "pending"})
-    chain.step_end(run, attempt, chain.Finished(outcome))
+    return chain.Ending(attempt, chain.Finished(outcome))
 
 
 def _decommission(brand: Brand) -> None:

@@ -109,7 +109,7 @@ def _create_sync(work: Work) -> Outcome:
 # --- the chained step ---------------------------------------------------------------------------
 
 
-def create_market_step(run: StepRun) -> None:
+def create_market_step(run: StepRun) -> chain.Ending:
     """The chain's `createMarket` step: the market's project in the promoted workspace (flat:
     in the parent), its market row finished by the step's ending (with the job and the
     attempt, SPEC §11.5). Stands down (CANCELLED) when the chain's reservation is no longer
@@ -117,18 +117,15 @@ def create_market_step(run: StepRun) -> None:
     meta = run.job.metadata
     plan = MarketPlan.from_metadata(meta)
     if meta.get("flat"):
-        chain.step_end(run, None, _flat_step(run, plan))
-        return
+        return chain.Ending(None, _flat_step(run, plan))
     checked = chain.chained_preflight(run)
     if isinstance(checked, chain.StoodDown):
-        chained_stand_down(run, checked, [plan])
-        return
+        return chained_stand_down(run, checked, [plan])
     attempt, brand, workspace_id = checked.attempt, checked.brand, checked.workspace_id
     market = _reservation(meta)
     if market is None or market.deleted_at is not None or market.reserved_by != attempt.id:
         # Tombstoned (a heal) or no longer the chain's: nothing of it is this step's to write.
-        chain.step_end(run, attempt, chain.Finished(None))
-        return
+        return chain.Ending(attempt, chain.Finished(None))
     client = client_for_org(brand.organization, brand_id=str(brand.pk), attempt_id=str(attempt.id))
     outcome = market_provision_planned(
         client=client,
@@ -144,7 +141,7 @@ def create_market_step(run: StepRun) -> None:
         # claim) must look for one; a re-run after a quota re-schedule need not.
         workspace_new=attempt.freshly_created and run.job.expired_claims == 0,
     )
-    chain.step_end(run, attempt, chain.Finished(outcome))
+    return chain.Ending(attempt, chain.Finished(outcome))
 
 
 def _reservation(meta: dict[str, Any]) -> Market | None:

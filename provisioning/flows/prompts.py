@@ -60,7 +60,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs import services as job_services
-from jobs.endings import Defer, Finish, step_commit
+from jobs.endings import Defer, Finish, StepResult
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.runner import StepRun
 from kernel.errors import DomainError
@@ -439,7 +439,7 @@ def _job_checkpoint(job: AsyncJob, claim_token: uuid.UUID) -> Callable[[Progress
     return checkpoint
 
 
-def classify_prompts_step(run: StepRun) -> None:
+def classify_prompts_step(run: StepRun) -> StepResult:
     """The `classifyPrompts` job: the sync path in batches of `BATCH_SIZE`, checkpointing and
     renewing the lease after every unit and every publish. Ends COMPLETED with
     `{status: 200, body: {created, skipped, failed}, outcome: "succeeded"}`. A re-run resumes
@@ -457,8 +457,7 @@ def classify_prompts_step(run: StepRun) -> None:
     if brand is None:
         plan = plan_units(prompts, batch_size=BATCH_SIZE)
         done = Progress(failed=sum(len(u.prompts) for u in plan.units))
-        _finish(run, Outcome(200, done.counts(plan)))
-        return
+        return _finish(Outcome(200, done.counts(plan)))
     policy = RunPolicy(
         batch_size=BATCH_SIZE,
         checkpoint=_job_checkpoint(job, run.claim_token),
@@ -476,33 +475,28 @@ def classify_prompts_step(run: StepRun) -> None:
             client=client,
         )
     except _RunDeferredError as deferred:
-        step_commit(run, Defer(delay_seconds=deferred.delay_seconds))
-        return
+        return Defer(delay_seconds=deferred.delay_seconds)
     except _ClaimLostError:
         logger.info("prompts job lost its claim; another delivery continues it")
-        return
+        return None
     except DomainError as error:
-        step_commit(run, Finish(JobStatus.FAILED, error=job_error(error)))
-        return
-    _finish(run, Outcome(200, counts))
+        return Finish(JobStatus.FAILED, error=job_error(error))
+    return _finish(Outcome(200, counts))
 
 
-def _finish(run: StepRun, outcome: Outcome) -> None:
-    step_commit(run, Finish(JobStatus.COMPLETED, result=outcome.as_job_result()))
+def _finish(outcome: Outcome) -> Finish:
+    return Finish(JobStatus.COMPLETED, result=outcome.as_job_result())
 
 
-def on_unexpected(run: StepRun, exc: BaseException) -> None:
+def on_unexpected(run: StepRun, exc: BaseException) -> StepResult:
     """Anything unexpected: the job FAILED `jobFailed` with a generic message. Not retryable:
     prompts of finished units are stored and would be skipped, but a unit cut short may have
     reached Semrush."""
-    step_commit(
-        run,
-        Finish(
-            JobStatus.FAILED,
-            error={
-                "code": "jobFailed",
-                "message": "The job failed unexpectedly.",
-                "retryable": False,
-            },
-        ),
+    return Finish(
+        JobStatus.FAILED,
+        error={
+            "code": "jobFailed",
+            "message": "The job failed unexpectedly.",
+            "retryable": False,
+        },
     )
