@@ -57,7 +57,7 @@ from provisioning.exceptions import (
     attempt_reason,
     job_error,
 )
-from provisioning.markets import market_writes_commit, market_writes_refused
+from provisioning.market_writes import market_writes_commit, market_writes_refused
 from provisioning.models import AttemptReason, AttemptStatus, ProvisioningAttempt
 from provisioning.outcome import MarketWrite, Outcome
 from provisioning.semrush import SemrushClient
@@ -305,7 +305,8 @@ def _answered(
     run: StepRun, attempt: ProvisioningAttempt | None, outcome: Outcome, decided: _Decided
 ) -> JobEnding | None:
     """The chained work answered: its market rows' final writes (SPEC §11.5,
-    `markets.market_writes_commit`), the attempt `ready` and the job COMPLETED with the answer.
+    `market_writes.market_writes_commit`), the attempt `ready` and the job COMPLETED with the
+    answer.
     A row goes live only while the chain may still write (`still_valid`: the attempt pending,
     the brand pointing at its workspace) and the reservation is still the chain's; otherwise
     nothing of the transaction stands (`_Redo.ANSWER_REFUSED`). A step with a successor that

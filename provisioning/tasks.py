@@ -18,7 +18,7 @@ from provisioning.flows import (
     provision,
     publish_confirm,
 )
-from provisioning.markets import CONFIRM_STEP
+from provisioning.market_writes import CONFIRM_STEP
 from provisioning.services import CLEANUP_TASK
 from provisioning.sweep import attempts_sweep
 from provisioning.workspace import cleanup_candidate

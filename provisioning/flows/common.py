@@ -116,7 +116,7 @@ def market_provision_planned(
     """Resolve the plan, then create or resume its project in `workspace_id` on the existing
     reservation (`markets.market_provision`, whose `options` pass through). A refusal before
     any upstream write releases the reservation. The Outcome carries the row's final write,
-    not committed (`markets.market_writes_commit`)."""
+    not committed (`market_writes.market_writes_commit`)."""
     try:
         request = market_request_for(client=client, brand=brand, plan=plan)
     except DomainError as error:

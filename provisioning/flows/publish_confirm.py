@@ -1,6 +1,6 @@
 """The background confirmation of a publish (SPEC §12.1): a sync request that could not wait for
 Semrush to publish answers `published: false` and hands its `publishing` market to a one-step
-job (`markets.CONFIRM_STEP`, created with the row's write). The job owns the row's reservation
+job (`market_writes.CONFIRM_STEP`, created with the row's write). The job owns the row's reservation
 and holds no brand lease: it reads the project as a chained step does (re-scheduling itself
 between reads) and ends the row `live` or `publish_failed` with a write conditional on still
 owning it, so a deactivate or a delete meanwhile (which tombstones the row) wins.
@@ -17,11 +17,8 @@ from jobs.models import JobStatus
 from jobs.runner import StepRun
 from jobs.services import cancelled_error
 from provisioning.exceptions import JOB_FAILED_MESSAGE, PublishFailedError
-from provisioning.markets import (
-    CONFIRM_MARKET_KEY,
-    market_publish_confirm,
-    market_writes_commit,
-)
+from provisioning.market_writes import CONFIRM_MARKET_KEY, market_writes_commit
+from provisioning.markets import market_publish_confirm
 from provisioning.outcome import MarketEnd, MarketWrite
 from provisioning.upstream import client_for_org
 from serenity.models import Market, MarketStatus, WorkspaceMode

@@ -16,7 +16,7 @@ from jobs.models import AsyncJob
 from jobs.runner import StepRun
 from jobs.services import job_claim
 from provisioning import quota
-from provisioning.flows import prompts as prompts_module
+from provisioning.flows import prompt_run as prompts_module
 from provisioning.flows.prompts import classify_prompts_step
 from provisioning.semrush import SemrushBusyError
 from provisioning.tasks import classify_prompts
