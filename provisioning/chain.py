@@ -47,7 +47,6 @@ from jobs.endings import Continue, Finish, InlineRun, JobEnding, Repeat, step_co
 from jobs.endings import Defer as JobDefer
 from jobs.models import JobStatus
 from jobs.runner import StepHandler, StepRun
-from kernel import context
 from kernel.errors import DomainError
 from provisioning import quota, services, states
 from provisioning.exceptions import (
@@ -67,7 +66,7 @@ from provisioning.workspace import (
     cleanup_candidate,
     workspace_promote,
 )
-from serenity.models import Brand, BrandStatus, Organization
+from serenity.models import Organization
 
 logger = logging.getLogger("serenity.provisioning")
 
@@ -451,32 +450,6 @@ def _stood_down_if_ended(
 
 
 # --- chained steps ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Chained:
-    """A chained step's inputs, checked: the attempt (pending, promoted), its brand (pending or
-    active, pointing at the promoted workspace) and that workspace."""
-
-    attempt: ProvisioningAttempt
-    brand: Brand
-    workspace_id: str
-
-
-def chained_preflight(run: StepRun) -> Chained | StoodDown:
-    """Re-check before touching Semrush (SPEC §6.3); otherwise the step stands down."""
-    attempt = attempt_of(run)
-    if attempt is None or attempt.status != AttemptStatus.PENDING or not attempt.workspace_promoted:
-        return StoodDown(attempt)
-    context.bind(attempt_id=attempt.id)
-    brand = attempt.brand
-    if (
-        brand.status not in (BrandStatus.PENDING, BrandStatus.ACTIVE)
-        or brand.semrush_sub_workspace_id is None
-        or brand.semrush_sub_workspace_id != attempt.candidate_workspace_id
-    ):
-        return StoodDown(attempt)
-    return Chained(attempt=attempt, brand=brand, workspace_id=brand.semrush_sub_workspace_id)
 
 
 def still_valid(

@@ -32,6 +32,7 @@ from provisioning.exceptions import (
 from provisioning.flows.begin import Chained, Work, work_begin, work_run
 from provisioning.flows.common import (
     MarketPlan,
+    chained_preflight,
     chained_stand_down,
     market_provision_planned,
     require_parent,
@@ -319,7 +320,7 @@ def activation_step(run: StepRun) -> chain.Ending:
     plans = [MarketPlan.from_metadata(m) for m in markets] if markets is not None else None
     if run.job.metadata.get("flat"):
         return chain.Ending(None, _flat_activation(run, plans))
-    checked = chain.chained_preflight(run)
+    checked = chained_preflight(run)
     if isinstance(checked, chain.StoodDown):
         return chained_stand_down(run, checked, plans or [])
     attempt, brand = checked.attempt, checked.brand

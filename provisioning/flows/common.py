@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from jobs.runner import StepRun
+from kernel import context
 from kernel.errors import DomainError, InvalidRequestError
 from provisioning import chain
 from provisioning.catalogue import catalogue_language_id, languages_catalogue
@@ -19,13 +20,13 @@ from provisioning.exceptions import (
     SubworkspaceGoneError,
 )
 from provisioning.markets import MarketRequest, market_discard_unrecorded, market_provision
-from provisioning.models import ProvisioningAttempt
+from provisioning.models import AttemptStatus, ProvisioningAttempt
 from provisioning.outcome import MarketEnd, MarketWrite, Outcome
 from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org
 from provisioning.workspace import workspace_gone_heal
 from serenity.exceptions import UnknownLanguageError
-from serenity.models import Brand, Market, MarketStatus, Organization
+from serenity.models import Brand, BrandStatus, Market, MarketStatus, Organization
 from serenity.slices import Slice, slice_from_ids
 
 
@@ -189,6 +190,32 @@ def check_market_cap(brand: Brand, *, adding: int = 1, live_count: int | None = 
             f"market: a brand has at most {settings.SERENITY_MAX_ACTIVATE_MARKETS} markets.",
             field="market",
         )
+
+
+@dataclass(frozen=True)
+class Chained:
+    """A chained step's inputs, checked: the attempt (pending, promoted), its brand (pending or
+    active, pointing at the promoted workspace) and that workspace."""
+
+    attempt: ProvisioningAttempt
+    brand: Brand
+    workspace_id: str
+
+
+def chained_preflight(run: StepRun) -> Chained | chain.StoodDown:
+    """Re-check before touching Semrush (SPEC §6.3); otherwise the step stands down."""
+    attempt = chain.attempt_of(run)
+    if attempt is None or attempt.status != AttemptStatus.PENDING or not attempt.workspace_promoted:
+        return chain.StoodDown(attempt)
+    context.bind(attempt_id=attempt.id)
+    brand = attempt.brand
+    if (
+        brand.status not in (BrandStatus.PENDING, BrandStatus.ACTIVE)
+        or brand.semrush_sub_workspace_id is None
+        or brand.semrush_sub_workspace_id != attempt.candidate_workspace_id
+    ):
+        return chain.StoodDown(attempt)
+    return Chained(attempt=attempt, brand=brand, workspace_id=brand.semrush_sub_workspace_id)
 
 
 def chained_stand_down(

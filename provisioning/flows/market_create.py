@@ -19,6 +19,7 @@ from provisioning.exceptions import ProvisioningIncompleteError, WorkspaceMiscon
 from provisioning.flows.begin import Work, work_begin, work_run, work_withdraw
 from provisioning.flows.common import (
     MarketPlan,
+    chained_preflight,
     chained_stand_down,
     check_market_cap,
     market_provision_planned,
@@ -118,7 +119,7 @@ def create_market_step(run: StepRun) -> chain.Ending:
     plan = MarketPlan.from_metadata(meta)
     if meta.get("flat"):
         return chain.Ending(None, _flat_step(run, plan))
-    checked = chain.chained_preflight(run)
+    checked = chained_preflight(run)
     if isinstance(checked, chain.StoodDown):
         return chained_stand_down(run, checked, [plan])
     attempt, brand, workspace_id = checked.attempt, checked.brand, checked.workspace_id
