@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -211,25 +212,26 @@ def work_withdraw(begun: Begun) -> None:
             guard.attempt_withdraw(begun.attempt)
 
 
-def brand_row(
-    *,
-    organization: Organization,
-    name: str,
-    status: str,
-    base_url: str | None,
-    urls: list[str],
-    aliases: list[str],
-) -> Brand:
-    """A new brand's row (not saved), its id chosen now."""
+@dataclass(frozen=True, kw_only=True)
+class BrandFields:
+    """A new brand's writable fields, by the model's names, as a request gives them (a brand
+    create's body, an onboarding's item): `brand_row` copies every one of them."""
+
+    name: str
+    base_url: str | None
+    urls: list[str] = field(default_factory=list)
+    aliases: list[str] = field(default_factory=list)
+
+
+def brand_row(*, organization: Organization, fields: BrandFields, status: str) -> Brand:
+    """A new brand's row (not saved), its id chosen now: the brand's fields, its name trimmed."""
+    given = {f.name: getattr(fields, f.name) for f in dataclass_fields(BrandFields)}
     return Brand(
+        **given | {"name": fields.name.strip()},
         id=uuid.uuid4(),
         organization=organization,
-        name=name.strip(),
         workspace_mode=organization.workspace_mode,
         status=status,
-        base_url=base_url,
-        urls=urls,
-        aliases=aliases,
     )
 
 

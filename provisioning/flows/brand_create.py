@@ -10,7 +10,7 @@ before the answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from jobs.models import AsyncJob, JobMode, JobStep
 from kernel.errors import DomainError, InvalidRequestError
@@ -18,6 +18,7 @@ from provisioning import quota
 from provisioning.exceptions import UpstreamBusyError
 from provisioning.flows.begin import (
     Begun,
+    BrandFields,
     Work,
     brand_insert,
     brand_row,
@@ -37,13 +38,9 @@ from serenity.exceptions import BaseUrlRequiredError, SerenityNotEnabledError
 from serenity.models import Brand, BrandStatus, Market, Organization, WorkspaceMode
 
 
-@dataclass(frozen=True)
-class BrandInput:
-    name: str
+@dataclass(frozen=True, kw_only=True)
+class BrandInput(BrandFields):
     status: str | None
-    base_url: str | None
-    urls: list[str] = field(default_factory=list)
-    aliases: list[str] = field(default_factory=list)
     market: MarketPlan | None = None
 
 
@@ -80,14 +77,7 @@ def brand_create(*, organization: Organization, data: BrandInput, run_async: boo
     brand_input_check(organization=organization, data=data)
     is_draft = data.status == BrandStatus.PENDING
     status = BrandStatus.PENDING if is_draft or not data.base_url else BrandStatus.ACTIVE
-    brand = brand_row(
-        organization=organization,
-        name=data.name,
-        status=status,
-        base_url=data.base_url,
-        urls=data.urls,
-        aliases=data.aliases,
-    )
+    brand = brand_row(organization=organization, fields=data, status=status)
     flat = organization.workspace_mode == WorkspaceMode.FLAT
     if not organization.is_serenity_org or is_draft or (flat and data.market is None):
         return BrandCreated(brand=brand_insert(brand))

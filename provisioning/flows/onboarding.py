@@ -34,7 +34,7 @@ from kernel import context
 from provisioning import selectors, services
 from provisioning.exceptions import OnboardingFinishedError, OnboardingLimitError
 from provisioning.family import GROUP_KEY, ONBOARDING_KEY
-from provisioning.flows.begin import Chained, Work, brand_row, works_begin_new
+from provisioning.flows.begin import BrandFields, Chained, Work, brand_row, works_begin_new
 from provisioning.flows.common import MarketPlan
 from provisioning.guard import attempts_lock, organization_onboarding_lock
 from provisioning.models import (
@@ -52,12 +52,8 @@ from serenity.models import Brand, BrandStatus, Market, MarketStatus, Organizati
 from serenity.names import brand_name_key
 
 
-@dataclass(frozen=True)
-class OnboardingBrand:
-    name: str
-    base_url: str
-    urls: list[str] = field(default_factory=list)
-    aliases: list[str] = field(default_factory=list)
+@dataclass(frozen=True, kw_only=True)
+class OnboardingBrand(BrandFields):
     markets: list[MarketPlan] = field(default_factory=list)
 
 
@@ -173,14 +169,7 @@ class _Rows:
         """An item's work: a brand create with its markets, as a single async create is:
         create-market on a reserved slice for one market, activate-markets for several, no
         chained step for none."""
-        brand = brand_row(
-            organization=organization,
-            name=item.name,
-            status=BrandStatus.ACTIVE,
-            base_url=item.base_url,
-            urls=item.urls,
-            aliases=item.aliases,
-        )
+        brand = brand_row(organization=organization, fields=item, status=BrandStatus.ACTIVE)
         markets = item.markets
         chained: Chained = []
         if len(markets) == 1:
