@@ -76,37 +76,14 @@ class ChainSpec:
     mode: JobMode = JobMode.ASYNC
 
 
-def job_chain_create(
-    *,
-    organization_id: uuid.UUID,
-    brand_id: uuid.UUID | None,
-    job_type: JobType,
-    first: StepSpec,
-    then: StepSpec | Sequence[StepSpec] | None = None,
-    root_id: uuid.UUID | None = None,
-) -> AsyncJob:
-    """Create a chain's root (runnable now) and its chained jobs (each not runnable until the
-    one before it hands over). Must run inside the caller's transaction; publishes the root on
-    commit. `root_id` lets the caller reference the job (e.g. from its attempt) before the rows
-    exist (foreign keys are checked at commit).
-
-    Every row of the chain records the request that started it (`metadata.requestId`, from
-    the log context): the worker puts it on every line it writes for the chain."""
-    spec = ChainSpec(
-        organization_id=organization_id,
-        brand_id=brand_id,
-        job_type=job_type,
-        first=first,
-        then=then,
-        root_id=root_id or uuid.uuid4(),
-    )
-    return job_chains_create([spec])[0]
-
-
 def job_chains_create(specs: list[ChainSpec]) -> list[AsyncJob]:
-    """`job_chain_create` for many chains at once: one INSERT for every row of every chain (a
-    bulk onboarding starts a thousand), each async root published on commit. Returns the
-    roots."""
+    """Create chains, inside the caller's transaction: for each, its root (runnable now) and
+    its chained jobs (each not runnable until the one before it hands over), with one INSERT
+    for every row of every chain (a bulk onboarding starts a thousand); each async root is
+    published on commit. A spec's `root_id` lets the caller reference the job (e.g. from its
+    attempt) before the rows exist (foreign keys are checked at commit). Every row records the
+    request that started it (`metadata.requestId`, from the log context): the worker puts it
+    on every line it writes for the chain. Returns the roots."""
     chains = [job_chain_rows(spec) for spec in specs]
     AsyncJob.objects.bulk_create([row for rows in chains for row in rows])
     roots = [rows[0] for rows in chains]

@@ -97,15 +97,19 @@ def prompts_add(
     validated = prompts_validate(brand=brand, prompts=prompts)
     if run_async:
         with transaction.atomic():
-            job = job_services.job_chain_create(
-                organization_id=brand.organization_id,
-                brand_id=brand.pk,
-                job_type=JobType.CLASSIFY_PROMPTS,
-                first=job_services.StepSpec(
-                    JobStep.CLASSIFY_PROMPTS,
-                    metadata={"prompts": [p.as_metadata() for p in validated]},
-                ),
-            )
+            job = job_services.job_chains_create(
+                [
+                    job_services.ChainSpec(
+                        organization_id=brand.organization_id,
+                        brand_id=brand.pk,
+                        job_type=JobType.CLASSIFY_PROMPTS,
+                        first=job_services.StepSpec(
+                            JobStep.CLASSIFY_PROMPTS,
+                            metadata={"prompts": [p.as_metadata() for p in validated]},
+                        ),
+                    )
+                ]
+            )[0]
         return Accepted(job=job)
     counts = prompts_run(
         brand=brand,
