@@ -52,11 +52,9 @@ Checks = Callable[[str | None], None]
 
 @dataclass(frozen=True)
 class Begun:
-    """What the guard began: the attempt (None only while the attempts table is missing) and the
-    brand's pointer as read under the lock."""
+    """What the guard began: the attempt (None only while the attempts table is missing)."""
 
     attempt: ProvisioningAttempt | None
-    pointer: str | None
 
 
 def pending_attempt_for(brand_id: uuid.UUID) -> ProvisioningAttempt | None:
@@ -93,7 +91,7 @@ def lease(
         with transaction.atomic(savepoint=False):
             first = attempt_row(brand_id=brand_id, started_by=started_by, job_id=job_id)
             first.save(force_insert=True)
-            yield Begun(attempt=first, pointer=None)
+            yield Begun(attempt=first)
         return
     try:
         with transaction.atomic(durable=durable):
@@ -106,17 +104,11 @@ def lease(
                 job_id=job_id,
                 candidate=pointer if candidate_is_pointer else None,
             )
-            yield Begun(attempt=attempt, pointer=pointer)
+            yield Begun(attempt=attempt)
     except IntegrityError as exc:
         if _CONSTRAINT not in str(exc):
             raise
         raise in_progress_error(brand_id=brand_id) from None
-
-
-def attempt_withdraw(attempt: ProvisioningAttempt) -> None:
-    """Take back an attempt that did no work (its request was refused before any upstream
-    write): the lease ends as if it had never begun."""
-    ProvisioningAttempt.objects.filter(pk=attempt.id, status=AttemptStatus.PENDING).delete()
 
 
 def in_progress_error(*, brand_id: uuid.UUID) -> ProvisioningInProgressError:

@@ -35,7 +35,7 @@ from jobs.models import AsyncJob, JobMode, JobStatus, JobStep, JobType
 from provisioning import chain, guard, services
 from provisioning.exceptions import ProvisioningCancelledError, UpstreamBusyError
 from provisioning.flows.common import MarketPlan
-from provisioning.models import AttemptStartedBy, ProvisioningAttempt
+from provisioning.models import AttemptStartedBy, AttemptStatus, ProvisioningAttempt
 from provisioning.outcome import Outcome
 from provisioning.reservations import market_reserve, reservation_row
 from serenity.exceptions import BrandExistsError, SliceExistsError
@@ -206,10 +206,9 @@ def work_withdraw(begun: Begun) -> None:
         if begun.work.brand_is_new:
             Brand.objects.filter(pk=begun.work.brand.pk).delete()
             return
-        owner = begun.attempt.id if begun.attempt is not None else root_id
-        services.release_reservations(owner=owner)
-        if begun.attempt is not None:
-            guard.attempt_withdraw(begun.attempt)
+        attempt_id = begun.attempt.id if begun.attempt is not None else root_id
+        services.release_reservations(owner=attempt_id)
+        ProvisioningAttempt.objects.filter(pk=attempt_id, status=AttemptStatus.PENDING).delete()
 
 
 @dataclass(frozen=True, kw_only=True)
