@@ -86,13 +86,17 @@ def _build_chain(*, organization_id: str, brand_id: str, settle_reads: int) -> s
     from jobs.models import JobStatus, JobStep, JobType
 
     with mock.patch("jobs.services.publish_job"):
-        root = services.job_chain_create(
-            organization_id=organization_id,  # type: ignore[arg-type]
-            brand_id=brand_id,  # type: ignore[arg-type]
-            job_type=JobType.PROVISION_WORKSPACE,
-            first=services.StepSpec(JobStep.PROVISION_WORKSPACE, {}),
-            then=services.StepSpec(JobStep.CREATE_MARKET, {}),
-        )
+        root = services.job_chains_create(
+            [
+                services.ChainSpec(
+                    organization_id=organization_id,  # type: ignore[arg-type]
+                    brand_id=brand_id,  # type: ignore[arg-type]
+                    job_type=JobType.PROVISION_WORKSPACE,
+                    first=services.StepSpec(JobStep.PROVISION_WORKSPACE, {}),
+                    then=services.StepSpec(JobStep.CREATE_MARKET, {}),
+                )
+            ]
+        )[0]
         current = root
         for _ in range(settle_reads - 1):
             claimed = services.job_claim(job_id=current.id)

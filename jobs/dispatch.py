@@ -19,7 +19,7 @@ from django.db.models import Case, Exists, F, Q, Sum, Value, When, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
-from jobs.models import AsyncJob, JobStatus
+from jobs.models import AsyncJob, JobMode, JobStatus
 from jobs.publishing import publish_job
 from jobs.services import publish_on_commit, task_name_for
 
@@ -56,6 +56,9 @@ def job_fairest_due(*, job_id: uuid.UUID, steps: list[str]) -> uuid.UUID:
     fairest = (
         AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, run_after__lte=now, step__in=steps)
         .filter(Exists(AsyncJob.objects.filter(pk=job_id, step__in=steps)))
+        # A sync request's rows are its own to run (a settle read it sleeps for); a worker
+        # runs one only by its own delivery, once the dispatcher sends it (the request died).
+        .exclude(Q(mode=JobMode.SYNC), ~live_claim, ~Q(pk=job_id))
         .annotate(
             # Running rows stay in the set (the window counts them) and sort last.
             claimable=Case(When(live_claim, then=Value(0)), default=Value(1)),

@@ -13,15 +13,16 @@ same with an ending known beforehand (`effects` returning False refuses).
     Defer      the claim is given back; this row runs again after a delay (upstream Retry-After,
                or no upstream permit soon enough)
 
-A step run inline (`InlineRun`, a sync request's, `jobs.inline`) has no row: the same
-transaction holds the domain's writes, and the ending is kept on the run instead of written.
+A step run inline (`InlineRun`, a sync request's, `jobs.inline`) is a claimed row like any:
+its ending is written the same way, nothing is published (the request runs what follows at
+once), and the ending is kept on the run for the request's answer.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -64,19 +65,54 @@ JobEnding = Finish | Continue | Repeat | Defer
 
 @dataclass
 class InlineRun(StepRun):
-    """A step run in the caller's thread (`jobs.inline`): its job is a row in memory, never
-    saved, with no lease to keep. Its ending is kept here (`ending`) instead of written, with
-    what the step's app decided (`decided`: the app's own value, for the caller's answer)."""
+    """A step run in the caller's thread with its caller's patience (`jobs.inline`): a row the
+    caller claimed. Its ending, once written, is kept here (`ending`), with what the step's app
+    decided (`decided`: the app's own value, for the caller's answer)."""
 
-    claim_token: uuid.UUID = field(default_factory=uuid.uuid4)
     ending: JobEnding | None = None
     decided: object = None
 
-    def renew(self) -> bool:
-        return True
 
-    def keep_alive(self) -> None:
-        return None
+@dataclass(frozen=True)
+class Decided:
+    """An ending a step leaves to be decided inside the ending's transaction
+    (`step_commit_decided`): `decide` makes the domain's writes and answers the ending (None:
+    nothing of the transaction stands)."""
+
+    decide: Callable[[], JobEnding | None]
+
+
+# What a step returns for its runner to commit (`committed`); None: nothing (its claim is lost).
+StepResult = JobEnding | Decided | None
+
+
+def committed(handler: Callable[[StepRun], StepResult]) -> Callable[[StepRun], None]:
+    """`handler` as the runner runs it: the ending it returns is committed once, here."""
+
+    def run_and_commit(run: StepRun) -> None:
+        step_result_commit(run, handler(run))
+
+    return run_and_commit
+
+
+def committed_failure(
+    handler: Callable[[StepRun, BaseException], StepResult],
+) -> Callable[[StepRun, BaseException], None]:
+    """`committed` for a step's `on_unexpected`."""
+
+    def fail_and_commit(run: StepRun, exc: BaseException) -> None:
+        step_result_commit(run, handler(run, exc))
+
+    return fail_and_commit
+
+
+def step_result_commit(run: StepRun, result: StepResult) -> bool:
+    """Commit what a step returned (`committed`)."""
+    if result is None:
+        return False
+    if isinstance(result, Decided):
+        return step_commit_decided(run, result.decide)
+    return step_commit(run, result)
 
 
 def step_commit(
@@ -102,33 +138,32 @@ def step_commit_decided(run: StepRun, decide: Callable[[], JobEnding | None]) ->
     claim was lost (another worker holds the job, or a cancel finished it). A `Continue` whose
     successor this worker may run itself (`JOBS_HAND_OVER_INLINE`) is handed over to the
     runner instead of published (the dispatcher publishes it if this worker dies first). An
-    `InlineRun` keeps its ending instead of writing it."""
-    inline = settings.JOBS_HAND_OVER_INLINE
+    `InlineRun` publishes nothing: its caller runs the successor or the repeat next (handed
+    over), and keeps the ending."""
+    inline = isinstance(run, InlineRun)
+    hand_over = inline or settings.JOBS_HAND_OVER_INLINE
     # Durable: the successor handed over (or published) below must see this commit, so the
     # ending may never be folded into a caller's transaction that commits later.
     with transaction.atomic(durable=True):
         ending = decide()
-        if isinstance(run, InlineRun):
-            run.ending = ending
-            written: bool | uuid.UUID = ending is not None
-        else:
-            written = (
-                _write(run, ending, publish_successor=not inline) if ending is not None else False
-            )
+        written = _write(run, ending, publish=not hand_over) if ending is not None else False
         if not written:
             transaction.set_rollback(True)
             return False
     assert ending is not None
+    if isinstance(run, InlineRun):
+        run.ending = ending
     if isinstance(ending, Finish):
         run.finished_status = ending.status
-    if isinstance(written, uuid.UUID) and inline:
+    if isinstance(written, uuid.UUID) and (inline or isinstance(ending, Continue)) and hand_over:
         run.hand_over(written)
     return True
 
 
-def _write(run: StepRun, ending: JobEnding, *, publish_successor: bool) -> bool | uuid.UUID:
+def _write(run: StepRun, ending: JobEnding, *, publish: bool) -> bool | uuid.UUID:
     """The job's own write for `ending`, conditional on the claim; a `Continue` answers its
-    successor's id (None: the claim was lost)."""
+    successor's id, a `Repeat` its repeat's (False: the claim was lost). `publish`: the
+    successor is published (else its runner runs it next); a repeat is, but an inline one's."""
     if isinstance(ending, Finish):
         return services.job_finish(
             job=run.job,
@@ -142,7 +177,7 @@ def _write(run: StepRun, ending: JobEnding, *, publish_successor: bool) -> bool 
             job=run.job,
             claim_token=run.claim_token,
             result=ending.result,
-            publish=publish_successor,
+            publish=publish,
         )
         return successor if successor is not None else False
     if isinstance(ending, Repeat):
@@ -152,8 +187,9 @@ def _write(run: StepRun, ending: JobEnding, *, publish_successor: bool) -> bool 
             result=ending.result,
             delay_seconds=ending.delay_seconds,
             metadata=ending.metadata,
+            publish=not isinstance(run, InlineRun),
         )
-        return repeat is not None
+        return repeat.id if repeat is not None else False
     return services.job_release(
         job_id=run.job.id,
         claim_token=run.claim_token,

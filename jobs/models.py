@@ -42,6 +42,15 @@ class JobStep(models.TextChoices):
     ACTIVATE_BRAND_WORKSPACE = "activateBrandWorkspace"
     CLASSIFY_PROMPTS = "classifyPrompts"
     REPAIR_MARKETS = "repairMarkets"
+    DEACTIVATE_BRAND = "deactivateBrand"
+
+
+class JobMode(models.TextChoices):
+    """How the work runs (SPEC §13.5): by workers (`async`), or at once in the request that
+    began it (`sync`), with the request's patience; both begin the same way."""
+
+    ASYNC = "async"
+    SYNC = "sync"
 
 
 class AsyncJob(models.Model):
@@ -55,6 +64,7 @@ class AsyncJob(models.Model):
     status = models.CharField(
         max_length=16, choices=JobStatus.choices, default=JobStatus.IN_PROGRESS
     )
+    mode = models.CharField(max_length=8, choices=JobMode.choices, default=JobMode.ASYNC)
     metadata = models.JSONField(default=dict, blank=True)
     result = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)

@@ -162,15 +162,15 @@ def run_inline(run: StepRun) -> None:
 
 def _log_ids(job: AsyncJob, *, inline: bool) -> dict[str, object]:
     """What every line of the step carries. `job_id` is the id the client holds (the chain's
-    root); `step_job_id` is this row. An inline run's rows are never saved: its lines carry
-    the request's own ids."""
-    ids: dict[str, object] = {"org_id": job.organization_id, "brand_id": job.brand_id}
+    root); `step_job_id` is this row. An inline run keeps its request's own request id."""
+    ids: dict[str, object] = {
+        "org_id": job.organization_id,
+        "brand_id": job.brand_id,
+        "job_id": job.root_id or job.id,
+        "step_job_id": job.id,
+    }
     if not inline:
-        ids.update(
-            request_id=(job.metadata or {}).get(services.REQUEST_ID_KEY),
-            job_id=job.root_id or job.id,
-            step_job_id=job.id,
-        )
+        ids["request_id"] = (job.metadata or {}).get(services.REQUEST_ID_KEY)
     return {**ids, "step": job.step}
 
 

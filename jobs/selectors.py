@@ -122,6 +122,7 @@ class JobDocument:
 
     job_id: uuid.UUID
     job_type: str
+    mode: str
     status: str
     result: dict[str, Any] | None
     error: dict[str, Any] | None
@@ -160,6 +161,7 @@ def job_document(
     return JobDocument(
         job_id=job_id,
         job_type=root.job_type,
+        mode=root.mode,
         status=status,
         result=effective.result if status == JobStatus.COMPLETED else None,
         error=effective.error if status in (JobStatus.FAILED, JobStatus.CANCELLED) else None,

@@ -21,7 +21,7 @@ from django.db.models import F, Field, Q
 from django.utils import timezone
 
 from jobs import states
-from jobs.models import AsyncJob, JobStatus, JobStep, JobType
+from jobs.models import AsyncJob, JobMode, JobStatus, JobStep, JobType
 from jobs.publishing import publish_job
 from jobs.signals import chain_ended_check, chain_ended_send
 from kernel import context, tracing
@@ -71,54 +71,37 @@ class ChainSpec:
     first: StepSpec
     then: StepSpec | Sequence[StepSpec] | None = None
     root_id: uuid.UUID = field(default_factory=uuid.uuid4)
-
-
-def job_chain_create(
-    *,
-    organization_id: uuid.UUID,
-    brand_id: uuid.UUID | None,
-    job_type: JobType,
-    first: StepSpec,
-    then: StepSpec | Sequence[StepSpec] | None = None,
-    root_id: uuid.UUID | None = None,
-) -> AsyncJob:
-    """Create a chain's root (runnable now) and its chained jobs (each not runnable until the
-    one before it hands over). Must run inside the caller's transaction; publishes the root on
-    commit. `root_id` lets the caller reference the job (e.g. from its attempt) before the rows
-    exist (foreign keys are checked at commit).
-
-    Every row of the chain records the request that started it (`metadata.requestId`, from
-    the log context): the worker puts it on every line it writes for the chain."""
-    spec = ChainSpec(
-        organization_id=organization_id,
-        brand_id=brand_id,
-        job_type=job_type,
-        first=first,
-        then=then,
-        root_id=root_id or uuid.uuid4(),
-    )
-    return job_chains_create([spec])[0]
+    # `sync`: the request that writes the chain runs it at once (`jobs.inline`): nothing is
+    # published; the dispatcher sends it to a worker only if that request dies.
+    mode: JobMode = JobMode.ASYNC
 
 
 def job_chains_create(specs: list[ChainSpec]) -> list[AsyncJob]:
-    """`job_chain_create` for many chains at once: one INSERT for every row of every chain (a
-    bulk onboarding starts a thousand), each root published on commit. Returns the roots."""
+    """Create chains, inside the caller's transaction: for each, its root (runnable now) and
+    its chained jobs (each not runnable until the one before it hands over), with one INSERT
+    for every row of every chain (a bulk onboarding starts a thousand); each async root is
+    published on commit. A spec's `root_id` lets the caller reference the job (e.g. from its
+    attempt) before the rows exist (foreign keys are checked at commit). Every row records the
+    request that started it (`metadata.requestId`, from the log context): the worker puts it
+    on every line it writes for the chain. Returns the roots."""
     chains = [job_chain_rows(spec) for spec in specs]
-    roots = [rows[0] for rows in chains]
     AsyncJob.objects.bulk_create([row for rows in chains for row in rows])
-    if len(roots) == 1:
-        publish_on_commit(job_id=roots[0].id, step=roots[0].step, premarked=True)
+    roots = [rows[0] for rows in chains]
+    published = [root for root in roots if root.mode == JobMode.ASYNC]
+    if not published:
+        return roots
+    if len(published) == 1:
+        publish_on_commit(job_id=published[0].id, step=published[0].step, premarked=True)
     else:
         transaction.on_commit(
-            partial(_publish_all, [(root.id, root.step) for root in roots]), robust=True
+            partial(_publish_all, [(root.id, root.step) for root in published]), robust=True
         )
     return roots
 
 
 def job_chain_rows(spec: ChainSpec) -> list[AsyncJob]:
     """The rows of one chain, in order, not saved: the root (runnable now) and its chained jobs
-    (each not runnable until the one before it hands over). `job_chains_create` inserts them; a
-    sync request runs them in memory (`jobs.inline`)."""
+    (each not runnable until the one before it hands over). `job_chains_create` inserts them."""
     now = timezone.now()
     origin = chain_origin()
     # The request's trace: every step of the chain continues it (kernel.tracing.step_span).
@@ -132,6 +115,7 @@ def job_chain_rows(spec: ChainSpec) -> list[AsyncJob]:
         organization_id=spec.organization_id,
         brand_id=spec.brand_id,
         job_type=spec.job_type,
+        mode=spec.mode,
         step=spec.first.step,
         metadata={**spec.first.metadata, **origin},
         trace_context=trace_context,
@@ -147,6 +131,7 @@ def job_chain_rows(spec: ChainSpec) -> list[AsyncJob]:
             organization_id=spec.organization_id,
             brand_id=spec.brand_id,
             job_type=spec.job_type,
+            mode=spec.mode,
             step=step.step,
             metadata={**step.metadata, **origin},
             trace_context=trace_context,
@@ -355,11 +340,14 @@ def job_complete_and_repeat(
     result: Any,
     delay_seconds: float,
     metadata: dict[str, Any] | None = None,
+    publish: bool = True,
 ) -> AsyncJob | None:
     """Complete this step and insert a repeat of it (the next settle read) after
     `delay_seconds`, ahead of any chained job. No worker slot is held while waiting: the wait is
     the new row's `run_after` plus a countdown message (and the dispatcher as backstop). The
-    repeat inherits this row's metadata, with `metadata` merged in."""
+    repeat inherits this row's metadata, with `metadata` merged in. `publish=False`: the
+    caller runs the repeat itself when due (a sync request's, `jobs.inline`; the dispatcher
+    publishes it if that caller dies)."""
     now = timezone.now()
     root_id = job.root_id or job.id
     repeat_id = uuid.uuid4()
@@ -384,7 +372,10 @@ def job_complete_and_repeat(
         repeat.save(force_insert=True)
         if job.root_id is not None:
             AsyncJob.objects.filter(pk=root_id).update(**chain, updated_at=now)
-    publish_on_commit(job_id=repeat.id, step=repeat.step, countdown=delay_seconds, premarked=True)
+    if publish:
+        publish_on_commit(
+            job_id=repeat.id, step=repeat.step, countdown=delay_seconds, premarked=True
+        )
     return repeat
 
 
@@ -403,6 +394,7 @@ def job_repeat_row(
         organization_id=job.organization_id,
         brand_id=job.brand_id,
         job_type=job.job_type,
+        mode=job.mode,
         step=job.step,
         metadata={**job.metadata, **metadata} if metadata else job.metadata,
         trace_context=job.trace_context,

@@ -10,8 +10,9 @@ A receiver may see one chain end twice (a cancel and a worker's own ending racin
 the chain finished after the other's write): it must be idempotent.
 
 Arguments: `root_id` (the id clients hold), `organization_id`, `brand_id` (or None),
-`job_type`, `status` (the chain's effective status, one of the finished statuses) and
-`metadata` (the ending step's: the references every row of the chain carries).
+`job_type`, `mode` (`async` or `sync`, SPEC §13.5), `status` (the chain's effective status,
+one of the finished statuses) and `metadata` (the ending step's: the references every row of
+the chain carries).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def chain_ended_send(*, job: AsyncJob, status: str) -> None:
         organization_id=job.organization_id,
         brand_id=job.brand_id,
         job_type=job.job_type,
+        mode=job.mode,
         status=status,
         metadata=job.metadata or {},
     )

@@ -2,7 +2,8 @@
 chained step makes before and at its end. The steps themselves are flows (the first one,
 provision-workspace, is `flows.provision`).
 
-A step decides what happened and returns it as a value (`StepEnd`); `step_end` commits it once,
+A step decides what happened and returns it as a value (`Ending`: its `StepEnd`, with its
+attempt); the runner's wrapper (`chain_step`) hands it to `step_end`, which commits it once,
 in one transaction (`jobs.endings.step_commit_decided`): the job's end, the attempt's move, the
 final writes of the chain's market rows (or the release of its reservation), the hand-over to
 the chained job. The job's ending is decided inside that transaction, so an attempt that ended
@@ -46,16 +47,16 @@ from jobs.endings import Continue, Finish, InlineRun, JobEnding, Repeat, step_co
 from jobs.endings import Defer as JobDefer
 from jobs.models import JobStatus
 from jobs.runner import StepHandler, StepRun
-from kernel import context
 from kernel.errors import DomainError
 from provisioning import credentials, quota, services, states
 from provisioning.exceptions import (
     JOB_FAILED_MESSAGE,
+    UpstreamBusyError,
     UpstreamError,
     attempt_reason,
     job_error,
 )
-from provisioning.markets import market_writes_commit, market_writes_refused
+from provisioning.market_writes import market_writes_commit, market_writes_refused
 from provisioning.models import AttemptReason, AttemptStatus, ProvisioningAttempt
 from provisioning.outcome import MarketWrite, Outcome
 from provisioning.semrush import SemrushClient
@@ -65,7 +66,7 @@ from provisioning.workspace import (
     cleanup_candidate,
     workspace_promote,
 )
-from serenity.models import Brand, BrandStatus, Organization
+from serenity.models import Organization
 
 logger = logging.getLogger("serenity.provisioning")
 
@@ -91,6 +92,8 @@ SETTLE_AGE = "settleAge"
 @dataclass(frozen=True)
 class Failed:
     error: DomainError
+    # The attempt's reason when not the error's own (`exceptions.attempt_reason`).
+    reason: AttemptReason | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,26 @@ class Crashed:
 
 
 StepEnd = Promoted | SettleLater | Failed | StoodDown | Finished | Discarded | RetryLater | Crashed
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What a step of the chain returns: its attempt (as read by the step) and its end, for
+    the runner to commit (`chain_step`)."""
+
+    attempt: ProvisioningAttempt | None
+    end: StepEnd
+
+
+def chain_step(step: Callable[[StepRun], Ending]) -> StepHandler:
+    """A step of the chain as the runner runs it: with the chain's upstream patience
+    (`quota_deferring`), the ending it returns committed once, here (`step_end`)."""
+
+    def run_and_commit(run: StepRun) -> None:
+        ending = step(run)
+        step_end(run, ending.attempt, ending.end)
+
+    return quota_deferring(run_and_commit)
 
 
 def quota_deferring(handler: StepHandler) -> StepHandler:
@@ -204,6 +227,9 @@ def step_end(run: StepRun, attempt: ProvisioningAttempt | None, end: StepEnd) ->
     if isinstance(end, Finished) and end.outcome is not None and end.outcome.confirm_in:
         # A publish not confirmed yet (SPEC §12.1): the same step reads it again then.
         end = RetryLater(end.outcome.confirm_in)
+    if isinstance(end, RetryLater) and isinstance(run, InlineRun):
+        # A request cannot wait that long: its work fails busy (503 `upstreamBusy`).
+        end = Failed(UpstreamBusyError(retry_after=end.delay_seconds))
     decided = _commit(run, attempt, end)
     if decided.redo is _Redo.SUPERSEDED:
         logger.warning("promotion superseded: the brand points elsewhere")
@@ -251,13 +277,17 @@ def _decide(
     if isinstance(end, StoodDown | Finished | Discarded | Crashed):
         decided.cleanup = isinstance(end, StoodDown | Crashed)
         return _final(run, attempt, end)
-    assert attempt is not None
+    if attempt is None:
+        # Flat work (no attempt) that failed: its reservation, owned by the chain, is freed.
+        assert isinstance(end, Failed)
+        services.release_reservations(owner=run.job.root_id_or_self)
+        return Finish(JobStatus.FAILED, error=job_error(end.error))
     if isinstance(end, Promoted):
         ending = _promoted(run, attempt, end.workspace_id, decided)
     elif isinstance(end, SettleLater):
         ending = _settle_later(attempt, end)
     else:
-        ending = _failed(attempt, end.error, decided)
+        ending = _failed(attempt, end, decided)
     return ending if ending is not None else _stood_down_if_ended(run, attempt, decided)
 
 
@@ -279,7 +309,8 @@ def _answered(
     run: StepRun, attempt: ProvisioningAttempt | None, outcome: Outcome, decided: _Decided
 ) -> JobEnding | None:
     """The chained work answered: its market rows' final writes (SPEC §11.5,
-    `markets.market_writes_commit`), the attempt `ready` and the job COMPLETED with the answer.
+    `market_writes.market_writes_commit`), the attempt `ready` and the job COMPLETED with the
+    answer.
     A row goes live only while the chain may still write (`still_valid`: the attempt pending,
     the brand pointing at its workspace) and the reservation is still the chain's; otherwise
     nothing of the transaction stands (`_Redo.ANSWER_REFUSED`). A step with a successor that
@@ -394,15 +425,14 @@ def _settle_sample(run: StepRun, attempt: ProvisioningAttempt) -> float | None:
     return float(age)
 
 
-def _failed(
-    attempt: ProvisioningAttempt, error: DomainError, decided: _Decided
-) -> JobEnding | None:
+def _failed(attempt: ProvisioningAttempt, end: Failed, decided: _Decided) -> JobEnding | None:
     """Before promotion: the attempt fails with the error's reason (its reservations freed),
     the chain with the error's code. None: the attempt ended meanwhile."""
+    error = end.error
     if not states.transition(
         attempt_id=attempt.id,
         to=AttemptStatus.FAILED,
-        reason=attempt_reason(error),
+        reason=end.reason or attempt_reason(error),
         error=error.message,
     ):
         return None
@@ -425,32 +455,6 @@ def _stood_down_if_ended(
 
 
 # --- chained steps ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Chained:
-    """A chained step's inputs, checked: the attempt (pending, promoted), its brand (pending or
-    active, pointing at the promoted workspace) and that workspace."""
-
-    attempt: ProvisioningAttempt
-    brand: Brand
-    workspace_id: str
-
-
-def chained_preflight(run: StepRun) -> Chained | StoodDown:
-    """Re-check before touching Semrush (SPEC §6.3); otherwise the step stands down."""
-    attempt = attempt_of(run)
-    if attempt is None or attempt.status != AttemptStatus.PENDING or not attempt.workspace_promoted:
-        return StoodDown(attempt)
-    context.bind(attempt_id=attempt.id)
-    brand = attempt.brand
-    if (
-        brand.status not in (BrandStatus.PENDING, BrandStatus.ACTIVE)
-        or brand.semrush_sub_workspace_id is None
-        or brand.semrush_sub_workspace_id != attempt.candidate_workspace_id
-    ):
-        return StoodDown(attempt)
-    return Chained(attempt=attempt, brand=brand, workspace_id=brand.semrush_sub_workspace_id)
 
 
 def still_valid(

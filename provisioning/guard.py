@@ -13,17 +13,11 @@ or `ready` if its workspace was promoted; its chain's leftovers FAILED) and we p
 is released at commit, long before any upstream call. The partial unique constraint (one pending
 attempt per brand) is the last line of defence: its violation is the same 409, never a 500.
 
-Async work hands its attempt to the chain it writes in that transaction. Sync work holds it for
-the request's upstream calls and ends it on every exit (SPEC §11.5):
-
-    with attempt_held(brand_id=..., started_by=...) as held:
-        ...  # the request's upstream work; the attempt ends when the block does
-
-A deploy may run ahead of its migration: when the attempts table or column does not exist yet
-(PostgreSQL 42P01/42703, read inside a savepoint so the transaction survives), sync work proceeds
-without an attempt (`begun.attempt is None`); any other read error fails closed. (Deactivate
-works without one; the chain's steps, which sync creates and activates run inline, need their
-attempt's row: those answer 503 `configurationError`, `flows.common.chain_run_sync`.)
+Every operation, sync or async, hands its attempt to the chain it writes in that transaction
+(`flows.begin`, SPEC §13.5); the chain ends it. An attempt begun without a job (`job_id`
+None) reads the pending attempt inside a savepoint: when the attempts table or column does not
+exist yet (PostgreSQL 42P01/42703, a deploy ahead of its migration) it proceeds without one
+(`begun.attempt is None`); any other read error fails closed.
 """
 
 from __future__ import annotations
@@ -32,18 +26,18 @@ import logging
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.db import IntegrityError, ProgrammingError, transaction
 from django.utils import timezone
 
+from jobs.models import AsyncJob, JobMode
 from kernel import context
-from kernel.errors import DomainError
-from provisioning import services, states
-from provisioning.exceptions import ProvisioningInProgressError, attempt_reason
-from provisioning.models import AttemptReason, AttemptStartedBy, AttemptStatus, ProvisioningAttempt
+from provisioning import services
+from provisioning.exceptions import ProvisioningInProgressError
+from provisioning.models import AttemptStartedBy, AttemptStatus, ProvisioningAttempt
 from serenity.exceptions import BrandNotFoundError
-from serenity.models import Brand, Market, Organization
+from serenity.models import Brand, Organization
 
 logger = logging.getLogger("serenity.provisioning")
 
@@ -58,11 +52,9 @@ Checks = Callable[[str | None], None]
 
 @dataclass(frozen=True)
 class Begun:
-    """What the guard began: the attempt (None only while the attempts table is missing) and the
-    brand's pointer as read under the lock."""
+    """What the guard began: the attempt (None only while the attempts table is missing)."""
 
     attempt: ProvisioningAttempt | None
-    pointer: str | None
 
 
 def pending_attempt_for(brand_id: uuid.UUID) -> ProvisioningAttempt | None:
@@ -80,6 +72,7 @@ def lease(
     candidate_is_pointer: bool = False,
     checks: Checks | None = None,
     brand_is_new: bool = False,
+    durable: bool = False,
 ) -> Iterator[Begun]:
     """Begin an attempt on the brand under its row lock; the block runs in the same transaction.
 
@@ -92,19 +85,16 @@ def lease(
 
     `brand_is_new`: the brand was inserted by the caller's transaction, which nobody else can
     see until it commits, so nothing can hold or race it: the attempt is inserted without the
-    lock, the read and a savepoint (a failure ends the caller's transaction)."""
+    lock, the read and a savepoint (a failure ends the caller's transaction). `durable`: the
+    transaction may not be folded into a caller's (sync work commits its begin first)."""
     if brand_is_new:
         with transaction.atomic(savepoint=False):
-            first = ProvisioningAttempt.objects.create(
-                brand_id=brand_id,
-                started_by=started_by,
-                job_id=job_id,
-                **context.actor_fields("started"),
-            )
-            yield Begun(attempt=first, pointer=None)
+            first = attempt_row(brand_id=brand_id, started_by=started_by, job_id=job_id)
+            first.save(force_insert=True)
+            yield Begun(attempt=first)
         return
     try:
-        with transaction.atomic():
+        with transaction.atomic(durable=durable):
             pointer = _lock(brand_id)
             if checks is not None:
                 checks(pointer)
@@ -114,170 +104,34 @@ def lease(
                 job_id=job_id,
                 candidate=pointer if candidate_is_pointer else None,
             )
-            yield Begun(attempt=attempt, pointer=pointer)
+            yield Begun(attempt=attempt)
     except IntegrityError as exc:
         if _CONSTRAINT not in str(exc):
             raise
         raise in_progress_error(brand_id=brand_id) from None
 
 
-@dataclass
-class SyncAttempt:
-    """A sync request's hold on its brand (`attempt_held`): the attempt begun for it (None only
-    while the attempts table is missing), the owner of the request's market reservations (the
-    attempt, else a fresh id) and the reservation made in the begin transaction, if any.
-
-    The block says how its attempt ends when that is not the default: `fail(error)` (it answered
-    an error without raising it), or `withdraw()` (it was refused before any upstream write).
-    The chain's steps that the block runs inline end the attempt themselves (SPEC §6.3), as on
-    a worker: the block's end then changes nothing of it."""
-
-    brand_id: uuid.UUID
-    attempt: ProvisioningAttempt | None
-    owner: uuid.UUID
-    market: Market | None = None
-    failure: DomainError | None = field(default=None, init=False)
-    withdrawn: bool = field(default=False, init=False)
-
-    @property
-    def attempt_id(self) -> uuid.UUID | None:
-        return self.attempt.id if self.attempt is not None else None
-
-    def fail(self, error: DomainError) -> None:
-        self.failure = error
-
-    def withdraw(self) -> None:
-        self.withdrawn = True
-
-
-# What a failure records as the attempt's reason; None: the work failed but the brand's
-# provisioning did not (the attempt ends `ready`).
-FailureReason = Callable[[DomainError], AttemptReason | None]
-
-
-@contextmanager
-def attempt_held(
-    *,
-    brand_id: uuid.UUID,
-    started_by: AttemptStartedBy,
-    checks: Checks | None = None,
-    reserve: Callable[[uuid.UUID], Market | None] | None = None,
-    insert_brand: Callable[[], object] | None = None,
-    candidate_is_pointer: bool = False,
-    failure_reason: FailureReason = attempt_reason,
-) -> Iterator[SyncAttempt]:
-    """Sync work on a brand, begun and ended here: the one way a sync request holds its brand.
-
-    Begins in one durable transaction (committed before the block's upstream calls, which must
-    not run inside a caller's transaction: nesting raises RuntimeError): `insert_brand()` (a
-    brand create: the brand row, which nobody else can see yet), then the guard (`lease`, with
-    `checks` and `candidate_is_pointer`), then `reserve(owner)` (the request's market
-    reservation). Raises what `lease` raises, before the block runs.
-
-    Ends on every exit of the block, with one conditional write (a cancel or a reconcile may
-    have ended the attempt first):
-      withdrawn             the attempt is deleted, as if it had never begun
-      fail(error)           `failed` with `failure_reason(error)` (None: `ready`)
-      success               `ready`
-      a domain error        `failed` with `failure_reason(error)` (None: `ready`)
-      any other exception   `failed` / `unexpected`
-    Every exit but a success also frees the owner's reservations that created nothing upstream
-    (SPEC §3), and ends a brand this request inserted by deleting it, with its attempt and
-    reservation (SPEC §4.1). The block's exception propagates unchanged."""
-    brand_is_new = insert_brand is not None
-    held = _held_begin(
-        brand_id=brand_id,
-        started_by=started_by,
-        checks=checks,
-        reserve=reserve,
-        insert_brand=insert_brand,
-        candidate_is_pointer=candidate_is_pointer,
-    )
-    try:
-        yield held
-    except BaseException as exc:
-        _held_end(held, exc=exc, failure_reason=failure_reason, brand_is_new=brand_is_new)
-        raise
-    _held_end(held, exc=None, failure_reason=failure_reason, brand_is_new=brand_is_new)
-
-
-def _held_begin(
-    *,
-    brand_id: uuid.UUID,
-    started_by: AttemptStartedBy,
-    checks: Checks | None,
-    reserve: Callable[[uuid.UUID], Market | None] | None,
-    insert_brand: Callable[[], object] | None,
-    candidate_is_pointer: bool,
-) -> SyncAttempt:
-    with transaction.atomic(durable=True):
-        if insert_brand is not None:
-            insert_brand()
-        with lease(
-            brand_id=brand_id,
-            started_by=started_by,
-            checks=checks,
-            brand_is_new=insert_brand is not None,
-            candidate_is_pointer=candidate_is_pointer,
-        ) as begun:
-            owner = begun.attempt.id if begun.attempt is not None else uuid.uuid4()
-            market = reserve(owner) if reserve is not None else None
-    return SyncAttempt(brand_id=brand_id, attempt=begun.attempt, owner=owner, market=market)
-
-
-def _held_end(
-    held: SyncAttempt,
-    *,
-    exc: BaseException | None,
-    failure_reason: FailureReason,
-    brand_is_new: bool,
-) -> None:
-    """End the attempt as `attempt_held` says."""
-    failed = held.withdrawn or held.failure is not None or exc is not None
-    if failed and brand_is_new:
-        Brand.objects.filter(pk=held.brand_id).delete()
-        return
-    if failed:
-        services.release_reservations(owner=held.owner)
-    if held.attempt is None:
-        return
-    if held.withdrawn:
-        attempt_withdraw(held.attempt)
-        return
-    reason, message = _failure_of(held, exc, failure_reason)
-    if reason is None:
-        states.transition(attempt_id=held.attempt.id, to=AttemptStatus.READY)
-        return
-    states.transition(
-        attempt_id=held.attempt.id, to=AttemptStatus.FAILED, reason=reason, error=message
-    )
-
-
-def _failure_of(
-    held: SyncAttempt, exc: BaseException | None, failure_reason: FailureReason
-) -> tuple[AttemptReason | None, str | None]:
-    """The attempt's failure reason and message for how the block ended; no reason: `ready`."""
-    if held.failure is not None:
-        return failure_reason(held.failure), held.failure.message
-    if exc is None:
-        return None, None
-    if isinstance(exc, DomainError):
-        return failure_reason(exc), exc.message
-    return AttemptReason.UNEXPECTED, None
-
-
-def attempt_withdraw(attempt: ProvisioningAttempt) -> None:
-    """Take back an attempt that did no work (its request was refused before any upstream
-    write): the lease ends as if it had never begun."""
-    ProvisioningAttempt.objects.filter(pk=attempt.id, status=AttemptStatus.PENDING).delete()
-
-
 def in_progress_error(*, brand_id: uuid.UUID) -> ProvisioningInProgressError:
     """The guard's 409, naming the blocking attempt's job (null for sync work)."""
     current = pending_attempt_for(brand_id)
     return ProvisioningInProgressError(
-        details={"jobId": str(current.job_id) if current and current.job_id else None}
+        details={"jobId": _job_named(current) if current is not None else None}
     )
+
+
+def attempt_driven_async(attempt: ProvisioningAttempt) -> bool:
+    """Whether the attempt's chain is async work (the workers'); False for a sync request's
+    (its request runs it) and an attempt without a chain."""
+    return (
+        attempt.job_id is not None
+        and not AsyncJob.objects.filter(pk=attempt.job_id, mode=JobMode.SYNC).exists()
+    )
+
+
+def _job_named(attempt: ProvisioningAttempt) -> str | None:
+    """The job a 409 names for the blocking attempt: its async chain's; null for sync work
+    (SPEC §6.2: its request is answering it)."""
+    return str(attempt.job_id) if attempt_driven_async(attempt) else None
 
 
 def organization_onboarding_lock(organization_id: uuid.UUID) -> None:
@@ -327,11 +181,26 @@ def _pass_and_insert(
         return None
     if blocking is not None:
         if blocking.updated_at is None or not services.attempt_is_stale(attempt_id=blocking.id):
-            raise ProvisioningInProgressError(
-                details={"jobId": str(blocking.job_id) if blocking.job_id else None}
-            )
+            raise ProvisioningInProgressError(details={"jobId": _job_named(blocking)})
         services.attempt_reconcile_stale(attempt=blocking)
-    return ProvisioningAttempt.objects.create(
+    attempt = attempt_row(
+        brand_id=brand_id, started_by=started_by, job_id=job_id, candidate=candidate
+    )
+    attempt.save(force_insert=True)
+    return attempt
+
+
+def attempt_row(
+    *,
+    brand_id: uuid.UUID,
+    started_by: AttemptStartedBy,
+    job_id: uuid.UUID | None,
+    candidate: str | None = None,
+) -> ProvisioningAttempt:
+    """A new pending attempt (not saved), driven by the chain `job_id`; `candidate`: the
+    workspace it settles (the brand's pointer)."""
+    return ProvisioningAttempt(
+        id=uuid.uuid4(),
         brand_id=brand_id,
         started_by=started_by,
         candidate_workspace_id=candidate,

@@ -27,7 +27,7 @@ class MarketEnd(enum.Enum):
 @dataclass(frozen=True)
 class MarketWrite:
     """The final write of one market row, decided by `markets.market_provision` and committed
-    by `markets.market_writes_commit` with the end of the work (a chained step's ending, SPEC
+    by `market_writes.market_writes_commit` with the end of the work (a chained step's ending, SPEC
     §11.5; a sync request's own transaction). It applies only while `owner` still holds the
     reservation; `workspace_id`/`owned_workspace` say where `project_id` lives upstream."""
 

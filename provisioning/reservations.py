@@ -76,6 +76,19 @@ def _resumable(market: Market) -> bool:
     return market.status in RESUMABLE or (market.status in HELD and not _owner_is_live(market))
 
 
+def reservation_row(*, brand: Brand, slice_: Slice, owner: uuid.UUID, name: str | None) -> Market:
+    """A new reservation of the slice for `owner` (not saved)."""
+    return Market(
+        id=uuid.uuid4(),
+        brand=brand,
+        geo_target_id=slice_.geo_target_id,
+        language_code=slice_.language_code,
+        name=name or slice_.default_name,
+        status=MarketStatus.CREATING,
+        reserved_by=owner,
+    )
+
+
 def market_reserve(
     *,
     brand: Brand,
@@ -100,14 +113,7 @@ def market_reserve(
     )
     if existing is not None:
         return _slice_market_take(existing, owner)
-    reservation = Market(
-        brand=brand,
-        geo_target_id=slice_.geo_target_id,
-        language_code=slice_.language_code,
-        name=name or slice_.default_name,
-        status=MarketStatus.CREATING,
-        reserved_by=owner,
-    )
+    reservation = reservation_row(brand=brand, slice_=slice_, owner=owner, name=name)
     if not savepoint:
         reservation.save(force_insert=True)
         return reservation

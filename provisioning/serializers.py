@@ -19,7 +19,7 @@ from typing import Any
 from rest_framework import serializers
 from rest_framework.fields import SkipField
 
-from jobs.models import JobStatus, JobStep, JobType
+from jobs.models import JobMode, JobStatus, JobStep, JobType
 from kernel.errors import DomainError
 from provisioning import exceptions
 from provisioning.models import OnboardingCancelledBy, OnboardingStatus
@@ -153,6 +153,11 @@ class JobSummarySerializer(serializers.Serializer):
     )
     jobType = job_type_field(source="job_type")  # noqa: N815
     brandId = serializers.UUIDField(source="brand_id", allow_null=True)  # noqa: N815
+    mode = serializers.ChoiceField(
+        choices=JobMode.choices,
+        help_text="`async`: run by workers (202); `sync`: run at once by the request that began "
+        "it, which answered its outcome.",
+    )
     status = serializers.ChoiceField(
         choices=JobStatus.choices, help_text="The effective status of the whole chain."
     )

@@ -53,9 +53,10 @@ def attempts_stale() -> QuerySet[ProvisioningAttempt]:
     runnable: running under a lease, waiting for its `runAfter` (a settle wait, a quota
     re-schedule) or due and waiting for a worker; the dispatcher keeps such jobs moving however
     old they are, and a job that keeps killing its workers ends by `JOBS_MAX_DELIVERIES`. It is
-    stale only when no such job is left (a successor never made runnable does not count). A
-    sync attempt (no job: its request does the work) is stale when its `updatedAt` is older
-    than `SERENITY_PROVISIONING_STALE_AFTER_SECONDS`."""
+    stale only when no such job is left (a successor never made runnable does not count); so
+    is sync work's (its request runs its chain at once, SPEC §13.5; the dispatcher takes the
+    chain over if the request dies). An attempt without a job (begun before §13.5) is stale
+    when its `updatedAt` is older than `SERENITY_PROVISIONING_STALE_AFTER_SECONDS`."""
     chain_alive = AsyncJob.objects.filter(
         Q(pk=OuterRef("job_id")) | Q(root_id=OuterRef("job_id")),
         status=JobStatus.IN_PROGRESS,

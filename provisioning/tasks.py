@@ -7,6 +7,7 @@ import uuid
 
 from celery import shared_task
 
+from jobs.endings import committed, committed_failure
 from jobs.models import JobStep
 from jobs.runner import register_step, run_step
 from jobs.services import task_name_for
@@ -14,6 +15,7 @@ from provisioning import chain
 from provisioning.credential_hold import RECHECK_TASK, credentials_recheck
 from provisioning.flows import (
     activate,
+    deactivate,
     market_create,
     onboarding_cancel,
     prompts,
@@ -21,45 +23,51 @@ from provisioning.flows import (
     publish_confirm,
 )
 from provisioning.ledger.retention import upstream_calls_purge
-from provisioning.markets import CONFIRM_STEP
+from provisioning.market_writes import CONFIRM_STEP
 from provisioning.services import CLEANUP_TASK
 from provisioning.sweep import attempts_sweep
 from provisioning.workspace import cleanup_candidate
 
 register_step(
     JobStep.PROVISION_WORKSPACE,
-    run=chain.quota_deferring(provision.provision_workspace),
+    run=chain.chain_step(provision.provision_workspace),
     on_unexpected=chain.on_unexpected,
     fair=True,
 )
 register_step(
     JobStep.CREATE_MARKET,
-    run=chain.quota_deferring(market_create.create_market_step),
+    run=chain.chain_step(market_create.create_market_step),
     on_unexpected=chain.on_unexpected,
     fair=True,
 )
 register_step(
     JobStep.ACTIVATE_MARKETS,
-    run=chain.quota_deferring(activate.activation_step),
+    run=chain.chain_step(activate.activation_step),
     on_unexpected=chain.on_unexpected,
     fair=True,
 )
 register_step(
     JobStep.ACTIVATE_BRAND_WORKSPACE,
-    run=chain.quota_deferring(activate.activation_step),
+    run=chain.chain_step(activate.activation_step),
+    on_unexpected=chain.on_unexpected,
+    fair=True,
+)
+register_step(
+    JobStep.DEACTIVATE_BRAND,
+    run=chain.chain_step(deactivate.deactivate_step),
     on_unexpected=chain.on_unexpected,
     fair=True,
 )
 register_step(
     CONFIRM_STEP,
-    run=chain.quota_deferring(publish_confirm.confirm_publish_step),
-    on_unexpected=publish_confirm.on_unexpected,
+    run=chain.quota_deferring(committed(publish_confirm.confirm_publish_step)),
+    on_unexpected=committed_failure(publish_confirm.on_unexpected),
     fair=True,
 )
 register_step(
     JobStep.CLASSIFY_PROMPTS,
-    run=chain.quota_deferring(prompts.classify_prompts_step),
-    on_unexpected=prompts.on_unexpected,
+    run=chain.quota_deferring(committed(prompts.classify_prompts_step)),
+    on_unexpected=committed_failure(prompts.on_unexpected),
     fair=True,
 )
 
@@ -81,6 +89,11 @@ def activate_markets(job_id: str) -> None:
 
 @shared_task(name=task_name_for(JobStep.ACTIVATE_BRAND_WORKSPACE), ignore_result=True)
 def activate_brand_workspace(job_id: str) -> None:
+    run_step(job_id=job_id)
+
+
+@shared_task(name=task_name_for(JobStep.DEACTIVATE_BRAND), ignore_result=True)
+def deactivate_brand(job_id: str) -> None:
     run_step(job_id=job_id)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
-from jobs.models import AsyncJob
+from jobs.models import FINISHED_STATUSES, AsyncJob
 from provisioning.models import ProvisioningAttempt
 from serenity.models import Brand, Market, Prompt
 
@@ -141,6 +141,21 @@ def db_counts() -> dict[str, int]:
         "jobs": AsyncJob.objects.count(),
         "prompts": Prompt.objects.count(),
     }
+
+
+def db_counts_but_ended_sync_jobs() -> dict[str, int]:
+    """`db_counts()` without the job rows of sync work that has ended: a failed sync request
+    leaves its chain's rows, ended (SPEC §13.5), and nothing else."""
+    counts = db_counts()
+    counts["jobs"] = AsyncJob.objects.exclude(mode="sync", status__in=FINISHED_STATUSES).count()
+    return counts
+
+
+def sync_chains() -> list[tuple[str, str]]:
+    """Every chain (root row) as (mode, effective status): what sync work leaves behind
+    (SPEC §13.5: its job rows, ended)."""
+    roots = AsyncJob.objects.filter(root__isnull=True).select_related("current")
+    return [(root.mode, str((root.current or root).status)) for root in roots]
 
 
 def upstream_ids(sim: Any) -> set[str]:

@@ -19,7 +19,8 @@ from django.db import transaction
 
 from config.celery import app
 from jobs.endings import Finish, step_commit
-from provisioning import guard
+from jobs.models import JobMode
+from provisioning.flows.begin import Work, work_begin
 from provisioning.models import AttemptStartedBy
 from tests.conftest import TEST_BROKER_URL
 from tests.factories import BrandFactory
@@ -119,16 +120,13 @@ def test_atomic_requests_is_set_where_django_reads_it():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_sync_attempt_cannot_begin_inside_a_callers_transaction():
+def test_sync_work_cannot_begin_inside_a_callers_transaction():
     # given
     brand = BrandFactory()
-    # when / then: its attempt must be committed before the upstream calls that follow
-    with (
-        pytest.raises(RuntimeError, match="durable"),
-        transaction.atomic(),
-        guard.attempt_held(brand_id=brand.pk, started_by=AttemptStartedBy.DEACTIVATE),
-    ):
-        pass
+    work = Work(brand=brand, started_by=AttemptStartedBy.DEACTIVATE, settles=False)
+    # when / then: its rows must be committed before the steps that run them at once
+    with pytest.raises(RuntimeError, match="durable"), transaction.atomic():
+        work_begin(work, mode=JobMode.SYNC)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -20,7 +20,7 @@ from typing import Any
 from rest_framework import serializers
 
 from jobs.endings import Finish, step_commit
-from jobs.models import AsyncJob, JobStatus, JobType
+from jobs.models import AsyncJob, JobMode, JobStatus, JobType
 from jobs.outbox import outbox_jobs_create
 from jobs.runner import StepRun
 from jobs.selectors import job_document
@@ -79,7 +79,7 @@ def job_chains_ended(sender: Any, *, jobs: list[AsyncJob], **_: Any) -> None:
     worker writes their deliveries (`job_events_step`), set-based."""
     by_org: dict[uuid.UUID, dict[uuid.UUID, str]] = {}
     for job in jobs:
-        if job.job_type in JobType.values and job.status in JOB_EVENTS:
+        if _evented(job.job_type, job.mode, job.status):
             event_type = JOB_EVENTS[JobStatus(job.status)]
             by_org.setdefault(job.organization_id, {})[job.root_id or job.id] = event_type
     for organization_id, ended in by_org.items():
@@ -122,6 +122,12 @@ def job_events_failed(run: StepRun, exc: BaseException) -> None:
     step_commit(run, Finish(JobStatus.FAILED, error=error))
 
 
+def _evented(job_type: str, mode: str, status: str) -> bool:
+    """Whether a chain's end is an event: async work of a client-facing job type (sync work
+    answered its request; SPEC §13.5)."""
+    return job_type in JobType.values and mode == JobMode.ASYNC and status in JOB_EVENTS
+
+
 def _subscribed(organization_id: uuid.UUID, event_types: set[str]) -> bool:
     """Whether an enabled endpoint of the org takes one of `event_types` (the common case,
     none, costs this one query)."""
@@ -140,11 +146,12 @@ def job_chain_ended(
     organization_id: uuid.UUID,
     job_type: str,
     status: str,
+    mode: str = JobMode.ASYNC,
     **_: Any,
 ) -> None:
     """Emit the job event of a chain that just ended (a client-facing job type only: a
     delivery's own job is not an event)."""
-    if job_type not in JobType.values or status not in JOB_EVENTS:
+    if not _evented(job_type, mode, status):
         return
     event_type = JOB_EVENTS[JobStatus(status)]
     if not _subscribed(organization_id, {event_type}):

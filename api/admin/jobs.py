@@ -115,13 +115,14 @@ class AsyncJobAdmin(admin.ModelAdmin):
     list_display = [
         "id",
         "job_type",
+        "mode",
         "chain_status",
         "current_step",
         "step_count",
         "created_at",
         "chain_finished_at",
     ]
-    list_filter = [JobKindFilter, ChainStatusFilter, OverdueFilter, "job_type"]
+    list_filter = [JobKindFilter, ChainStatusFilter, OverdueFilter, "job_type", "mode"]
     search_fields = ["=id", "=brand_id", "=organization_id"]
     list_select_related = ["current"]
     date_hierarchy = "created_at"
@@ -133,6 +134,7 @@ class AsyncJobAdmin(admin.ModelAdmin):
                 "fields": [
                     "id",
                     "job_type",
+                    "mode",
                     "chain_status",
                     "organization_id",
                     "brand_id",

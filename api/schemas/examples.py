@@ -85,6 +85,7 @@ JOB_COMPLETED_ITEM = {
     "jobId": JOB_ID,
     "jobType": "provisionWorkspace",
     "brandId": BRAND_ID,
+    "mode": "async",
     "status": "COMPLETED",
     "result": {"status": 201, "body": MARKET_CREATED, "outcome": "succeeded"},
     "error": None,

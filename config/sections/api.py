@@ -58,6 +58,7 @@ SPECTACULAR_SETTINGS = {
         "BrandStatusEnum": "serenity.models.BrandStatus",
         "UndeletedBrandStatusEnum": ["active", "pending"],
         "JobStatusEnum": "jobs.models.JobStatus",
+        "JobModeEnum": "jobs.models.JobMode",
         "WebhookEventTypeEnum": "webhooks.models.WebhookEventType",
         "OnboardingStatusEnum": "provisioning.models.OnboardingStatus",
         "ReconciliationStatusEnum": "provisioning.reconcile.models.ReconciliationStatus",

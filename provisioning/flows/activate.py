@@ -21,9 +21,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from jobs import services as job_services
-from jobs.inline import chain_run_inline
-from jobs.models import JobStep, JobType
+from jobs.models import JobMode, JobStep
 from jobs.runner import StepRun
 from kernel.errors import DomainError
 from provisioning import chain, guard, quota
@@ -32,13 +30,11 @@ from provisioning.exceptions import (
     ActivationIncompleteError,
     WorkspaceMisconfiguredError,
 )
+from provisioning.flows.begin import Chained, Work, work_begin, work_run
 from provisioning.flows.common import (
-    Chained,
     MarketPlan,
-    chain_create,
-    chain_run_sync,
+    chained_preflight,
     chained_stand_down,
-    inline_answer,
     market_provision_planned,
     require_parent,
 )
@@ -89,12 +85,21 @@ def activate(
     chained = _chained(branch, brand_domain, brand_names, plans)
     if brand.workspace_mode == WorkspaceMode.FLAT:
         return _activate_flat(brand=brand, branch=branch, chained=chained)
+    # A chain whose attempt's candidate is the pointer: provision-workspace settles it (or
+    # provisions one), then the branch's step.
+    work = Work(
+        brand=brand,
+        started_by=AttemptStartedBy.ACTIVATE,
+        chained=chained,
+        checks=_refuse_parent(brand),
+        candidate_is_pointer=True,
+    )
     if run_async:
         adding = len(plans) if branch.creates_markets else 0
         queued_markets_check(organization_id=brand.organization_id, adding=adding)
-        return _begin_async(brand=brand, chained=chained)
+        return Accepted(job=work_begin(work, mode=JobMode.ASYNC).job)
     with quota.request_permits():
-        return _activate_sync(brand=brand, branch=branch, chained=chained)
+        return _activate_sync(work, branch=branch)
 
 
 def _chained(
@@ -126,42 +131,19 @@ def _refuse_parent(brand: Brand) -> guard.Checks:
     return check
 
 
-def _activate_sync(*, brand: Brand, branch: Branch, chained: Chained) -> Outcome:
-    """The chain's own steps, inline (`chain_run_sync`), under a sync attempt whose candidate
-    is the pointer: provision-workspace settles it (or provisions one), then the branch's
-    step. A pending brand whose workspace could not be provisioned for an upstream failure
-    answers 502 `serenityActivationIncomplete` instead of the error."""
+def _activate_sync(work: Work, *, branch: Branch) -> Outcome:
+    """The chain at once (`work_run`). A pending brand whose workspace could not be
+    provisioned for an upstream failure answers 502 `serenityActivationIncomplete` instead of
+    the error (the chain has failed the attempt)."""
     # The client first: a missing configuration (503) must not lease the brand.
-    client_for_org(brand.organization, brand_id=str(brand.pk))
-    with guard.attempt_held(
-        brand_id=brand.pk,
-        started_by=AttemptStartedBy.ACTIVATE,
-        checks=_refuse_parent(brand),
-        candidate_is_pointer=True,
-    ) as held:
-        try:
-            return chain_run_sync(brand=brand, attempt=held.attempt, market=None, chained=chained)
-        except DomainError as error:
-            if branch.was_pending and not hasattr(error, "reason") and error.http_status >= 500:
-                held.fail(error)
-                return _activation_incomplete(brand)
-            raise
-
-
-def _begin_async(*, brand: Brand, chained: Chained) -> Accepted:
-    root_id = uuid.uuid4()
-    with guard.lease(
-        brand_id=brand.pk,
-        started_by=AttemptStartedBy.ACTIVATE,
-        job_id=root_id,
-        candidate_is_pointer=True,
-        checks=_refuse_parent(brand),
-    ) as begun:
-        assert begun.attempt is not None
-        job = chain_create(
-            brand=brand, root_id=root_id, attempt=begun.attempt, market=None, chained=chained
-        )
-    return Accepted(job=job)
+    client_for_org(work.brand.organization, brand_id=str(work.brand.pk))
+    begun = work_begin(work, mode=JobMode.SYNC)
+    try:
+        return work_run(begun)
+    except DomainError as error:
+        if branch.was_pending and not hasattr(error, "reason") and error.http_status >= 500:
+            return _activation_incomplete(work.brand)
+        raise
 
 
 def brand_workspace_activate(
@@ -319,25 +301,19 @@ def _activate_one(
 
 def _activate_flat(*, brand: Brand, branch: Branch, chained: Chained) -> Outcome:
     """Flat mode, sync whatever `async` says: the branch's step alone (no workspace, no
-    attempt), run inline, its markets' projects in the parent; the flip is not conditional on
-    a pointer."""
+    attempt), run at once, its markets' projects in the parent; the flip is not conditional
+    on a pointer."""
     if branch.creates_markets:
         # The client first: a missing configuration (503) before anything is reserved.
         client_for_org(brand.organization, brand_id=str(brand.pk))
-    [(step, inputs)] = chained
-    spec = job_services.ChainSpec(
-        organization_id=brand.organization_id,
-        brand_id=brand.pk,
-        job_type=JobType.PROVISION_WORKSPACE,
-        first=job_services.StepSpec(step, {**inputs, "flat": True}),
-    )
-    return inline_answer(chain_run_inline(job_services.job_chain_rows(spec)))
+    work = Work(brand=brand, started_by=None, chained=chained)
+    return work_run(work_begin(work, mode=JobMode.SYNC))
 
 
 # --- the chained steps --------------------------------------------------------------------------
 
 
-def activation_step(run: StepRun) -> None:
+def activation_step(run: StepRun) -> chain.Ending:
     """The chain's activate step, `activateMarkets` (C, A+C: its `markets`) and
     `activateBrandWorkspace` (A, B: none): the chain's checks (a chain that lost the brand
     stands down), then the branch's work in the promoted workspace, its rows' final writes
@@ -346,12 +322,10 @@ def activation_step(run: StepRun) -> None:
     markets = run.job.metadata.get("markets")
     plans = [MarketPlan.from_metadata(m) for m in markets] if markets is not None else None
     if run.job.metadata.get("flat"):
-        chain.step_end(run, None, _flat_activation(run, plans))
-        return
-    checked = chain.chained_preflight(run)
+        return chain.Ending(None, _flat_activation(run, plans))
+    checked = chained_preflight(run)
     if isinstance(checked, chain.StoodDown):
-        chained_stand_down(run, checked, plans or [])
-        return
+        return chained_stand_down(run, checked, plans or [])
     attempt, brand = checked.attempt, checked.brand
     outcome = activation_in_workspace(
         # A client only for markets: a flip makes no upstream call.
@@ -367,7 +341,7 @@ def activation_step(run: StepRun) -> None:
         plans=plans,
         renew=run.keep_alive,
     )
-    chain.step_end(run, attempt, chain.Finished(outcome))
+    return chain.Ending(attempt, chain.Finished(outcome))
 
 
 def _flat_activation(run: StepRun, plans: list[MarketPlan] | None) -> chain.StepEnd:

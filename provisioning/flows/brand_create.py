@@ -1,52 +1,47 @@
 """Brand create (SPEC §4.1): a plain row, or a row with its provisioning, sync or async.
 
-Every provisioning path first commits, in one transaction, the brand row (pointer null), its
-pending attempt, the market reservation when there is a market, and (async) the chain's jobs: a
-concurrent same-name request answers 409 `brandExists` without touching Semrush, and a
-concurrent market create on the new brand meets the pending attempt. A sync create whose
-provisioning fails deletes that row (with its attempt and reservation) before answering.
+Every provisioning path first commits, in one transaction (`flows.begin`), the brand row
+(pointer null), its pending attempt, the market reservation when there is a market, and the
+chain's jobs: a concurrent same-name request answers 409 `brandExists` without touching
+Semrush, and a concurrent market create on the new brand meets the pending attempt. A sync
+create runs its chain at once; when it fails, the row goes (with its attempt and reservation)
+before the answer.
 """
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from django.db import IntegrityError, transaction
-
-from jobs.models import AsyncJob, JobStep
+from jobs.models import AsyncJob, JobMode, JobStep
 from kernel.errors import DomainError, InvalidRequestError
-from provisioning import guard, quota
+from provisioning import quota
 from provisioning.caps import queued_markets_check
 from provisioning.exceptions import UpstreamBusyError
-from provisioning.flows.common import (
-    Chained,
-    MarketPlan,
-    chain_create,
-    chain_run_sync,
-    market_request_for,
-    require_parent,
+from provisioning.flows.begin import (
+    Begun,
+    BrandFields,
+    Work,
+    brand_insert,
+    brand_row,
+    work_begin,
+    work_run,
+    work_withdraw,
 )
-from provisioning.flows.market_create import market_create_flat
+from provisioning.flows.common import MarketPlan, market_request_for, require_parent
 from provisioning.markets import project_discard
 from provisioning.models import AttemptStartedBy, ProvisioningAttempt
-from provisioning.outcome import Accepted, Outcome
-from provisioning.reservations import market_reserve
+from provisioning.outcome import Outcome
 from provisioning.selectors import with_latest_attempt
 from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org
 from provisioning.workspace import empty_quietly
-from serenity.exceptions import BaseUrlRequiredError, BrandExistsError, SerenityNotEnabledError
+from serenity.exceptions import BaseUrlRequiredError, SerenityNotEnabledError
 from serenity.models import Brand, BrandStatus, Market, Organization, WorkspaceMode
 
 
-@dataclass(frozen=True)
-class BrandInput:
-    name: str
+@dataclass(frozen=True, kw_only=True)
+class BrandInput(BrandFields):
     status: str | None
-    base_url: str | None
-    urls: list[str] = field(default_factory=list)
-    aliases: list[str] = field(default_factory=list)
     market: MarketPlan | None = None
 
 
@@ -83,164 +78,76 @@ def brand_create(*, organization: Organization, data: BrandInput, run_async: boo
     brand_input_check(organization=organization, data=data)
     is_draft = data.status == BrandStatus.PENDING
     status = BrandStatus.PENDING if is_draft or not data.base_url else BrandStatus.ACTIVE
-    provisions = organization.is_serenity_org and not is_draft
+    brand = brand_row(organization=organization, fields=data, status=status)
     flat = organization.workspace_mode == WorkspaceMode.FLAT
-
-    if not provisions or (flat and data.market is None):
-        return BrandCreated(
-            brand=_brand_insert(_brand_new(organization=organization, data=data, status=status))
-        )
-    if flat:
-        assert data.market is not None
-        return _brand_create_flat(
-            organization=organization, data=data, status=status, run_async=run_async
-        )
-
-    if run_async:
-        return _begin_async(organization=organization, data=data, status=status)
-    with quota.request_permits():
-        return _provision_sync(organization=organization, data=data, status=status)
-
-
-def _begin_async(*, organization: Organization, data: BrandInput, status: str) -> BrandCreated:
-    """The brand row, its attempt, its reservation and the chain's jobs in one transaction."""
-    queued_markets_check(organization_id=organization.pk, adding=1 if data.market else 0)
-    root_id = uuid.uuid4()
-    # Durable: the brand and its attempt are committed before a worker may claim the chain.
-    with transaction.atomic(durable=True):
-        brand = _brand_insert(_brand_new(organization=organization, data=data, status=status))
-        with guard.lease(
-            brand_id=brand.pk,
-            started_by=AttemptStartedBy.CREATE_BRAND,
-            job_id=root_id,
-            brand_is_new=True,
-        ) as begun:
-            attempt = begun.attempt
-            assert attempt is not None  # the table exists: the brand was just written with it
-            market = _reserve(brand, data.market, owner=attempt.id)
-            job = chain_create(
-                brand=brand,
-                root_id=root_id,
-                attempt=attempt,
-                market=market,
-                chained=_chained(data.market),
-            )
-    # The row as inserted, with the attempt it began: the 202 renders it without a read.
-    return BrandCreated(brand=with_latest_attempt(brand, attempt), job=job)
-
-
-def _reserve(brand: Brand, plan: MarketPlan | None, *, owner: uuid.UUID) -> Market | None:
-    """The new brand's market reservation, in the transaction that inserted the brand (no
-    savepoint, no live markets to read: nobody else can see the brand yet)."""
-    if plan is None:
-        return None
-    return market_reserve(
+    if not organization.is_serenity_org or is_draft or (flat and data.market is None):
+        return BrandCreated(brand=brand_insert(brand))
+    plan = data.market
+    work = Work(
         brand=brand,
-        slice_=plan.slice,
-        owner=owner,
-        name=plan.name,
-        live_markets=[],
-        savepoint=False,
+        # Flat: the market's project goes in the parent (no attempt, no workspace).
+        started_by=None if flat else AttemptStartedBy.CREATE_BRAND,
+        chained=[(JobStep.CREATE_MARKET, plan.as_metadata())] if plan is not None else [],
+        market=plan,
+        brand_is_new=True,
     )
-
-
-def _brand_new(*, organization: Organization, data: BrandInput, status: str) -> Brand:
-    """The brand row to insert (not saved)."""
-    return Brand(
-        organization=organization,
-        name=data.name.strip(),
-        workspace_mode=organization.workspace_mode,
-        status=status,
-        base_url=data.base_url,
-        urls=data.urls,
-        aliases=data.aliases,
-    )
-
-
-def _brand_insert(brand: Brand) -> Brand:
-    """Insert `brand`; a name taken among the org's live brands → BrandExistsError. No
-    savepoint: inside a caller's transaction, the conflict ends that transaction too."""
-    try:
-        with transaction.atomic(savepoint=False):
-            brand.save(force_insert=True)
-    except IntegrityError:
-        raise BrandExistsError() from None
-    return brand
-
-
-def _brand_create_flat(
-    *, organization: Organization, data: BrandInput, status: str, run_async: bool
-) -> BrandCreated:
-    """A flat org's brand with a market: the market's project goes in the parent (no attempt,
-    no workspace); the row is deleted again if the market fails (sync)."""
-    assert data.market is not None
     if run_async:
-        # One transaction: the row exists with its job and reservation, or not at all.
-        with transaction.atomic():
-            brand = _brand_insert(_brand_new(organization=organization, data=data, status=status))
-            accepted = market_create_flat(brand=brand, plan=data.market, run_async=True)
-        assert isinstance(accepted, Accepted)
-        return BrandCreated(brand=with_latest_attempt(brand, None), job=accepted.job)
-    brand = _brand_insert(_brand_new(organization=organization, data=data, status=status))
+        queued_markets_check(organization_id=organization.pk, adding=1 if plan else 0)
+        begun = work_begin(work, mode=JobMode.ASYNC)
+        # The row as inserted, with the attempt it began: the 202 renders it without a read.
+        return BrandCreated(brand=with_latest_attempt(brand, begun.attempt), job=begun.job)
+    if flat:
+        return _create_sync(work, parent_id=None)
+    parent_id = require_parent(organization)
+    with quota.request_permits():
+        return _create_sync(work, parent_id=parent_id)
+
+
+def _create_sync(work: Work, *, parent_id: str | None) -> BrandCreated:
+    """The brand, its attempt, its reservation and its chain committed first (`work_begin`);
+    the language against the catalogue (an unknown one is a 400 before any workspace exists:
+    the begin is withdrawn); then the chain, at once (`work_run`): create-or-adopt the
+    workspace, settle and promote it, create the market's project. Any failure deletes the
+    row (its attempt and reservation go with it; its jobs stay, ended) and undoes what the
+    request made upstream (`_made_undo`)."""
+    brand, plan = work.brand, work.market
+    begun = work_begin(work, mode=JobMode.SYNC)
+    owner = begun.attempt.id if begun.attempt is not None else begun.job.pk
     try:
-        outcome = market_create_flat(brand=brand, plan=data.market, run_async=False)
-        assert not isinstance(outcome, Accepted)
-        _raise_if_failed(outcome)
+        client = client_for_org(brand.organization, brand_id=str(brand.pk), attempt_id=str(owner))
+        if plan is not None and parent_id is not None:
+            market_request_for(client=client, brand=brand, plan=plan)
     except Exception:
+        work_withdraw(begun)
+        raise
+    try:
+        _raise_if_failed(work_run(begun))
+    except Exception:
+        if parent_id is not None:
+            _made_undo(client, begun, parent_id)
         Brand.objects.filter(pk=brand.pk).delete()
         raise
-    return BrandCreated(brand=brand, market=_market_of(brand, data.market))
-
-
-def _provision_sync(*, organization: Organization, data: BrandInput, status: str) -> BrandCreated:
-    """The brand, its attempt and its reservation committed first (`guard.attempt_held`); the
-    language against the catalogue (an unknown one is a 400 before any workspace exists); then
-    the chain's own steps, inline (`chain_run_sync`): create-or-adopt the workspace, settle and
-    promote it, create the market's project. Any failure deletes the row (its attempt and
-    reservation go with it: the guard's ending of a brand it inserted) and undoes what the
-    request made upstream (`_made_undo`)."""
-    parent_id = require_parent(organization)
-    brand = _brand_new(organization=organization, data=data, status=status)
-    plan = data.market
-    with guard.attempt_held(
-        brand_id=brand.pk,
-        started_by=AttemptStartedBy.CREATE_BRAND,
-        insert_brand=lambda: _brand_insert(brand),
-        reserve=lambda owner: _reserve(brand, plan, owner=owner),
-    ) as held:
-        client = client_for_org(organization, brand_id=str(brand.pk), attempt_id=str(held.owner))
-        if plan is not None:
-            market_request_for(client=client, brand=brand, plan=plan)
-        try:
-            outcome = chain_run_sync(
-                brand=brand, attempt=held.attempt, market=held.market, chained=_chained(plan)
-            )
-            _raise_if_failed(outcome)
-        except Exception:
-            _made_undo(client, held, parent_id)
-            raise
     brand.refresh_from_db()
     return BrandCreated(brand=brand, market=_market_of(brand, plan))
 
 
-def _chained(plan: MarketPlan | None) -> Chained:
-    """The chain after provision-workspace: the market, if the brand has one."""
-    return [(JobStep.CREATE_MARKET, plan.as_metadata())] if plan is not None else []
-
-
-def _made_undo(client: SemrushClient, held: guard.SyncAttempt, parent_id: str) -> None:
+def _made_undo(client: SemrushClient, begun: Begun, parent_id: str) -> None:
     """A sync create failed after the chain promoted its workspace (the chain never undoes a
     promoted one, SPEC §6.3; before promotion it empties a fresh candidate itself), and its
     brand row is about to go: the workspace this request created is emptied; in one it
     adopted, only the market's project is deleted (SPEC §4.1)."""
-    attempt = ProvisioningAttempt.objects.filter(pk=held.owner, workspace_promoted=True).first()
+    if begun.attempt is None:
+        return
+    attempt = ProvisioningAttempt.objects.filter(
+        pk=begun.attempt.id, workspace_promoted=True
+    ).first()
     workspace_id = attempt.candidate_workspace_id if attempt is not None else None
     if attempt is None or workspace_id is None:
         return
     if attempt.freshly_created:
         empty_quietly(client=client, workspace_id=workspace_id, parent_id=parent_id)
         return
-    market = held.market
+    market = begun.market
     project_id = (
         Market.objects.filter(pk=market.pk).values_list("semrush_project_id", flat=True).first()
         if market is not None

@@ -1,38 +1,32 @@
 """What several operations share: the market plan, its resolution against the upstream language
-catalogue, the chain an async request starts, and the checks every flow makes first."""
+catalogue, a chained step's stand-down, and the checks every flow makes first."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from jobs import services as job_services
-from jobs.endings import Defer, Finish, InlineRun
-from jobs.inline import chain_run_inline
-from jobs.models import AsyncJob, JobStatus, JobStep, JobType
 from jobs.runner import StepRun
-from kernel.errors import ConfigurationError, DomainError, InvalidRequestError
+from kernel import context
+from kernel.errors import DomainError, InvalidRequestError
 from provisioning import chain
 from provisioning.catalogue import catalogue_language_id, languages_catalogue
 from provisioning.exceptions import (
     NoParentWorkspaceError,
-    ProvisioningCancelledError,
     SubworkspaceGoneError,
-    UpstreamBusyError,
 )
 from provisioning.markets import MarketRequest, market_discard_unrecorded, market_provision
-from provisioning.models import ProvisioningAttempt
+from provisioning.models import AttemptStatus, ProvisioningAttempt
 from provisioning.outcome import MarketEnd, MarketWrite, Outcome
 from provisioning.semrush import SemrushClient
 from provisioning.upstream import client_for_org
 from provisioning.workspace import workspace_gone_heal
 from serenity.exceptions import UnknownLanguageError
-from serenity.models import Brand, Market, MarketStatus, Organization
+from serenity.models import Brand, BrandStatus, Market, MarketStatus, Organization
 from serenity.slices import Slice, slice_from_ids
 
 
@@ -123,7 +117,7 @@ def market_provision_planned(
     """Resolve the plan, then create or resume its project in `workspace_id` on the existing
     reservation (`markets.market_provision`, whose `options` pass through). A refusal before
     any upstream write releases the reservation. The Outcome carries the row's final write,
-    not committed (`markets.market_writes_commit`)."""
+    not committed (`market_writes.market_writes_commit`)."""
     try:
         request = market_request_for(client=client, brand=brand, plan=plan)
     except DomainError as error:
@@ -198,85 +192,35 @@ def check_market_cap(brand: Brand, *, adding: int = 1, live_count: int | None = 
         )
 
 
-Chained = Sequence[tuple[JobStep, dict[str, Any]]]
+@dataclass(frozen=True)
+class Chained:
+    """A chained step's inputs, checked: the attempt (pending, promoted), its brand (pending or
+    active, pointing at the promoted workspace) and that workspace."""
+
+    attempt: ProvisioningAttempt
+    brand: Brand
+    workspace_id: str
 
 
-def chain_create(
-    *,
-    brand: Brand,
-    root_id: uuid.UUID,
-    attempt: ProvisioningAttempt,
-    market: Market | None,
-    chained: Chained,
-) -> AsyncJob:
-    """The provision-workspace job and its chained jobs (run in order), inside the caller's
-    transaction."""
-    spec = chain_spec(brand=brand, root_id=root_id, attempt=attempt, market=market, chained=chained)
-    return job_services.job_chains_create([spec])[0]
+def chained_preflight(run: StepRun) -> Chained | chain.StoodDown:
+    """Re-check before touching Semrush (SPEC §6.3); otherwise the step stands down."""
+    attempt = chain.attempt_of(run)
+    if attempt is None or attempt.status != AttemptStatus.PENDING or not attempt.workspace_promoted:
+        return chain.StoodDown(attempt)
+    context.bind(attempt_id=attempt.id)
+    brand = attempt.brand
+    if (
+        brand.status not in (BrandStatus.PENDING, BrandStatus.ACTIVE)
+        or brand.semrush_sub_workspace_id is None
+        or brand.semrush_sub_workspace_id != attempt.candidate_workspace_id
+    ):
+        return chain.StoodDown(attempt)
+    return Chained(attempt=attempt, brand=brand, workspace_id=brand.semrush_sub_workspace_id)
 
 
-def chain_spec(
-    *,
-    brand: Brand,
-    root_id: uuid.UUID,
-    attempt: ProvisioningAttempt,
-    market: Market | None,
-    chained: Chained,
-) -> job_services.ChainSpec:
-    """An operation's chain: provision-workspace, then its `chained` steps. Steps read their
-    inputs from the database: every row carries the attempt (and the reservation)."""
-    refs: dict[str, Any] = {"attemptId": str(attempt.id)}
-    if market is not None:
-        refs["marketId"] = str(market.pk)
-    return job_services.ChainSpec(
-        organization_id=brand.organization_id,
-        brand_id=brand.pk,
-        job_type=JobType.PROVISION_WORKSPACE,
-        root_id=root_id,
-        first=job_services.StepSpec(JobStep.PROVISION_WORKSPACE, refs),
-        then=[job_services.StepSpec(step, {**inputs, **refs}) for step, inputs in chained],
-    )
-
-
-def chain_run_sync(
-    *,
-    brand: Brand,
-    attempt: ProvisioningAttempt | None,
-    market: Market | None,
-    chained: Chained,
-) -> Outcome:
-    """A sync request's chain: the steps `chain_create` would write, run inline with the
-    request's patience (SPEC §12.3, `jobs.inline`), under the attempt the request began. See
-    `inline_answer` for what it answers and raises."""
-    if attempt is None:
-        # A deploy ahead of its migration (SPEC §6.2): the steps need their attempt's row.
-        raise ConfigurationError("Provisioning is unavailable until the database is migrated.")
-    spec = chain_spec(
-        brand=brand, root_id=uuid.uuid4(), attempt=attempt, market=market, chained=chained
-    )
-    return inline_answer(chain_run_inline(job_services.job_chain_rows(spec)))
-
-
-def inline_answer(run: InlineRun) -> Outcome:
-    """The answer of a chain run inline (its last run): the chained work's Outcome (its rows
-    written); a bare chain's `{brandId, provisioningStatus}` (200). Raises the error that ended
-    the chain before its chained work (`Failed`: §4's 502/504 …); `UpstreamBusyError` (503)
-    when a step would have waited longer than the request may; `ProvisioningCancelledError`
-    when the chain stood down (the attempt was cancelled or the brand changed)."""
-    ending, end = run.ending, run.decided
-    if isinstance(ending, Defer):
-        raise UpstreamBusyError(retry_after=ending.delay_seconds)
-    if isinstance(ending, Finish) and ending.status != JobStatus.CANCELLED:
-        if isinstance(end, chain.Failed):
-            raise end.error
-        if isinstance(end, chain.Finished) and end.outcome is not None:
-            return replace(end.outcome, market_writes=())
-        if isinstance(end, chain.Promoted) and ending.result is not None:
-            return Outcome(ending.result["status"], ending.result["body"])
-    raise ProvisioningCancelledError()
-
-
-def chained_stand_down(run: StepRun, stood_down: chain.StoodDown, plans: list[MarketPlan]) -> None:
+def chained_stand_down(
+    run: StepRun, stood_down: chain.StoodDown, plans: list[MarketPlan]
+) -> chain.Ending:
     """End a chained market step that stands down (its chain lost the brand, SPEC §6.3).
 
     A re-run first deletes the projects of its slices that an earlier run of it may have
@@ -287,7 +231,7 @@ def chained_stand_down(run: StepRun, stood_down: chain.StoodDown, plans: list[Ma
     and the project would be left (SPEC §7: nothing orphaned)."""
     if run.job.run_count > 1 and plans:
         _unrecorded_projects_discard(stood_down.attempt, plans)
-    chain.step_end(run, stood_down.attempt, stood_down)
+    return chain.Ending(stood_down.attempt, stood_down)
 
 
 def _unrecorded_projects_discard(

@@ -5,9 +5,13 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from provisioning import guard, services
+from jobs.models import JobMode, JobStep
+from jobs.runner import StepRun
+from kernel.errors import DomainError
+from provisioning import chain, guard, services
+from provisioning.flows.begin import Work, work_begin, work_run
 from provisioning.flows.common import require_parent
-from provisioning.models import AttemptReason, AttemptStartedBy
+from provisioning.models import AttemptReason, AttemptStartedBy, AttemptStatus
 from provisioning.outcome import Outcome
 from provisioning.semrush import SemrushError
 from provisioning.upstream import client_for_org, translate_upstream
@@ -17,34 +21,54 @@ from serenity.models import Brand, BrandStatus, Market, MarketStatus, WorkspaceM
 
 
 def deactivate(*, brand: Brand) -> Outcome:
-    """Cancel first, then lease, then re-read the pointer, decommission, clear, tombstone.
+    """Cancel first, then begin (guard, attempt, a `deactivateBrand` chain), then run it at
+    once (`deactivate_step`): re-read the pointer, decommission, clear, tombstone.
 
-    The brand's chain in flight is cancelled (a running step sees it at its next write and
-    deletes what it created); a live *sync* attempt (a request in flight) is not: 409. A
+    The brand's async chain in flight is cancelled (a running step sees it at its next write
+    and deletes what it created); a live *sync* attempt (a request in flight) is not: 409. A
     decommission failure → 502 with pointer and status untouched, the attempt `failed`
     (`upstream`)."""
     pending = guard.pending_attempt_for(brand.pk)
-    if pending is not None and pending.job_id is not None:
+    if pending is not None and guard.attempt_driven_async(pending):
         services.attempt_cancel(attempt_id=pending.id)
-    with guard.attempt_held(
-        brand_id=brand.pk,
+    work = Work(
+        brand=brand,
         started_by=AttemptStartedBy.DEACTIVATE,
-        failure_reason=lambda _error: AttemptReason.UPSTREAM,
-    ):
-        # A worker may have promoted a workspace after the brand was loaded: the fresh value wins.
-        pointer = brand_pointer(brand.pk)
-        organization = brand.organization
-        if pointer is not None:
-            client = client_for_org(organization, brand_id=str(brand.pk))
-            workspace_empty(
-                client=client,
-                workspace_id=pointer,
-                parent_id=organization.semrush_parent_workspace_id,
-            )
-        elif brand.workspace_mode == WorkspaceMode.FLAT:
-            _delete_flat_projects(brand=brand)
-        _forget_decommissioned(brand=brand, pointer=pointer)
-    return Outcome(200, {"brandId": str(brand.pk), "status": "pending"})
+        chained=[(JobStep.DEACTIVATE_BRAND, {})],
+        settles=False,
+    )
+    return work_run(work_begin(work, mode=JobMode.SYNC))
+
+
+def deactivate_step(run: StepRun) -> chain.Ending:
+    """The `deactivateBrand` step: the brand's Semrush objects decommissioned, then forgotten
+    (`_forget_decommissioned`); a failure fails the attempt (`upstream`)."""
+    attempt = chain.attempt_of(run)
+    if attempt is None or attempt.status != AttemptStatus.PENDING:
+        return chain.Ending(attempt, chain.StoodDown(attempt))
+    brand = attempt.brand
+    try:
+        _decommission(brand)
+    except DomainError as error:
+        return chain.Ending(attempt, chain.Failed(error, reason=AttemptReason.UPSTREAM))
+    outcome = Outcome(200, {"brandId": str(brand.pk), "status": "pending"})
+    return chain.Ending(attempt, chain.Finished(outcome))
+
+
+def _decommission(brand: Brand) -> None:
+    # A worker may have promoted a workspace after the brand was loaded: the fresh value wins.
+    pointer = brand_pointer(brand.pk)
+    organization = brand.organization
+    if pointer is not None:
+        client = client_for_org(organization, brand_id=str(brand.pk))
+        workspace_empty(
+            client=client,
+            workspace_id=pointer,
+            parent_id=organization.semrush_parent_workspace_id,
+        )
+    elif brand.workspace_mode == WorkspaceMode.FLAT:
+        _delete_flat_projects(brand=brand)
+    _forget_decommissioned(brand=brand, pointer=pointer)
 
 
 def _forget_decommissioned(*, brand: Brand, pointer: str | None) -> None:

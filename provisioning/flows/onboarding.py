@@ -27,14 +27,14 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Sum
 from django.utils import timezone
 
-from jobs import services as job_services
-from jobs.models import AsyncJob, JobStatus, JobStep, JobType
+from jobs.models import AsyncJob, JobStatus, JobStep
 from kernel import context
 from kernel.errors import DomainError
 from provisioning import selectors
 from provisioning.caps import queued_markets_check
 from provisioning.exceptions import OnboardingLimitError
 from provisioning.family import GROUP_KEY, ONBOARDING_KEY
+from provisioning.flows.begin import BrandFields, Chained, Work, brand_row, works_begin
 from provisioning.flows.common import MarketPlan
 from provisioning.flows.onboarding_cancel import (
     chains_cancel,
@@ -47,20 +47,15 @@ from provisioning.models import (
     AttemptStartedBy,
     Onboarding,
     OnboardingItem,
-    ProvisioningAttempt,
 )
 from provisioning.signals import onboarding_ended
 from serenity.exceptions import BrandExistsError, SerenityNotEnabledError
-from serenity.models import Brand, BrandStatus, Market, MarketStatus, Organization, WorkspaceMode
+from serenity.models import Brand, BrandStatus, Organization, WorkspaceMode
 from serenity.names import brand_name_key
 
 
-@dataclass(frozen=True)
-class OnboardingBrand:
-    name: str
-    base_url: str
-    urls: list[str] = field(default_factory=list)
-    aliases: list[str] = field(default_factory=list)
+@dataclass(frozen=True, kw_only=True)
+class OnboardingBrand(BrandFields):
     markets: list[MarketPlan] = field(default_factory=list)
 
 
@@ -175,7 +170,7 @@ def _begin(
                 rows.refused(onboarding, index, item)
                 continue
             taken.add(key)
-            rows.add(onboarding, organization, index, item, key)
+            rows.add(onboarding, organization, index, item)
         onboarding_rows_write(onboarding, rows)
     return onboarding
 
@@ -193,40 +188,37 @@ def onboarding_rows_write(onboarding: Onboarding, rows: ItemRows) -> None:
     """The one bulk path that begins an onboarding's items (its accept, and a redrive's,
     `flows.redrive`): inside the caller's transaction, holding the org's onboarding lock, the
     cap of open items checked, the onboarding and every row written with one INSERT per table
-    (the chains published after commit). An onboarding that has nothing left to run ends now,
-    and one whose items refused at once reach its threshold is cancelled now."""
-    open_items_check(organization=onboarding.organization, adding=len(rows.chains))
+    (`begin.works_begin`; the chains published after commit). An onboarding that has nothing
+    left to run ends now, and one whose items refused at once reach its threshold is cancelled
+    now."""
+    begun = len(rows.works)
+    open_items_check(organization=onboarding.organization, adding=begun)
     queued_markets_check(organization_id=onboarding.organization_id, adding=rows.queued_markets)
-    onboarding.in_progress = len(rows.chains)
-    onboarding.failed = len(rows.items) - len(rows.chains)
+    onboarding.in_progress = begun
+    onboarding.failed = len(rows.items) - begun
     onboarding.save(force_insert=True)
-    rows.write()
-    if not rows.chains:
+    roots = rows.write()
+    if not roots:
         # Every item was refused at once: nothing will end later.
         onboarding_complete_if_ended(onboarding)
     elif threshold_mark(onboarding.pk):
         # Its refusals alone reach the threshold: nothing has started, nobody else sees the
         # rows yet, so the rest is cancelled in this transaction (no upstream call).
-        chains_cancel(root_ids=[spec.root_id for spec in rows.chains])
+        chains_cancel(root_ids=roots)
 
 
-def item_refs(attempt: ProvisioningAttempt, onboarding: Onboarding, index: int) -> dict[str, Any]:
-    """What every job of an item's chain carries: its attempt, its onboarding and its group."""
-    return {
-        "attemptId": str(attempt.id),
-        ONBOARDING_KEY: str(onboarding.id),
-        GROUP_KEY: index // ONBOARDING_GROUP_SIZE,
-    }
+def item_refs(onboarding: Onboarding, index: int) -> dict[str, Any]:
+    """What every job of an item's chain carries besides its attempt: its onboarding and its
+    group."""
+    return {ONBOARDING_KEY: str(onboarding.id), GROUP_KEY: index // ONBOARDING_GROUP_SIZE}
 
 
 class ItemRows:
-    """The rows of an onboarding's items, written with one INSERT per table."""
+    """The rows of an onboarding's items: each item's work begun with the others
+    (`begin.works_begin`: one INSERT per table), and the items."""
 
     def __init__(self) -> None:
-        self.brands: list[Brand] = []
-        self.attempts: list[ProvisioningAttempt] = []
-        self.markets: list[Market] = []
-        self.chains: list[job_services.ChainSpec] = []
+        self.works: list[Work] = []
         self.items: list[OnboardingItem] = []
         self.queued_markets = 0  # the accepted items' markets (provisioning.caps)
 
@@ -251,110 +243,51 @@ class ItemRows:
         )
 
     def add(
-        self,
-        onboarding: Onboarding,
-        organization: Organization,
-        index: int,
-        item: OnboardingBrand,
-        key: str,
+        self, onboarding: Onboarding, organization: Organization, index: int, item: OnboardingBrand
     ) -> None:
-        brand = Brand(
-            id=uuid.uuid4(),
-            organization=organization,
-            name=item.name.strip(),
-            name_key=key,
-            workspace_mode=organization.workspace_mode,
-            status=BrandStatus.ACTIVE,
-            base_url=item.base_url,
-            urls=item.urls,
-            aliases=item.aliases,
-        )
-        root_id = uuid.uuid4()
-        attempt = ProvisioningAttempt(
-            id=uuid.uuid4(),
+        """An item's work: a brand create with its markets, as a single async create is:
+        create-market on a reserved slice for one market, activate-markets for several, no
+        chained step for none."""
+        brand = brand_row(organization=organization, fields=item, status=BrandStatus.ACTIVE)
+        markets = item.markets
+        chained: Chained = []
+        if len(markets) == 1:
+            chained = [(JobStep.CREATE_MARKET, markets[0].as_metadata())]
+        elif markets:
+            chained = [(JobStep.ACTIVATE_MARKETS, {"markets": [p.as_metadata() for p in markets]})]
+        self.queued_markets += len(markets)
+        work = Work(
             brand=brand,
             started_by=AttemptStartedBy.CREATE_BRAND,
-            job_id=root_id,
-            **context.actor_fields("started"),
+            chained=chained,
+            market=markets[0] if len(markets) == 1 else None,
+            brand_is_new=True,
+            refs=item_refs(onboarding, index),
         )
-        refs = item_refs(attempt, onboarding, index)
-        then = self._chained(brand, attempt, item.markets, refs)
-        self.brands.append(brand)
-        self.begun(onboarding, index, item, brand, attempt, refs, then)
+        self.begun(onboarding, index, item, work)
 
-    def begun(
-        self,
-        onboarding: Onboarding,
-        index: int,
-        item: OnboardingBrand,
-        brand: Brand,
-        attempt: ProvisioningAttempt,
-        refs: dict[str, Any],
-        then: job_services.StepSpec | None,
-    ) -> None:
-        """The rows of an item begun on `brand` by `attempt`: its chain (provision-workspace,
-        then `then`) and its item row."""
-        assert attempt.job_id is not None
-        self.attempts.append(attempt)
-        self.chains.append(
-            job_services.ChainSpec(
-                organization_id=brand.organization_id,
-                brand_id=brand.pk,
-                job_type=JobType.PROVISION_WORKSPACE,
-                first=job_services.StepSpec(JobStep.PROVISION_WORKSPACE, refs),
-                then=then,
-                root_id=attempt.job_id,
-            )
-        )
+    def begun(self, onboarding: Onboarding, index: int, item: OnboardingBrand, work: Work) -> None:
+        """An item begun by `work` (on its brand): its work and its item row."""
+        self.works.append(work)
         self.items.append(
             OnboardingItem(
                 onboarding=onboarding,
                 index=index,
-                name=brand.name,
-                brand=brand,
-                job_id=attempt.job_id,
+                name=work.brand.name,
+                brand=work.brand,
                 brand_input=brand_input_of(item),
             )
         )
 
-    def _chained(
-        self,
-        brand: Brand,
-        attempt: ProvisioningAttempt,
-        markets: list[MarketPlan],
-        refs: dict[str, Any],
-    ) -> job_services.StepSpec | None:
-        """The item's chained step: create-market on a reserved slice for one market (as a
-        brand create with a market), activate-markets for several, none for none."""
-        self.queued_markets += len(markets)
-        if len(markets) == 1:
-            plan = markets[0]
-            market = Market(
-                id=uuid.uuid4(),
-                brand=brand,
-                geo_target_id=plan.slice.geo_target_id,
-                language_code=plan.slice.language_code,
-                name=plan.name or plan.slice.default_name,
-                status=MarketStatus.CREATING,
-                reserved_by=attempt.id,
-            )
-            self.markets.append(market)
-            refs["marketId"] = str(market.pk)
-            return job_services.StepSpec(JobStep.CREATE_MARKET, {**plan.as_metadata(), **refs})
-        if markets:
-            return job_services.StepSpec(
-                JobStep.ACTIVATE_MARKETS,
-                {"markets": [plan.as_metadata() for plan in markets], **refs},
-            )
-        return None
-
-    def write(self) -> None:
-        """Parents first; the jobs' and attempts' links to each other are checked at commit."""
-        Brand.objects.bulk_create(self.brands)
-        job_services.job_chains_create(self.chains)
-        ProvisioningAttempt.objects.bulk_create(self.attempts)
-        Market.objects.bulk_create(self.markets)
+    def write(self) -> list[uuid.UUID]:
+        """The works (parents first), then the items, each with its chain's root. Returns the
+        roots."""
+        roots = {begun.work.brand.pk: begun.job.pk for begun in works_begin(self.works)}
+        for item in self.items:
+            if item.brand is not None:
+                item.job_id = roots[item.brand.pk]
         OnboardingItem.objects.bulk_create(self.items)
+        return list(roots.values())
 
 
 def onboarding_chain_ended(

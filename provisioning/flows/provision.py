@@ -1,7 +1,7 @@
 """The provision-workspace step (SPEC §6.3), the first step of every chain: create-or-adopt the
 attempt's candidate (first hop), read its status once, then promote, fail, or read again after
 the backoff (a new row: no worker slot is held while the workspace settles). What the hop
-decides is a `chain.StepEnd`, committed by `chain.step_end`.
+decides is a `chain.StepEnd`, returned for the runner to commit (`chain.chain_step`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from provisioning.chain import (
     FIRST_READ_DEFERRED,
     SETTLE_AGE,
     Crashed,
+    Ending,
     Failed,
     Promoted,
     RetryLater,
@@ -25,7 +26,6 @@ from provisioning.chain import (
     StepEnd,
     StoodDown,
     attempt_of,
-    step_end,
 )
 from provisioning.exceptions import (
     SubworkspaceGoneError,
@@ -57,15 +57,14 @@ from provisioning.workspace import (
 from serenity.models import Organization
 
 
-def provision_workspace(run: StepRun) -> None:
+def provision_workspace(run: StepRun) -> Ending:
     """One hop of the settle loop: create-or-adopt (first hop), one status read, then promote,
     fail, or schedule the next read after the backoff."""
     attempt = attempt_of(run)
     if attempt is None:
-        step_end(run, None, Crashed())
-        return
+        return Ending(None, Crashed())
     context.bind(attempt_id=attempt.id)
-    step_end(run, attempt, _provision_hop(run, attempt))
+    return Ending(attempt, _provision_hop(run, attempt))
 
 
 def _provision_hop(run: StepRun, attempt: ProvisioningAttempt) -> StepEnd:

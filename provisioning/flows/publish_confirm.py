@@ -1,6 +1,6 @@
 """The background confirmation of a publish (SPEC §12.1): a sync request that could not wait for
 Semrush to publish answers `published: false` and hands its `publishing` market to a one-step
-job (`markets.CONFIRM_STEP`, created with the row's write). The job owns the row's reservation
+job (`market_writes.CONFIRM_STEP`, created with the row's write). The job owns the row's reservation
 and holds no brand lease: it reads the project as a chained step does (re-scheduling itself
 between reads) and ends the row `live` or `publish_failed` with a write conditional on still
 owning it, so a deactivate or a delete meanwhile (which tombstones the row) wins.
@@ -12,29 +12,25 @@ import uuid
 
 from django.db.models import QuerySet
 
-from jobs.endings import Defer, Finish, step_commit, step_commit_decided
+from jobs.endings import Decided, Defer, Finish, StepResult
 from jobs.models import JobStatus
 from jobs.runner import StepRun
 from jobs.services import cancelled_error
 from provisioning.exceptions import JOB_FAILED_MESSAGE, PublishFailedError
-from provisioning.markets import (
-    CONFIRM_MARKET_KEY,
-    market_publish_confirm,
-    market_writes_commit,
-)
+from provisioning.market_writes import CONFIRM_MARKET_KEY, market_writes_commit
+from provisioning.markets import market_publish_confirm
 from provisioning.outcome import MarketEnd, MarketWrite
 from provisioning.upstream import client_for_org
 from serenity.models import Market, MarketStatus, WorkspaceMode
 
 
-def confirm_publish_step(run: StepRun) -> None:
+def confirm_publish_step(run: StepRun) -> StepResult:
     """Read the market's project until its publish is confirmed; end the job COMPLETED with
     what was confirmed (the market create's answer, `published` true, or its 502), or
     CANCELLED when the row is no longer the job's (tombstoned, deleted, taken over)."""
     market = _owned_market(run)
     if market is None:
-        step_commit(run, Finish(JobStatus.CANCELLED, error=cancelled_error()))
-        return
+        return Finish(JobStatus.CANCELLED, error=cancelled_error())
     client = client_for_org(market.brand.organization, brand_id=str(market.brand_id))
     outcome = market_publish_confirm(
         client=client,
@@ -43,8 +39,7 @@ def confirm_publish_step(run: StepRun) -> None:
         owned_workspace=market.brand.workspace_mode == WorkspaceMode.SUBWORKSPACE,
     )
     if outcome.confirm_in is not None:
-        step_commit(run, Defer(delay_seconds=outcome.confirm_in))
-        return
+        return Defer(delay_seconds=outcome.confirm_in)
 
     def decide() -> Finish | None:
         # Locked, so a deactivate's tombstone either comes first (and wins) or waits.
@@ -55,10 +50,10 @@ def confirm_publish_step(run: StepRun) -> None:
             return None  # not expected under the lock: nothing stands, the re-run decides
         return Finish(JobStatus.COMPLETED, result=outcome.as_job_result())
 
-    step_commit_decided(run, decide)
+    return Decided(decide)
 
 
-def on_unexpected(run: StepRun, exc: BaseException) -> None:
+def on_unexpected(run: StepRun, exc: BaseException) -> StepResult:
     """The job FAILED `jobFailed`; its market, if still its own, ends `publish_failed` (a later
     create of the slice resumes it and publishes again)."""
     market_id = run.job.metadata.get(CONFIRM_MARKET_KEY)
@@ -72,11 +67,12 @@ def on_unexpected(run: StepRun, exc: BaseException) -> None:
         publish_error={"code": PublishFailedError.code, "message": PublishFailedError().message},
     )
     error = {"code": "jobFailed", "message": JOB_FAILED_MESSAGE, "retryable": True}
-    step_commit(
-        run,
-        Finish(JobStatus.FAILED, error=error),
-        effects=lambda: market_writes_commit((write,)) or True,
-    )
+
+    def decide() -> Finish:
+        market_writes_commit((write,))
+        return Finish(JobStatus.FAILED, error=error)
+
+    return Decided(decide)
 
 
 def _owned_rows(run: StepRun) -> QuerySet[Market]:

@@ -1,7 +1,7 @@
 """Redrive (SPEC §13.2): a new onboarding of the items of an ended one that failed or were
 cancelled, with the same brand data, begun through the onboarding's own bulk path
-(`onboarding.onboarding_rows_write`: one transaction, one INSERT per table, the chains
-published after commit).
+(`onboarding.onboarding_rows_write`, through the one begin's bulk form `begin.works_begin`:
+one transaction, one INSERT per table, the chains published after commit).
 
 An item resumes where the first run left it rather than starting over:
 
@@ -12,7 +12,7 @@ An item resumes where the first run left it rather than starting over:
   or failed before promotion: emptied, its shell kept), unless that one ended terminal or is
   another brand's now; with none, it creates or adopts one by name as a create does. Its
   pending attempt is begun as the guard begins one (the brand rows locked in primary-key
-  order; a brand with work in progress fails the item at once,
+  order, then `works_begin`; a brand with work in progress fails the item at once,
   `semrush_provisioning_in_progress`).
 - an item that had no brand (refused at accept) or whose brand was deleted since is a brand
   create again (and `brandExists` again if the name is still taken).
@@ -26,9 +26,7 @@ import uuid
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
-from jobs import services as job_services
 from jobs.models import JobStep
 from kernel import context
 from provisioning import selectors, services
@@ -37,6 +35,7 @@ from provisioning.exceptions import (
     OnboardingInProgressError,
     ProvisioningInProgressError,
 )
+from provisioning.flows.begin import Chained, Work
 from provisioning.flows.onboarding import (
     ItemRows,
     OnboardingBrand,
@@ -123,7 +122,7 @@ def _rows(organization: Organization, redrive: Onboarding, items: list[Onboardin
             rows.refused(redrive, index, brand_asked)
         else:
             taken.add(key)
-            rows.add(redrive, organization, index, brand_asked, key)
+            rows.add(redrive, organization, index, brand_asked)
     return rows
 
 
@@ -192,38 +191,29 @@ class ResumeRows(ItemRows):
         its workspace (the pointer, as an activate; else `candidate`, as a create that had
         recorded it; else create-or-adopt by name), then activate-markets creates or resumes
         each market asked for."""
-        root_id = uuid.uuid4()
         pointer = brand.semrush_sub_workspace_id
-        settles = pointer or candidate
-        attempt = ProvisioningAttempt(
-            id=uuid.uuid4(),
+        work = Work(
             brand=brand,
             # An activate stands down when the pointer it settles changes; a brand without one
             # is provisioned as its create was.
             started_by=AttemptStartedBy.ACTIVATE if pointer else AttemptStartedBy.CREATE_BRAND,
-            candidate_workspace_id=settles,
-            candidate_at=timezone.now() if settles else None,
-            job_id=root_id,
-            **context.actor_fields("started"),
+            chained=_resumed_chained(brand, item),
+            refs=item_refs(redrive, index),
+            candidate=pointer or candidate,
         )
-        refs = item_refs(attempt, redrive, index)
         # The brand's own name is the item's: the group's shared family listing matches
         # workspaces by it.
-        self.begun(redrive, index, item, brand, attempt, refs, _resumed_then(brand, item, refs))
+        self.begun(redrive, index, item, work)
 
 
-def _resumed_then(
-    brand: Brand, item: OnboardingBrand, refs: dict[str, Any]
-) -> job_services.StepSpec | None:
+def _resumed_chained(brand: Brand, item: OnboardingBrand) -> Chained:
     """The resumed item's step after provision-workspace: activate-markets with its markets
     (a pending brand flipped `active` first), the flip alone for a pending brand without
     markets, nothing for an active one."""
     was_pending = brand.status == BrandStatus.PENDING
     if item.markets:
         markets = [plan.as_metadata() for plan in item.markets]
-        return job_services.StepSpec(
-            JobStep.ACTIVATE_MARKETS, {"markets": markets, "wasPending": was_pending, **refs}
-        )
+        return [(JobStep.ACTIVATE_MARKETS, {"markets": markets, "wasPending": was_pending})]
     if was_pending:
-        return job_services.StepSpec(JobStep.ACTIVATE_BRAND_WORKSPACE, {"wasPending": True, **refs})
-    return None
+        return [(JobStep.ACTIVATE_BRAND_WORKSPACE, {"wasPending": True})]
+    return []

@@ -1,8 +1,9 @@
 """Repair (SPEC §13.1): the smallest sequence of the existing steps, never a duplicate.
 
-`repair_begin` is the one place a repair begins: the brand's guard (`guard.lease`: a brand with
-an attempt in flight is refused with its 409, and the brand answers 409 to other work while the
-repair runs), the attempt and the chain's rows (`flows.common.chain_spec`, job type
+`repair_begin` is the one place a repair begins, through the one begin of all work
+(`flows.begin.work_begin`, SPEC §13.5): the brand's guard (a brand with an attempt in flight is
+refused with its 409, and the brand answers 409 to other work while the repair runs), the
+attempt, the repair's own writes (`Work.prepared`) and the chain's rows (job type
 `repairBrand`) in one transaction, as an async create begins.
 
 - A workspace gone or failed: the brand is unbound in that transaction (its pointer cleared,
@@ -16,9 +17,9 @@ repair runs), the attempt and the chain's rows (`flows.common.chain_spec`, job t
 `repairMarkets` per market: a project gone → `markets.market_provision` on the reserved row
 (one listing to adopt a project on the slice, else create; tracked URL, publish, confirm), then
 its stored prompts pushed again (`repush`); not live → publish, confirm; tracked URL changed
-→ tracked URL, publish, confirm. The rows' final writes are committed by the step's ending,
-as every chained step's (`chain.step_end`); a publish not yet confirmed re-runs the step later,
-which only confirms.
+→ tracked URL, publish, confirm. The step returns its ending and the rows' final writes are
+committed with it by the runner, as every chained step's (`chain.chain_step`); a publish not
+yet confirmed re-runs the step later, which only confirms.
 """
 
 from __future__ import annotations
@@ -30,15 +31,15 @@ from typing import Any
 
 from django.utils import timezone
 
-from jobs import services as job_services
-from jobs.models import AsyncJob, JobStatus, JobStep, JobType
+from jobs.models import AsyncJob, JobMode, JobStatus, JobStep, JobType
 from jobs.runner import StepRun
 from kernel.errors import DomainError
 from provisioning import chain, guard
 from provisioning.exceptions import ProvisioningIncompleteError
+from provisioning.flows.begin import Chained, Work, work_begin
 from provisioning.flows.common import (
     MarketPlan,
-    chain_spec,
+    chained_preflight,
     chained_stand_down,
     market_provision_planned,
 )
@@ -72,43 +73,41 @@ def repair_begin(
     `ProvisioningIncompleteError` (no workspace to repair projects in)."""
     rebuild = any(i.kind in WORKSPACE_KINDS for i in items)
     markets = [i for i in items if i.kind in PROJECT_KINDS and i.market_id is not None]
-    root_id = uuid.uuid4()
-    with guard.lease(
-        brand_id=brand.pk,
-        started_by=AttemptStartedBy.REPAIR,
-        job_id=root_id,
-        candidate_is_pointer=not rebuild,
-        checks=_refusals(brand),
-    ) as begun:
-        attempt = begun.attempt
-        assert attempt is not None
+
+    def prepared(attempt: ProvisioningAttempt) -> Chained:
+        """Under the brand's lock, once the attempt exists: the brand unbound (a rebuild) or
+        the attempt promoted on the workspace the plan listed; the markets reserved; the items
+        naming the chain."""
         if rebuild:
-            _unbind(brand=brand, pointer=begun.pointer)
+            # `_refusals` found the pointer as the plan read it, under the lock.
+            _unbind(brand=brand, pointer=brand.semrush_sub_workspace_id)
         else:
             now = timezone.now()
             ProvisioningAttempt.objects.filter(pk=attempt.pk).update(
                 workspace_promoted=True, promoted_at=now, candidate_at=now
             )
         entries = _markets_reserve(markets, owner=attempt.pk, rebuilt=rebuild)
-        spec = chain_spec(
-            brand=brand,
-            root_id=root_id,
-            attempt=attempt,
-            market=None,
-            chained=[
-                (
-                    JobStep.REPAIR_MARKETS,
-                    {"markets": entries, RECONCILIATION_KEY: str(reconciliation_id)},
-                )
-            ],
+        ReconciliationItem.objects.filter(pk__in=[i.pk for i in items]).update(
+            job_id=attempt.job_id
         )
-        spec = replace(spec, job_type=JobType.REPAIR_BRAND)
-        if not rebuild:
-            assert isinstance(spec.then, list)
-            spec = replace(spec, first=spec.then[0], then=None)
-        job_services.job_chains_create([spec])
-        ReconciliationItem.objects.filter(pk__in=[i.pk for i in items]).update(job_id=root_id)
-    return root_id
+        return [
+            (
+                JobStep.REPAIR_MARKETS,
+                {"markets": entries, RECONCILIATION_KEY: str(reconciliation_id)},
+            )
+        ]
+
+    work = Work(
+        brand=brand,
+        started_by=AttemptStartedBy.REPAIR,
+        checks=_refusals(brand),
+        candidate_is_pointer=not rebuild,
+        # A rebuild provisions the workspace again first; otherwise `repairMarkets` alone.
+        settles=rebuild,
+        job_type=JobType.REPAIR_BRAND,
+        prepared=prepared,
+    )
+    return work_begin(work, mode=JobMode.ASYNC).job.pk
 
 
 def _refusals(brand: Brand) -> guard.Checks:
@@ -169,13 +168,12 @@ def _markets_reserve(
 # --- the chained step ---------------------------------------------------------------------------
 
 
-def repair_markets_step(run: StepRun) -> None:
+def repair_markets_step(run: StepRun) -> chain.Ending:
     """`repairMarkets`: each market's repair in the brand's (promoted) workspace, the rows'
     final writes left to the step's ending; a chain that lost the brand stands down."""
-    checked = chain.chained_preflight(run)
+    checked = chained_preflight(run)
     if isinstance(checked, chain.StoodDown):
-        chained_stand_down(run, checked, [])
-        return
+        return chained_stand_down(run, checked, [])
     attempt, brand, workspace_id = checked.attempt, checked.brand, checked.workspace_id
     client = client_for_org(brand.organization, brand_id=str(brand.pk), attempt_id=str(attempt.id))
     entries: list[dict[str, Any]] = []
@@ -206,7 +204,7 @@ def repair_markets_step(run: StepRun) -> None:
         market_writes=writes,
         confirm_in=confirm_in,
     )
-    chain.step_end(run, attempt, chain.Finished(answer))
+    return chain.Ending(attempt, chain.Finished(answer))
 
 
 def _market_repair(

@@ -18,7 +18,7 @@ from provisioning.reconcile.sweep import drift_sweep
 
 register_step(
     JobStep.REPAIR_MARKETS,
-    run=chain.quota_deferring(repair_markets_step),
+    run=chain.chain_step(repair_markets_step),
     on_unexpected=chain.on_unexpected,
     fair=True,
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from jobs.models import AsyncJob
 from provisioning.models import ProvisioningAttempt
 from serenity.models import Brand, Market, Role, WorkspaceMode
 from tests.conftest import make_caller
@@ -25,6 +26,7 @@ from tests.support import (
     set_tracked_url,
     stamps,
     status_read,
+    sync_chains,
 )
 
 
@@ -358,7 +360,10 @@ def test_bare_create_makes_one_child_and_settles_it(sw_writer, sim):
     assert made[:2] == [family(sim.parent_id), create_child(sim.parent_id)]
     assert_settle_reads(made[2:], workspace["id"])
     [attempt] = ProvisioningAttempt.objects.all()
-    assert (attempt.status, attempt.started_by, attempt.job_id) == ("ready", "create-brand", None)
+    assert (attempt.status, attempt.started_by) == ("ready", "create-brand")
+    # its chain, run at once (SPEC §13.5)
+    assert attempt.job_id == AsyncJob.objects.get(root__isnull=True, mode="sync").id
+    assert sync_chains() == [("sync", "COMPLETED")]
     assert_clean(response, forbidden=foreign_ids(sim, own=[workspace["id"]]))
 
 
@@ -476,7 +481,9 @@ def test_create_with_market_whose_publish_fails_empties_the_new_workspace(sw_wri
         for c in calls(sim)
         if c[0] == "DELETE"
     )
-    assert db_counts() == {"brands": 0, "markets": 0, "attempts": 0, "jobs": 0, "prompts": 0}
+    # (its chain's rows stay, ended with the market's failed answer, as async work's: §13.5)
+    assert db_counts() == {"brands": 0, "markets": 0, "attempts": 0, "jobs": 2, "prompts": 0}
+    assert sync_chains() == [("sync", "COMPLETED")]
 
 
 def test_failed_child_create_leaves_nothing(sw_writer, sim):
@@ -500,7 +507,8 @@ def test_failed_child_create_leaves_nothing(sw_writer, sim):
         create_child(sim.parent_id),
         family(sim.parent_id),
     ]
-    assert db_counts() == {"brands": 0, "markets": 0, "attempts": 0, "jobs": 0, "prompts": 0}
+    assert db_counts() == {"brands": 0, "markets": 0, "attempts": 0, "jobs": 1, "prompts": 0}
+    assert sync_chains() == [("sync", "FAILED")]
     # and the name is free again
     again = sw_writer.post(brands_path(sw_writer), {"name": "Acme", "baseUrl": "https://a.example"})
     assert again.status_code == 201, again.json()
@@ -603,7 +611,8 @@ def test_flat_org_market_failure_deletes_the_project_and_the_row(flat_writer, si
     # then
     assert_error(response, 502, "serenityUpstreamError", forbidden=foreign_ids(sim))
     assert sim.state()["projects"] == []
-    assert db_counts() == {"brands": 0, "markets": 0, "attempts": 0, "jobs": 0, "prompts": 0}
+    assert db_counts() == {"brands": 0, "markets": 0, "attempts": 0, "jobs": 1, "prompts": 0}
+    assert sync_chains() == [("sync", "COMPLETED")]
 
 
 @pytest.mark.parametrize("mode", ["subworkspace", "flat"])

@@ -10,7 +10,7 @@ from tests.support import (
     assert_settle_reads,
     calls,
     create_child,
-    db_counts,
+    db_counts_but_ended_sync_jobs,
     family,
     foreign_ids,
     list_projects,
@@ -56,7 +56,13 @@ def test_a_same_title_sibling_with_projects_is_502_not_empty(sw_writer, sim):
     # then it is neither adopted nor duplicated
     assert_error(response, 502, "workspaceNotEmpty", forbidden=foreign_ids(sim))
     assert [w["id"] for w in sim.state()["workspaces"]] == [sibling]
-    assert db_counts() == {"brands": 0, "markets": 0, "attempts": 0, "jobs": 0, "prompts": 0}
+    assert db_counts_but_ended_sync_jobs() == {
+        "brands": 0,
+        "markets": 0,
+        "attempts": 0,
+        "jobs": 0,
+        "prompts": 0,
+    }
 
 
 def test_two_same_title_siblings_are_409_ambiguous(sw_writer, sim):
@@ -70,7 +76,13 @@ def test_two_same_title_siblings_are_409_ambiguous(sw_writer, sim):
     assert_error(response, 409, "ambiguousWorkspace", forbidden=foreign_ids(sim))
     assert calls(sim)[setup:] == [family(sim.parent_id)]
     assert sorted(w["id"] for w in sim.state()["workspaces"]) == sorted([first, second])
-    assert db_counts() == {"brands": 0, "markets": 0, "attempts": 0, "jobs": 0, "prompts": 0}
+    assert db_counts_but_ended_sync_jobs() == {
+        "brands": 0,
+        "markets": 0,
+        "attempts": 0,
+        "jobs": 0,
+        "prompts": 0,
+    }
 
 
 def test_a_not_ready_same_title_stub_is_ignored(sw_writer, sim):

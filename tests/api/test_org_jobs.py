@@ -58,6 +58,7 @@ def test_the_org_list_holds_every_brand_s_root_jobs_newest_first(writer):
             {
                 "jobId": str(running.pk),
                 "jobType": "provisionWorkspace",
+                "mode": "async",
                 "status": "IN_PROGRESS",
                 "result": None,
                 "error": None,
@@ -69,6 +70,7 @@ def test_the_org_list_holds_every_brand_s_root_jobs_newest_first(writer):
             {
                 "jobId": str(done.pk),
                 "jobType": "provisionWorkspace",
+                "mode": "async",
                 "status": "FAILED",
                 "result": None,
                 "error": {"code": "jobFailed", "message": "x", "retryable": False},

@@ -1,6 +1,7 @@
-"""Sync work ends its attempt on every exit (SPEC §11.5, `guard.attempt_held`): an unexpected
-exception from the upstream client (not a domain error) answers 500, leaves no pending attempt
-behind, and the brand can be provisioned again at once (no 409 until the stale threshold)."""
+"""Sync work ends its attempt on every exit (SPEC §11.5; since §13.5 its chain, run at once,
+ends it): an unexpected exception from the upstream client (not a domain error) answers 500,
+leaves no pending attempt behind, and the brand can be provisioned again at once (no 409 until
+the stale threshold)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from tests.support import (
     UM,
     assert_error,
     calls_with_status,
-    db_counts,
+    db_counts_but_ended_sync_jobs,
     foreign_ids,
     sim_create_workspace,
     sim_request,
@@ -44,7 +44,7 @@ def test_upstream_refusing_our_token_is_401_upstream_unauthorized(sw_writer, sim
     # the caller's own token was fine: nothing invites it to authenticate again
     assert "WWW-Authenticate" not in response
     assert calls_with_status(sim) == [("GET", f"{UM}/v1/workspaces/{sim.parent_id}/family", 401)]
-    assert db_counts() == EMPTY
+    assert db_counts_but_ended_sync_jobs() == EMPTY
 
 
 def test_upstream_401_after_the_credential_worked_is_503_credential_refused(sw_writer, sim):
@@ -100,7 +100,7 @@ def test_upstream_403_on_a_workspace_we_do_not_own_is_403_upstream_forbidden(sw_
         "error": "upstreamForbidden",
         "message": "Semrush refused access with the organization's credential.",
     }
-    assert db_counts() == EMPTY
+    assert db_counts_but_ended_sync_jobs() == EMPTY
 
 
 def test_403_on_the_brands_own_workspace_means_it_is_gone(sw_writer, sim):
@@ -143,7 +143,7 @@ def test_upstream_server_errors_are_502_with_a_generic_message(sw_writer, sim):
         "message": "Semrush could not complete the request.",
     }
     assert "semrush.com" not in response.content.decode()
-    assert db_counts() == EMPTY
+    assert db_counts_but_ended_sync_jobs() == EMPTY
 
 
 def test_a_dropped_connection_is_502(sw_writer, sim):
@@ -155,7 +155,7 @@ def test_a_dropped_connection_is_502(sw_writer, sim):
     )
     # then
     assert_error(response, 502, "serenityUpstreamError", forbidden=foreign_ids(sim))
-    assert db_counts() == EMPTY
+    assert db_counts_but_ended_sync_jobs() == EMPTY
 
 
 def test_the_languages_route_with_a_refused_credential_is_401(sw_writer, sim):

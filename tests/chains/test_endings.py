@@ -76,16 +76,20 @@ def test_a_settle_ending_that_lost_its_claim_writes_nothing(sw_writer, sim, publ
 def test_a_chain_links_its_chained_steps_in_order(published):
     # when a chain is created with two chained steps
     with transaction.atomic():
-        root = job_services.job_chain_create(
-            organization_id=uuid.uuid4(),
-            brand_id=uuid.uuid4(),
-            job_type=JobType.PROVISION_WORKSPACE,
-            first=job_services.StepSpec(JobStep.PROVISION_WORKSPACE, {"a": 1}),
-            then=[
-                job_services.StepSpec(JobStep.CREATE_MARKET, {"b": 2}),
-                job_services.StepSpec(JobStep.ACTIVATE_MARKETS, {"c": 3}),
-            ],
-        )
+        root = job_services.job_chains_create(
+            [
+                job_services.ChainSpec(
+                    organization_id=uuid.uuid4(),
+                    brand_id=uuid.uuid4(),
+                    job_type=JobType.PROVISION_WORKSPACE,
+                    first=job_services.StepSpec(JobStep.PROVISION_WORKSPACE, {"a": 1}),
+                    then=[
+                        job_services.StepSpec(JobStep.CREATE_MARKET, {"b": 2}),
+                        job_services.StepSpec(JobStep.ACTIVATE_MARKETS, {"c": 3}),
+                    ],
+                )
+            ]
+        )[0]
     # then the root runs first and each row names the next; only the root is runnable and
     # published
     first, second = AsyncJob.objects.filter(root_id=root.pk).order_by("position")

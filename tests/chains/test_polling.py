@@ -134,6 +134,7 @@ def test_in_progress_poll_sends_retry_after_and_pending_steps(sw_writer, sim, pu
         "jobId",
         "jobType",
         "brandId",
+        "mode",
         "status",
         "result",
         "error",
@@ -143,3 +144,4 @@ def test_in_progress_poll_sends_retry_after_and_pending_steps(sw_writer, sim, pu
         "finishedAt",
     }
     assert body["finishedAt"] is None
+    assert body["mode"] == "async"

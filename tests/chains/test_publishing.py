@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from jobs.models import AsyncJob
-from provisioning.markets import CONFIRM_JOB_TYPE
+from provisioning.market_writes import CONFIRM_JOB_TYPE
 from provisioning.models import ProvisioningAttempt
 from serenity.models import Market
 from tests.chains.helpers import create_brand, serenity_path, start_async_brand_with_market

@@ -147,17 +147,21 @@ def test_a_step_that_dies_while_ending_its_chain_leaves_it_whole_for_a_rerun(mon
     from django.db import OperationalError, transaction
 
     from jobs import services
-    from jobs.services import StepSpec, job_chain_create, job_finish
+    from jobs.services import ChainSpec, StepSpec, job_chains_create, job_finish
 
     monkeypatch.setattr(services, "publish_job", lambda **kwargs: True)
     with transaction.atomic():
-        root = job_chain_create(
-            organization_id=uuid.uuid4(),
-            brand_id=uuid.uuid4(),
-            job_type=JobType.PROVISION_WORKSPACE,
-            first=StepSpec(JobStep.PROVISION_WORKSPACE),
-            then=StepSpec(JobStep.CREATE_MARKET),
-        )
+        root = job_chains_create(
+            [
+                ChainSpec(
+                    organization_id=uuid.uuid4(),
+                    brand_id=uuid.uuid4(),
+                    job_type=JobType.PROVISION_WORKSPACE,
+                    first=StepSpec(JobStep.PROVISION_WORKSPACE),
+                    then=StepSpec(JobStep.CREATE_MARKET),
+                )
+            ]
+        )[0]
     claimed = job_claim(job_id=root.id)
     assert claimed is not None
     token = claimed.claim_token

@@ -53,6 +53,21 @@ def test_a_delivery_runs_the_due_job_of_the_org_with_the_fewest_steps_running(db
     assert chosen == second.id
 
 
+def test_a_delivery_never_takes_a_sync_requests_row(db):
+    # given org A's backlog, and org B's sync request sleeping before its next settle read
+    # (its row due, unclaimed: the request claims it itself, SPEC §13.5)
+    org_a, org_b = uuid.uuid4(), uuid.uuid4()
+    running_job(org_a)
+    backlog = [due_job(org_a, run_after=timezone.now() - timedelta(seconds=30)) for _ in range(5)]
+    sync_row = due_job(org_b, mode="sync")
+    # when a delivery of A's oldest due step asks which job it runs
+    chosen = job_fairest_due(job_id=backlog[0].id, steps=FAIR)
+    # then not B's sync row (the fairest otherwise): a job of its own org
+    assert chosen != sync_row.id
+    # and a delivery of the sync row itself (the dispatcher's, once the request died) runs it
+    assert job_fairest_due(job_id=sync_row.id, steps=FAIR) == sync_row.id
+
+
 def test_with_nothing_running_the_org_with_the_smaller_backlog_goes_first(db):
     # given org A's backlog of five due steps (older) and org B's one, nothing running (short
     # steps hold their claim only briefly)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from provisioning.flows.prompts import brand_names_for
+from provisioning.flows.prompt_inputs import brand_names_for
 from provisioning.intent import classify_intent
 from provisioning.prompt_plan import PromptInput, plan_units
 from tests.factories import BrandFactory

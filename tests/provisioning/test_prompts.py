@@ -11,11 +11,12 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
+from jobs.endings import step_result_commit
 from jobs.models import AsyncJob
 from jobs.runner import StepRun
 from jobs.services import job_claim
 from provisioning import quota
-from provisioning.flows import prompts as prompts_module
+from provisioning.flows import prompt_run as prompts_module
 from provisioning.flows.prompts import classify_prompts_step
 from provisioning.semrush import SemrushBusyError
 from provisioning.tasks import classify_prompts
@@ -433,7 +434,8 @@ def _begin_job(sw_writer, b: str, prompts: list[dict]) -> AsyncJob:
 def _run_once(job: AsyncJob) -> None:
     claimed = job_claim(job_id=job.pk)
     assert claimed is not None and claimed.claim_token is not None
-    classify_prompts_step(StepRun(job=claimed, claim_token=claimed.claim_token))
+    run = StepRun(job=claimed, claim_token=claimed.claim_token)
+    step_result_commit(run, classify_prompts_step(run))
 
 
 def test_job_metadata_holds_the_validated_prompts_and_no_secrets(sw_writer, sim):
@@ -563,7 +565,8 @@ def test_a_run_that_lost_its_claim_keeps_the_rows_it_pushed_and_writes_nothing_t
     AsyncJob.objects.filter(pk=job.pk).update(claim_token=other_token)
     calls = Calls(sim)
     # when
-    classify_prompts_step(StepRun(job=AsyncJob.objects.get(pk=job.pk), claim_token=stale_token))
+    run = StepRun(job=AsyncJob.objects.get(pk=job.pk), claim_token=stale_token)
+    step_result_commit(run, classify_prompts_step(run))
     # then: it stopped after its first push, whose rows it kept; the job is untouched
     assert calls() == [("POST", prompts_path(market(2840, "en")))]
     assert list(Prompt.objects.values_list("text", flat=True)) == ["a"]

@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from jobs.models import AsyncJob
 from provisioning import quota
-from provisioning.markets import CONFIRM_JOB_TYPE, CONFIRM_STEP, market_publish_confirm
+from provisioning.market_writes import CONFIRM_JOB_TYPE, CONFIRM_STEP
+from provisioning.markets import market_publish_confirm
 from provisioning.publishing import (
     Live,
     Unconfirmed,

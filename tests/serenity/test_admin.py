@@ -14,7 +14,7 @@ from django.test import Client
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStep, JobType
-from jobs.services import StepSpec, job_chain_create
+from jobs.services import ChainSpec, StepSpec, job_chains_create
 from provisioning.models import ProvisioningAttempt
 from serenity.models import ApiToken, Brand, Organization
 from serenity.services import organization_create
@@ -217,13 +217,17 @@ def test_attempt_age_filter_and_cancel_action(admin_client, monkeypatch):
 def test_job_page_shows_the_chain_and_republish_calls_the_service(admin_client, monkeypatch):
     # given a chain root with a chained step
     brand = BrandFactory()
-    root = job_chain_create(
-        organization_id=brand.organization_id,
-        brand_id=brand.id,
-        job_type=JobType.PROVISION_WORKSPACE,
-        first=StepSpec(step=JobStep.PROVISION_WORKSPACE),
-        then=StepSpec(step=JobStep.CREATE_MARKET),
-    )
+    root = job_chains_create(
+        [
+            ChainSpec(
+                organization_id=brand.organization_id,
+                brand_id=brand.id,
+                job_type=JobType.PROVISION_WORKSPACE,
+                first=StepSpec(step=JobStep.PROVISION_WORKSPACE),
+                then=StepSpec(step=JobStep.CREATE_MARKET),
+            )
+        ]
+    )[0]
     calls: list[uuid.UUID] = []
     monkeypatch.setattr(
         "api.admin.jobs.job_republish", lambda *, job_id: calls.append(job_id) or True

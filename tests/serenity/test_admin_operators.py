@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus, JobStep, JobType
-from jobs.services import StepSpec, job_chain_create
+from jobs.services import ChainSpec, StepSpec, job_chains_create
 from provisioning.models import AttemptStartedBy, AttemptStatus, ProvisioningAttempt
 from serenity.models import ApiToken, Brand, BrandStatus, Market
 from tests.factories import BrandFactory, ProvisioningAttemptFactory
@@ -33,13 +33,17 @@ def admin_client(db) -> Client:  # type: ignore[no-untyped-def]
 
 def _failed_chain(brand: Brand) -> AsyncJob:
     """A chain whose first step COMPLETED (workspace not ready) and whose second FAILED."""
-    root = job_chain_create(
-        organization_id=brand.organization_id,
-        brand_id=brand.id,
-        job_type=JobType.PROVISION_WORKSPACE,
-        first=StepSpec(step=JobStep.PROVISION_WORKSPACE),
-        then=StepSpec(step=JobStep.CREATE_MARKET),
-    )
+    root = job_chains_create(
+        [
+            ChainSpec(
+                organization_id=brand.organization_id,
+                brand_id=brand.id,
+                job_type=JobType.PROVISION_WORKSPACE,
+                first=StepSpec(step=JobStep.PROVISION_WORKSPACE),
+                then=StepSpec(step=JobStep.CREATE_MARKET),
+            )
+        ]
+    )[0]
     second = AsyncJob.objects.get(root_id=root.id)
     now = timezone.now()
     AsyncJob.objects.filter(pk=root.id).update(
@@ -238,12 +242,16 @@ def test_the_jobs_list_can_be_filtered_to_overdue_work(admin_client):
     now = timezone.now()
 
     def chain(due_seconds_ago: float, **current: object) -> AsyncJob:
-        root = job_chain_create(
-            organization_id=BrandFactory().organization_id,
-            brand_id=None,
-            job_type=JobType.PROVISION_WORKSPACE,
-            first=StepSpec(step=JobStep.PROVISION_WORKSPACE),
-        )
+        root = job_chains_create(
+            [
+                ChainSpec(
+                    organization_id=BrandFactory().organization_id,
+                    brand_id=None,
+                    job_type=JobType.PROVISION_WORKSPACE,
+                    first=StepSpec(step=JobStep.PROVISION_WORKSPACE),
+                )
+            ]
+        )[0]
         AsyncJob.objects.filter(pk=root.id).update(
             run_after=now - timezone.timedelta(seconds=due_seconds_ago), **current
         )
