@@ -18,10 +18,6 @@ MAX_FUNCTION_LINES = 50
 # onboarding's items as CSV, the org's Serenity state, one delivery) and their examples added 62.
 MAX_SCHEMA_LINES = 1000
 
-# TEMPORARY: modules over 500 lines that helper `begin` splits during revision 7 (its branch
-# brings them under). The integrator deletes this list at merge; it must end empty.
-OVER_500_UNTIL_SPLIT = ("provisioning/markets.py", "provisioning/flows/prompts.py")
-
 
 def _product_packages() -> list[str]:
     """Every top-level package (a folder with an __init__.py) but the ones that do not ship."""
@@ -49,14 +45,14 @@ def test_every_top_level_package_is_walked():
 
 
 def test_no_product_module_is_longer_than_500_lines():
-    # given every product module, the temporary exceptions aside
+    # given every product module
     files = _product_files()
     assert len(files) > 100
     too_long = []
     for path in files:
         name = path.relative_to(ROOT).as_posix()
         lines = len(path.read_text().splitlines())
-        if lines > MAX_MODULE_LINES and name not in OVER_500_UNTIL_SPLIT:
+        if lines > MAX_MODULE_LINES:
             too_long.append(f"{name} {lines}")
     # then none is longer than 500 lines
     assert too_long == []
@@ -80,15 +76,3 @@ def test_no_product_function_is_longer_than_50_lines():
 def test_the_openapi_schema_code_is_within_1000_lines():
     lines = sum(len(p.read_text().splitlines()) for p in (ROOT / "api" / "schemas").glob("*.py"))
     assert 0 < lines <= MAX_SCHEMA_LINES, lines
-
-
-def test_the_temporary_exceptions_are_still_needed():
-    # then each exception is a module still over 500 lines: once it is split, delete its entry
-    # (and the list with its last entry)
-    fitting = [
-        name
-        for name in OVER_500_UNTIL_SPLIT
-        if not (ROOT / name).exists()
-        or len((ROOT / name).read_text().splitlines()) <= MAX_MODULE_LINES
-    ]
-    assert fitting == [], "delete these from OVER_500_UNTIL_SPLIT"
