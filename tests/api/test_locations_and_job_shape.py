@@ -80,8 +80,12 @@ def test_a_job_is_one_document_wherever_it_is_shown(
     steps = poll.pop("steps")
     assert steps
     # the lists and the event: the poll document without `steps`
-    [brand_item] = sw_writer.get(f"{serenity}/jobs").json()["items"]
-    [org_item] = sw_writer.get(f"{org}/serenity/jobs").json()["items"]
+    # (the brand's sync create left its job too, `mode: sync`, with no event: SPEC §13.5)
+    brand_items = sw_writer.get(f"{serenity}/jobs").json()["items"]
+    org_items = sw_writer.get(f"{org}/serenity/jobs").json()["items"]
+    assert [i["mode"] for i in brand_items] == ["async", "sync"]
+    assert [i["mode"] for i in org_items] == ["async", "sync"]
+    brand_item, org_item = brand_items[0], org_items[0]
     [by_org_path] = [sw_writer.get(f"{org}/serenity/jobs/{poll['jobId']}").json()]
     by_org_path.pop("steps")
     [event] = [json.loads(d.body) for d in WebhookDelivery.objects.all()]
