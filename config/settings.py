@@ -439,7 +439,12 @@ CELERY_DB_REUSE_MAX = 1000
 
 
 def beat_schedule(
-    queue: str, *, dispatch: float, stale_sweep: float, idempotency_purge: float
+    queue: str,
+    *,
+    dispatch: float,
+    stale_sweep: float,
+    idempotency_purge: float,
+    credential_recheck: float = 60.0,
 ) -> dict[str, dict[str, Any]]:
     """Beat's entries, each on the periodic queue and expiring after its interval (see
     periodic_queue); the intervals are the settings that say so."""
@@ -448,6 +453,11 @@ def beat_schedule(
         "provisioning-stale-sweep": ("provisioning.sweep_stale_attempts", stale_sweep),
         "jobs-purge": ("jobs.purge_finished_jobs", 3600.0),
         "serenity-idempotency-purge": ("serenity.purge_idempotency_keys", idempotency_purge),
+        # SPEC §13.2: held credentials read again (SERENITY_CREDENTIAL_RECHECK_SECONDS).
+        "provisioning-credential-recheck": (
+            "provisioning.recheck_credentials",
+            credential_recheck,
+        ),
     }
     return {
         name: {"task": task, "schedule": seconds, "options": {"queue": queue, "expires": seconds}}
@@ -583,8 +593,10 @@ SEMRUSH_RATE_INCREASE_SPELL_SECONDS = 2.0
 # again this often (beat), and a hold older than the max fails the work that waited.
 SERENITY_CREDENTIAL_RECHECK_SECONDS = 60.0
 SERENITY_CREDENTIAL_HOLD_MAX_SECONDS = 6 * 3600.0
-CELERY_BEAT_SCHEDULE["provisioning-credential-recheck"] = {
-    "task": "provisioning.recheck_credentials",
-    "schedule": SERENITY_CREDENTIAL_RECHECK_SECONDS,
-    "options": {"queue": CELERY_PERIODIC_QUEUE, "expires": SERENITY_CREDENTIAL_RECHECK_SECONDS},
-}
+CELERY_BEAT_SCHEDULE = beat_schedule(
+    CELERY_PERIODIC_QUEUE,
+    dispatch=JOBS_DISPATCH_INTERVAL_SECONDS,
+    stale_sweep=SERENITY_STALE_SWEEP_INTERVAL_SECONDS,
+    idempotency_purge=IDEMPOTENCY_PURGE_INTERVAL_SECONDS,
+    credential_recheck=SERENITY_CREDENTIAL_RECHECK_SECONDS,
+)

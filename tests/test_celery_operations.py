@@ -36,6 +36,7 @@ def test_every_periodic_task_goes_to_its_own_queue_and_expires_after_its_interva
         "provisioning-stale-sweep",
         "jobs-purge",
         "serenity-idempotency-purge",
+        "provisioning-credential-recheck",
     }
     for entry in schedule.values():
         assert entry["options"] == {
