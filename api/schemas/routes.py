@@ -184,6 +184,12 @@ class RouteSchema(AutoSchema):
             parameters.append(self.route.query)
         return parameters
 
+    def _get_format_parameters(self) -> list[Any]:
+        # A route with two renderers (an onboarding's items: JSON or CSV) is negotiated by its
+        # `Accept` (SPEC §13.2); its query string takes its route's parameters only (api.bodies
+        # refuses any other), so drf-spectacular's `?format=` is not one.
+        return []
+
     def get_response_serializers(self) -> Any:
         route = self.route
         raised: list[type[DomainError]] = [*ORG_CHECKS]
