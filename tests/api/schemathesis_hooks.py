@@ -31,6 +31,8 @@ IDEMPOTENT_OPERATIONS = frozenset(
         "webhookRedeliver",
         "onboardingCreate",
         "onboardingCancel",
+        "onboardingRetry",
+        "reconciliationCreate",
         "webhookUpdate",
         "webhookRotateSecret",
         "webhookTest",
@@ -80,6 +82,23 @@ STATE_DEPENDENT_REFUSALS = (
         error="invalidRequest",
         field="brandIds",
         message=r"^brandIds: \S+ is not a brand of this organization\.$",
+    ),
+    # SPEC §13.2 "`POST S/onboardings` also takes `Content-Type: text/csv` (a header row; columns
+    # `name`, `baseUrl`, `aliases`, `markets` …) a bad cell is 400 `invalidRequest` naming it as
+    # `details.field` `rows[12].baseUrl`": the document gives a CSV body as a string (no schema
+    # states a CSV's grammar), so its header, its rows and their cells are checked by the service
+    # alone. Only a CSV body is refused naming `header` or `rows…` (a JSON one names `brands…`).
+    StateDependentRefusal(
+        operations=frozenset({"onboardingCreate"}),
+        status=400,
+        error="invalidRequest",
+        message=r"^(?:(?:header|rows(?:\[\d+\](?:\.\w+)?)?): |The CSV body )",
+    ),
+    StateDependentRefusal(
+        operations=frozenset({"onboardingCreate"}),
+        status=400,
+        error="unknownMarket",
+        message=r"^rows\[\d+\]\.markets: ",
     ),
     # SPEC §13.6 "an enum that can grow (… job types, … event types …) is open
     # (`x-extensible-enum`) with a stable schema name … each value listed once": a request field
