@@ -38,6 +38,8 @@ def test_every_periodic_task_goes_to_its_own_queue_and_expires_after_its_interva
         "jobs-purge",
         "serenity-idempotency-purge",
         "provisioning-ledger-purge",
+        "provisioning-credential-recheck",
+        "reconcile-drift-sweep",
     }
     for entry in schedule.values():
         assert entry["options"] == {

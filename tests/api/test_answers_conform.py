@@ -536,7 +536,9 @@ def test_every_event_type_is_sent_as_its_documented_schema(
 
 
 def test_ledger_routes(sw_writer: Caller, sim: Any, seen: set[Checked]) -> None:
-    # an async create with a market run to its end: its writes are in the ledger
+    # an async create with a market run to its end (its workspace ready at once): its writes
+    # are in the ledger
+    sim.configure({"settleSeconds": 0})
     accepted = sw_writer.post(
         brands_path(sw_writer),
         {
