@@ -44,6 +44,11 @@ class OnboardingBrandSerializer(BrandFieldsSerializer):
     )
 
 
+# The largest failure threshold: the column's range (PostgreSQL `integer`); past it a 400, not
+# the database's refusal.
+MAX_FAILED_ITEMS_LIMIT = 2**31 - 1
+
+
 class OnboardingCreateSerializer(serializers.Serializer):
     """Always asynchronous. A member the body does not have → 400 `invalidRequest` naming it;
     `async`, which an earlier release took, is accepted and ignored (SPEC §13.6)."""
@@ -54,6 +59,7 @@ class OnboardingCreateSerializer(serializers.Serializer):
     async_ = DeprecatedBooleanField(source="run_async")  # always asynchronous
     maxFailedItems = serializers.IntegerField(  # noqa: N815
         min_value=1,
+        max_value=MAX_FAILED_ITEMS_LIMIT,
         required=False,
         allow_null=True,
         help_text="Once this many items failed, the onboarding is cancelled (`cancelledBy`: "
@@ -69,6 +75,7 @@ class OnboardingCreateSerializer(serializers.Serializer):
 class OnboardingCreateQuerySerializer(serializers.Serializer):
     maxFailedItems = serializers.IntegerField(  # noqa: N815
         min_value=1,
+        max_value=MAX_FAILED_ITEMS_LIMIT,
         required=False,
         help_text="A CSV onboarding's failure threshold (a JSON body says `maxFailedItems` "
         "itself, which wins).",
@@ -80,6 +87,7 @@ class OnboardingRetrySerializer(serializers.Serializer):
 
     maxFailedItems = serializers.IntegerField(  # noqa: N815
         min_value=1,
+        max_value=MAX_FAILED_ITEMS_LIMIT,
         required=False,
         allow_null=True,
         help_text="The redrive's failure threshold; absent: the original's; null: none.",

@@ -41,7 +41,10 @@ def queued_markets_check(*, organization_id: uuid.UUID, adding: int) -> None:
 
 def queued_markets(organization_id: uuid.UUID) -> int:
     """The org's reserved markets and those its activate-markets steps that have not started
-    plan, in one statement (an accept's SQL budget: tests/chains/test_query_budget.py)."""
+    plan, in one statement on PostgreSQL (an accept's SQL budget: tests/chains/
+    test_query_budget.py); through the ORM on the embedded default's SQLite."""
+    if connection.vendor != "postgresql":
+        return _queued_markets_portable(organization_id)
     # Table names from the models, every value bound: nothing of a request is spliced in.
     sql = f"""
         SELECT
@@ -67,3 +70,23 @@ def queued_markets(organization_id: uuid.UUID) -> int:
         )
         (count,) = cursor.fetchone()
     return int(count)
+
+
+def _queued_markets_portable(organization_id: uuid.UUID) -> int:
+    """The same count in two ORM reads (SQLite has no jsonb functions)."""
+    reserved = Market.objects.filter(
+        brand__organization_id=organization_id,
+        status=MarketStatus.CREATING,
+        deleted_at__isnull=True,
+    ).count()
+    planned = AsyncJob.objects.filter(
+        organization_id=organization_id,
+        step=JobStep.ACTIVATE_MARKETS,
+        status=JobStatus.IN_PROGRESS,
+        started_at__isnull=True,
+    ).values_list("metadata", flat=True)
+    return reserved + sum(
+        len(meta["markets"])
+        for meta in planned
+        if isinstance(meta, dict) and isinstance(meta.get("markets"), list)
+    )

@@ -184,6 +184,21 @@ class RouteSchema(AutoSchema):
             parameters.append(self.route.query)
         return parameters
 
+    def _get_request_for_media_type(self, serializer: Any, direction: str = "request") -> Any:
+        schema, required = super()._get_request_for_media_type(serializer, direction)
+        # A route's other media type (a CSV onboarding's text) is a body the route cannot do
+        # without (SPEC §13.2: no header row → 400); drf-spectacular counts a plain string
+        # optional, which would make the whole request body optional.
+        if any(serializer is other for other in self.route.other_bodies.values()):
+            required = True
+        return schema, required
+
+    def _get_format_parameters(self) -> list[Any]:
+        # A route with two renderers (an onboarding's items: JSON or CSV) is negotiated by its
+        # `Accept` (SPEC §13.2); its query string takes its route's parameters only (api.bodies
+        # refuses any other), so drf-spectacular's `?format=` is not one.
+        return []
+
     def get_response_serializers(self) -> Any:
         route = self.route
         raised: list[type[DomainError]] = [*ORG_CHECKS]

@@ -31,6 +31,8 @@ IDEMPOTENT_OPERATIONS = frozenset(
         "webhookRedeliver",
         "onboardingCreate",
         "onboardingCancel",
+        "onboardingRetry",
+        "reconciliationCreate",
         "webhookUpdate",
         "webhookRotateSecret",
         "webhookTest",
@@ -62,11 +64,68 @@ STATE_DEPENDENT_REFUSALS = (
                 "webhookDeliveryList",
                 "onboardingList",
                 "onboardingGet",
+                "onboardingItems",
+                "reconciliationList",
+                "reconciliationGet",
+                "upstreamCallList",
             }
         ),
         status=400,
         error="invalidRequest",
         field="cursor",
+    ),
+    # SPEC §13.1 "`POST S/reconciliations` `{brandIds?: [...]}`": each id must name a brand of
+    # the org, which depends on the org's brands (the run pins one, the document cannot).
+    StateDependentRefusal(
+        operations=frozenset({"reconciliationCreate"}),
+        status=400,
+        error="invalidRequest",
+        field="brandIds",
+        message=r"^brandIds: \S+ is not a brand of this organization\.$",
+    ),
+    # SPEC §13.2 "`POST S/onboardings` also takes `Content-Type: text/csv` (a header row; columns
+    # `name`, `baseUrl`, `aliases`, `markets` …) a bad cell is 400 `invalidRequest` naming it as
+    # `details.field` `rows[12].baseUrl`": the document gives a CSV body as a string (no schema
+    # states a CSV's grammar), so its header, its rows and their cells are checked by the service
+    # alone. Only a CSV body is refused naming `header` or `rows…` (a JSON one names `brands…`).
+    StateDependentRefusal(
+        operations=frozenset({"onboardingCreate"}),
+        status=400,
+        error="invalidRequest",
+        message=r"^(?:(?:header|rows(?:\[\d+\](?:\.\w+)?)?): |The CSV body )",
+    ),
+    StateDependentRefusal(
+        operations=frozenset({"onboardingCreate"}),
+        status=400,
+        error="unknownMarket",
+        message=r"^rows\[\d+\]\.markets: ",
+    ),
+    # SPEC §13.6 "an enum that can grow (… job types, … event types …) is open
+    # (`x-extensible-enum`) with a stable schema name … each value listed once": a request field
+    # naming one (a webhook's `events`, the jobs list's `jobType`) is documented by that one open
+    # schema, so the document cannot close it; the service accepts the values of today only and
+    # says so in the field's description ("another → 400 `invalidRequest`"). Which values exist
+    # is the release's state, not the request's shape.
+    StateDependentRefusal(
+        operations=frozenset({"webhookCreate", "webhookUpdate"}),
+        status=400,
+        error="invalidRequest",
+        message=r"^events\[\d+\]: [\s\S]* is not one of the known values\.$",
+    ),
+    StateDependentRefusal(
+        operations=frozenset({"orgJobList"}),
+        status=400,
+        error="invalidRequest",
+        field="jobType",
+        message=r"^jobType: [\s\S]* is not one of the known values\.$",
+    ),
+    # The same open `WebhookEventType` lists `webhook.test`, which an endpoint cannot subscribe
+    # to (SPEC §11.3: sent on request only; the field's description says so).
+    StateDependentRefusal(
+        operations=frozenset({"webhookCreate", "webhookUpdate"}),
+        status=400,
+        error="invalidRequest",
+        message=r"^events\[\d+\]: webhook\.test is sent on request only\.$",
     ),
     # SPEC §4.5 "each must name a market of the brand whose project exists (else 400
     # `invalidRequest` naming the prompt's index)": depends on the brand's markets.

@@ -154,8 +154,9 @@ def test_a_reader_may_not_redrive(sw_writer):
 # --- The failure threshold ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value", [0, -1, "two", 1.5])
-def test_a_threshold_below_one_is_refused(sw_writer, value):
+@pytest.mark.parametrize("value", [0, -1, "two", 1.5, 2**31])
+def test_a_threshold_below_one_or_past_the_column_s_range_is_refused(sw_writer, value):
+    # (2**31: past the column's range, a 400, not the database's refusal as a 500)
     response = sw_writer.post(url(sw_writer), {"brands": [brand("A")], "maxFailedItems": value})
     assert_error(response, 400, "invalidRequest")
     assert response.json()["details"] == {"field": "maxFailedItems"}
@@ -359,6 +360,16 @@ def test_a_redrive_keeps_the_original_s_threshold_unless_told(sw_writer, body, t
     redrive = sw_writer.post(url(sw_writer, f"/{response.json()['onboardingId']}/retry"), body)
     assert redrive.status_code == 202, redrive.json()
     assert Onboarding.objects.get(pk=redrive.json()["onboardingId"]).max_failed_items == threshold
+
+
+def test_a_redrive_threshold_past_the_column_s_range_is_400_and_writes_nothing(sw_writer):
+    # (found by the live schemathesis run: `maxFailedItems` 64333635096185 was a 500)
+    first = ended_onboarding(sw_writer, [brand("Big")], [JobStatus.FAILED])
+    before = written()
+    response = sw_writer.post(url(sw_writer, f"/{first}/retry"), {"maxFailedItems": 2**31})
+    assert_error(response, 400, "invalidRequest")
+    assert response.json()["details"] == {"field": "maxFailedItems"}
+    assert written() == before
 
 
 def test_a_redrive_body_with_an_unknown_member_is_400_and_writes_nothing(sw_writer):

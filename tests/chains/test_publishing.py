@@ -39,8 +39,9 @@ def test_an_async_create_completes_only_once_its_publish_is_confirmed(sw_writer,
     assert final["result"]["body"]["published"] is True
     market = Market.objects.get(brand_id=accepted["id"])
     assert market.status == "live"
-    # how long Semrush took by its `published_at` (millisecond precision)
-    assert 1.49 <= market.publish_seconds < 2.5
+    # how long Semrush took by its `published_at` (millisecond precision; the service stamps the
+    # publish's start once its answer is in and recorded in the ledger, a few ms after Semrush's)
+    assert 1.47 <= market.publish_seconds < 2.5
     ws, pid = market.workspace_id, market.semrush_project_id
     made = calls(sim)
     after_publish = made[made.index(publish(ws, pid)) + 1 :]

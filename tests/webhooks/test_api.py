@@ -21,9 +21,9 @@ ALL_EVENTS = [
     "job.cancelled",
     "onboarding.completed",
     "onboarding.cancelled",
-    "credential.refused",
     "drift.detected",
     "drift.repaired",
+    "credential.refused",
 ]
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 
