@@ -60,8 +60,8 @@ def chain_for(brand: Brand) -> tuple[AsyncJob, AsyncJob, AsyncJob]:
 def attempt_begin(
     *, brand_id: uuid.UUID, started_by: AttemptStartedBy
 ) -> ProvisioningAttempt | None:
-    """The guard's begin with nothing else in its transaction, as `guard.attempt_held` begins
-    sync work, the attempt left pending (the lease's own behaviour is what is tested here)."""
+    """The guard's begin with nothing else in its transaction, as `flows.begin` begins sync
+    work, the attempt left pending (the lease's own behaviour is what is tested here)."""
     with (
         transaction.atomic(durable=True),
         guard.lease(brand_id=brand_id, started_by=started_by) as begun,
