@@ -59,6 +59,7 @@ CELERY_BEAT_SCHEDULE = beat_schedule(
     dispatch=JOBS_DISPATCH_INTERVAL_SECONDS,  # noqa: F405
     stale_sweep=SERENITY_STALE_SWEEP_INTERVAL_SECONDS,  # noqa: F405
     idempotency_purge=IDEMPOTENCY_PURGE_INTERVAL_SECONDS,  # noqa: F405
+    credential_recheck=SERENITY_CREDENTIAL_RECHECK_SECONDS,  # noqa: F405
 )
 if DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = DB_CONN_MAX_AGE

@@ -198,6 +198,10 @@ def credential_refused(credential: Credential, *, organization_id: uuid.UUID) ->
             refused_at=now,
         )
         return True
+    # Still held: this refusal was its re-check (`CredentialWatch.held`).
+    UpstreamCredential.objects.filter(key=credential.key, refused_at__isnull=False).update(
+        checked_at=now
+    )
     return state_of(credential).held
 
 
@@ -220,13 +224,20 @@ class CredentialWatch:
         self._organization_id = organization_id
 
     def held(self) -> bool:
+        """Held, unless its re-check is due: then this call is the re-check (a step that
+        comes back without beat's re-check having run makes the refused call itself, one
+        per `SERENITY_CREDENTIAL_RECHECK_SECONDS`; a 2xx lifts the hold)."""
         key = self._credential.key
         if key not in _SEEN_HELD:
             return False
-        if state_of(self._credential).held:
-            return True
-        _SEEN_HELD.discard(key)
-        return False
+        state = state_of(self._credential)
+        if not state.held:
+            _SEEN_HELD.discard(key)
+            return False
+        checked = state.checked_at or state.refused_at
+        assert checked is not None
+        due = float(settings.SERENITY_CREDENTIAL_RECHECK_SECONDS)
+        return (timezone.now() - checked).total_seconds() < due
 
     def answered(self, status: int) -> bool:
         key = self._credential.key

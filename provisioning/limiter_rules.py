@@ -84,8 +84,8 @@ class Adaptation:
     """The adaptive rate's rules (module docstring; settings `SEMRUSH_RATE_DECREASE_FACTOR`,
     `SEMRUSH_RATE_INCREASE_STEP`, `SEMRUSH_RATE_INCREASE_SPELL_SECONDS`)."""
 
-    decrease: float = 0.85
-    step: float = 0.1
+    decrease: float = 0.8
+    step: float = 0.15
     spell: float = 2.0
     floor: float = 0.5
 

@@ -167,8 +167,10 @@ class CredentialGuard(Protocol):
 
 
 def held_backstop_seconds() -> float:
-    """When a held step runs again should no wake come (the lift wakes it at once)."""
-    return max(float(settings.SERENITY_CREDENTIAL_RECHECK_SECONDS) * 5, 300.0)
+    """When a held step runs again should no wake come (the lift wakes it at once): a step
+    released just after the lift's wake would otherwise wait long; back then, it makes the
+    re-check itself if none was made meanwhile (`credentials.CredentialWatch.held`)."""
+    return float(settings.SERENITY_CREDENTIAL_RECHECK_SECONDS)
 
 
 @dataclass

@@ -75,8 +75,8 @@ SERENITY_LEDGER_RETENTION_DAYS = 90.0
 # SEMRUSH_RATE_LIMIT_PER_SECOND is the ceiling; a 429 without Retry-After multiplies a
 # credential's rate by the factor (at most once a second, never below 0.5/s); each spell of this
 # many seconds without a 429 adds the step.
-SEMRUSH_RATE_DECREASE_FACTOR = 0.85
-SEMRUSH_RATE_INCREASE_STEP = 0.1
+SEMRUSH_RATE_DECREASE_FACTOR = 0.8
+SEMRUSH_RATE_INCREASE_STEP = 0.15
 SEMRUSH_RATE_INCREASE_SPELL_SECONDS = 2.0
 
 # --- A refused credential (SPEC §13.2, provisioning.credential_hold) ---------------------------

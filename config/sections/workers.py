@@ -117,7 +117,12 @@ CELERY_DB_REUSE_MAX = 1000
 
 
 def beat_schedule(
-    queue: str, *, dispatch: float, stale_sweep: float, idempotency_purge: float
+    queue: str,
+    *,
+    dispatch: float,
+    stale_sweep: float,
+    idempotency_purge: float,
+    credential_recheck: float = SERENITY_CREDENTIAL_RECHECK_SECONDS,
 ) -> dict[str, dict[str, Any]]:
     """Beat's entries, each on the periodic queue and expiring after its interval (see
     periodic_queue); the intervals are the settings that say so."""
@@ -126,10 +131,8 @@ def beat_schedule(
         "provisioning-stale-sweep": ("provisioning.sweep_stale_attempts", stale_sweep),
         "jobs-purge": ("jobs.purge_finished_jobs", 3600.0),
         "provisioning-ledger-purge": ("provisioning.purge_upstream_calls", 3600.0),
-        "provisioning-credential-recheck": (
-            "provisioning.recheck_credentials",
-            SERENITY_CREDENTIAL_RECHECK_SECONDS,
-        ),
+        # SPEC §13.2: held credentials read again (SERENITY_CREDENTIAL_RECHECK_SECONDS).
+        "provisioning-credential-recheck": ("provisioning.recheck_credentials", credential_recheck),
         "reconcile-drift-sweep": ("reconcile.sweep", SERENITY_DRIFT_SWEEP_TICK_SECONDS),
         "serenity-idempotency-purge": ("serenity.purge_idempotency_keys", idempotency_purge),
     }

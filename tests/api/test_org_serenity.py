@@ -47,6 +47,7 @@ def test_an_org_s_own_credential_refused_and_slowed_shows_so_never_the_token(
     db, limiter_keys, settings
 ):
     settings.SEMRUSH_RATE_INCREASE_SPELL_SECONDS = 3600.0  # no raise while the test reads it
+    settings.SEMRUSH_RATE_DECREASE_FACTOR = 0.85
     # given an org with its own credential (ceiling 4/s) that Semrush accepted, then refused,
     # and that upstream slowed down once (a 429 without Retry-After)
     org = OrganizationFactory(serenity_enabled=True, semrush_rate_limit_per_second=4)

@@ -233,3 +233,31 @@ def test_a_hold_older_than_its_max_fails_the_waiting_work_upstream_unauthorized(
     assert job["status"] == "FAILED"
     assert job["error"]["code"] == "upstreamUnauthorized"
     assert {s["waitingFor"] for s in job["steps"]} == {None}
+
+
+def test_a_held_step_back_after_the_recheck_interval_makes_the_refused_call_itself(
+    sw_writer, sim, published, settings
+):
+    # given a hold and a step waiting for it, and Semrush accepting the credential again, but
+    # no re-check has run (no beat)
+    settings.SERENITY_CREDENTIAL_RECHECK_SECONDS = 60
+    accepted(sw_writer)
+    sim.add_fault(REFUSED)
+    sim.configure({"settleSeconds": 0})
+    started = start_async_brand_with_market(sw_writer)
+    root_id = started["jobId"]
+    tasks.provision_workspace(root_id)
+    assert AsyncJob.objects.get(pk=root_id).waiting_for == "credential"
+    sim.clear_faults()
+    # when the step comes back within the interval, it still waits (no call)
+    AsyncJob.objects.filter(pk=root_id).update(run_after=timezone.now())
+    tasks.provision_workspace(root_id)
+    assert AsyncJob.objects.get(pk=root_id).waiting_for == "credential"
+    # when it comes back once the re-check is due, its call is the re-check: the hold lifts and
+    # the chain completes
+    UpstreamCredential.objects.update(checked_at=timezone.now() - timedelta(seconds=61))
+    AsyncJob.objects.filter(pk=root_id).update(run_after=timezone.now())
+    tasks.provision_workspace(root_id)
+    assert UpstreamCredential.objects.get().refused_at is None
+    job = sw_writer.get(f"{serenity_path(sw_writer, started['id'])}/jobs/{root_id}").json()
+    assert job["status"] == "COMPLETED", job

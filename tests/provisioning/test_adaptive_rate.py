@@ -19,6 +19,7 @@ from tests.factories import OrganizationFactory
 def no_raise_during_a_test(settings):  # type: ignore[no-untyped-def]
     """No quiet spell ends while a test reads the rate it lowered (a loaded machine)."""
     settings.SEMRUSH_RATE_INCREASE_SPELL_SECONDS = 3600.0
+    settings.SEMRUSH_RATE_DECREASE_FACTOR = 0.85
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def test_metrics_show_each_credential_s_current_rate(own_org, anonymous, setting
     credential = _throttled(own_org)
     # when
     text = anonymous.get("/metrics").content.decode()
-    # then its rate is 0.85 x 4 (the settings' factor), the service's untouched at 10, and the
+    # then its rate is 0.85 x 4 (the factor), the service's untouched at 10, and the
     # credential is named by a short hash only
     label = credentials.label(credential)
     assert f'serenity_upstream_rate_per_second{{credential="{label}",source="org"}} 3.4' in text

@@ -436,7 +436,10 @@ def test_a_429_without_retry_after_lowers_the_rate_and_one_with_it_pauses():
     assert recorder.paused == [None, 3.0]
 
 
-def test_a_429_without_retry_after_from_upstream_lowers_the_rate_for_every_caller(redis_keys):
+def test_a_429_without_retry_after_from_upstream_lowers_the_rate_for_every_caller(
+    redis_keys, settings
+):
+    settings.SEMRUSH_RATE_DECREASE_FACTOR = 0.85
     # given a simulator whose 429s carry no Retry-After, and a scripted 429
     sim = SemrushSimulator(port=0, token="pause-token", parents=[]).start()
     key = credential_key("pause-token")
@@ -458,7 +461,7 @@ def test_a_429_without_retry_after_from_upstream_lowers_the_rate_for_every_calle
     finally:
         sim.stop()
     # then the retry passed, and every process now paces the credential at the lowered rate
-    # (the settings' factor, 0.85 x 4/s), the retry one lowered interval after the 429 at least
+    # (the factor, 0.85 x 4/s), the retry one lowered interval after the 429 at least
     assert [entry["status"] for entry in log] == [429, 200]
     other = RedisStore(TEST_BROKER_URL, timeout=2.0)
     assert other.rate(key, ceiling=4.0, adapt=Adaptation(spell=3600.0)) == pytest.approx(3.4)
