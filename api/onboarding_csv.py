@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from rest_framework.renderers import BaseRenderer
+from rest_framework.request import Request
 
 from api.onboarding_serializers import MAX_BRANDS, OnboardingBrandSerializer, brands_input
 from api.parsers import CsvTable
@@ -33,6 +34,17 @@ COLUMNS = ("name", "baseUrl", "aliases", "markets")
 REQUIRED = ("name", "baseUrl")
 OUT_COLUMNS = ("name", "baseUrl", "markets", "status", "brandId", "errorCode", "errorMessage")
 CSV_MEDIA_TYPE = "text/csv"
+
+
+def csv_table(request: Request) -> CsvTable | None:
+    """The request's CSV body, or None when it is not CSV. An empty `text/csv` body is the
+    parser's "no header row" too: DRF parses no empty body (it would reach the JSON checks as
+    `{}` and be refused as a JSON body missing `brands`)."""
+    if isinstance(request.data, CsvTable):
+        return request.data
+    if request.content_type.split(";", 1)[0].strip().lower() == CSV_MEDIA_TYPE:
+        raise InvalidRequestError("The CSV body has no header row.", field="header")
+    return None
 
 
 def csv_brands(table: CsvTable, *, organization: Organization) -> list[OnboardingBrand]:

@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.base import OrgScopedView
-from api.onboarding_csv import CSV_MEDIA_TYPE, CsvRenderer, csv_brands, items_csv
+from api.onboarding_csv import CSV_MEDIA_TYPE, CsvRenderer, csv_brands, csv_table, items_csv
 from api.onboarding_serializers import (
     MAX_BRANDS,
     OnboardingAcceptedSerializer,
@@ -29,7 +29,7 @@ from api.onboarding_serializers import (
     OnboardingSerializer,
     brands_input,
 )
-from api.parsers import BoundedJSONParser, CsvParser, CsvTable
+from api.parsers import BoundedJSONParser, CsvParser
 from api.routes import answer, route
 from api.schemas import examples as ex
 from api.schemas.routes import accepted_headers, polling_header
@@ -203,8 +203,9 @@ class OnboardingCollectionView(OrgScopedView):
     def post(self, request: Request, org_id: str) -> Response:
         organization = self.scope.organization
         threshold = self.query_parse(request).get("maxFailedItems")
-        if isinstance(request.data, CsvTable):
-            brands = csv_brands(request.data, organization=organization)
+        table = csv_table(request)
+        if table is not None:
+            brands = csv_brands(table, organization=organization)
         else:
             # Cheap refusals first: the markets in all are counted before any member is
             # validated.

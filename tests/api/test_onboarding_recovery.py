@@ -256,6 +256,9 @@ def test_a_csv_onboarding_with_a_bom_quoted_cells_and_non_ascii_names(sw_writer)
         ("name\nA\n", "header", None),
         ("name,baseUrl\nA,https://a.example,extra\n", "rows[1]", None),
         ("name,baseUrl\n", "rows", None),
+        # an empty CSV body (which DRF does not parse) is a CSV without its header row, not a
+        # JSON body without `brands` (found by the live schemathesis run)
+        ("", "header", "The CSV body has no header row."),
     ],
 )
 def test_a_bad_cell_is_named_and_nothing_is_written(sw_writer, text, field, message):
