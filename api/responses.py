@@ -319,3 +319,12 @@ class WorkspaceReadySerializer(serializers.Serializer):
 
 
 # --- Jobs and languages -------------------------------------------------------------------------
+
+
+class DeactivateAnswerSerializer(serializers.Serializer):
+    """A deactivate's answer (and its job's `result.body`, sync or async)."""
+
+    brandId = serializers.UUIDField()  # noqa: N815
+    status = serializers.ChoiceField(
+        choices=[BrandStatus.ACTIVE, BrandStatus.PENDING], help_text="Always `pending`."
+    )

@@ -27,6 +27,7 @@ from api.responses import (
     NEXT_CURSOR_HELP,
     ActivateAnswerSerializer,
     ActivationIncompleteSerializer,
+    DeactivateAnswerSerializer,
     ErrorEnvelopeSerializer,
     JobAcceptedSerializer,
     MarketCreatedSerializer,
@@ -62,7 +63,7 @@ from serenity.exceptions import (
     UnknownLanguageError,
     UnknownMarketError,
 )
-from serenity.models import BrandStatus, Market
+from serenity.models import Market
 from serenity.selectors import market_list
 from serenity.slices import normalize_language, slice_parse
 
@@ -109,13 +110,6 @@ class MarketListSerializer(serializers.Serializer):
     items = MarketSerializer(many=True)
     nextCursor = serializers.CharField(  # noqa: N815
         source="next_cursor", allow_null=True, help_text=NEXT_CURSOR_HELP
-    )
-
-
-class DeactivateAnswerSerializer(serializers.Serializer):
-    brandId = serializers.UUIDField()  # noqa: N815
-    status = serializers.ChoiceField(
-        choices=[BrandStatus.ACTIVE, BrandStatus.PENDING], help_text="Always `pending`."
     )
 
 

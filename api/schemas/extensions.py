@@ -16,6 +16,7 @@ from rest_framework import serializers
 from api.responses import (
     ActivateAnswerSerializer,
     ActivationIncompleteSerializer,
+    DeactivateAnswerSerializer,
     ErrorEnvelopeSerializer,
     MarketCreatedSerializer,
     PromptsAnswerSerializer,
@@ -112,6 +113,7 @@ class OutcomeBodyExtension(AnswerBodyExtension):
         WorkspaceReadySerializer,
         ActivationIncompleteSerializer,
         RepairAnswerSerializer,
+        DeactivateAnswerSerializer,
         ErrorEnvelopeSerializer,
     ]
 
