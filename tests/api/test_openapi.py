@@ -731,6 +731,7 @@ def test_a_job_result_body_is_one_of_the_answers_it_stands_for(document):
         "PromptsAnswer",
         "WorkspaceReady",
         "RepairAnswer",
+        "DeactivateAnswer",
         "ErrorEnvelope",
     }
 
