@@ -15,13 +15,16 @@ pass the cap by their own number.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db.models import Count, Func, IntegerField, OuterRef, Subquery, Sum
+from django.db.models.fields.json import KeyTransform
+from django.db.models.functions import Coalesce
 
 from jobs.models import AsyncJob, JobStatus, JobStep
 from provisioning.exceptions import QueuedMarketsLimitError
-from serenity.models import Brand, Market, MarketStatus
+from serenity.models import Market, MarketStatus, Organization
 
 
 def queued_markets_check(*, organization_id: uuid.UUID, adding: int) -> None:
@@ -39,54 +42,49 @@ def queued_markets_check(*, organization_id: uuid.UUID, adding: int) -> None:
         )
 
 
+class JSONArrayLength(Func):
+    """The length of a JSON array (PostgreSQL's `jsonb_array_length`, SQLite's
+    `json_array_length`)."""
+
+    function = "jsonb_array_length"
+    output_field = IntegerField()
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return super().as_sql(compiler, connection, function="json_array_length", **extra)
+
+
 def queued_markets(organization_id: uuid.UUID) -> int:
     """The org's reserved markets and those its activate-markets steps that have not started
-    plan, in one statement on PostgreSQL (an accept's SQL budget: tests/chains/
-    test_query_budget.py); through the ORM on the embedded default's SQLite."""
-    if connection.vendor != "postgresql":
-        return _queued_markets_portable(organization_id)
-    # Table names from the models, every value bound: nothing of a request is spliced in.
-    sql = f"""
-        SELECT
-            (SELECT count(*) FROM {Market._meta.db_table} m
-               JOIN {Brand._meta.db_table} b ON b.id = m.brand_id
-              WHERE b.organization_id = %(org)s AND m.status = %(creating)s
-                AND m.deleted_at IS NULL)
-          + (SELECT coalesce(sum(jsonb_array_length(j.metadata -> 'markets')), 0)
-               FROM {AsyncJob._meta.db_table} j
-              WHERE j.organization_id = %(org)s AND j.step = %(step)s
-                AND j.status = %(in_progress)s AND j.started_at IS NULL
-                AND jsonb_typeof(j.metadata -> 'markets') = 'array')
-    """  # noqa: S608
-    with connection.cursor() as cursor:
-        cursor.execute(
-            sql,
-            {
-                "org": organization_id,
-                "creating": MarketStatus.CREATING,
-                "step": JobStep.ACTIVATE_MARKETS,
-                "in_progress": JobStatus.IN_PROGRESS,
-            },
+    plan, in one statement (an accept's SQL budget: tests/chains/test_query_budget.py)."""
+    reserved = (
+        Market.objects.filter(
+            brand__organization_id=OuterRef("pk"),
+            status=MarketStatus.CREATING,
+            deleted_at__isnull=True,
         )
-        (count,) = cursor.fetchone()
-    return int(count)
-
-
-def _queued_markets_portable(organization_id: uuid.UUID) -> int:
-    """The same count in two ORM reads (SQLite has no jsonb functions)."""
-    reserved = Market.objects.filter(
-        brand__organization_id=organization_id,
-        status=MarketStatus.CREATING,
-        deleted_at__isnull=True,
-    ).count()
-    planned = AsyncJob.objects.filter(
-        organization_id=organization_id,
-        step=JobStep.ACTIVATE_MARKETS,
-        status=JobStatus.IN_PROGRESS,
-        started_at__isnull=True,
-    ).values_list("metadata", flat=True)
-    return reserved + sum(
-        len(meta["markets"])
-        for meta in planned
-        if isinstance(meta, dict) and isinstance(meta.get("markets"), list)
+        .order_by()
+        .values("brand__organization_id")
+        .annotate(n=Count("pk"))
+        .values("n")
     )
+    # An activate-markets step's `markets` is the list of markets it plans (flows.activate).
+    planned = (
+        AsyncJob.objects.filter(
+            organization_id=OuterRef("pk"),
+            step=JobStep.ACTIVATE_MARKETS,
+            status=JobStatus.IN_PROGRESS,
+            started_at__isnull=True,
+            metadata__markets__isnull=False,
+        )
+        .order_by()
+        .values("organization_id")
+        .annotate(n=Sum(JSONArrayLength(KeyTransform("markets", "metadata"))))
+        .values("n")
+    )
+    counts = (
+        Organization.objects.filter(pk=organization_id)
+        .annotate(reserved=Coalesce(Subquery(reserved), 0), planned=Coalesce(Subquery(planned), 0))
+        .values_list("reserved", "planned")
+        .first()
+    )
+    return 0 if counts is None else int(counts[0]) + int(counts[1])

@@ -24,7 +24,6 @@ from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from jobs.dispatch import jobs_wake
@@ -162,20 +161,11 @@ def credential_accepted(credential: Credential) -> bool:
 
 
 def _insert_if_missing(key: str, now: datetime) -> None:
-    """The credential's row, accepted `now`, unless it exists: one statement (the ORM's
-    `bulk_create(ignore_conflicts=True)` wraps it in a transaction of its own)."""
-    quote = connection.ops.quote_name
-    table = quote(UpstreamCredential._meta.db_table)
-    key_, accepted, refused, checked = (
-        quote(c) for c in ("key", "accepted_at", "refused_at", "checked_at")
+    """The credential's row, accepted `now`, unless it exists (once per credential and process:
+    `INSERT … ON CONFLICT DO NOTHING` through the ORM)."""
+    UpstreamCredential.objects.bulk_create(
+        [UpstreamCredential(key=key, accepted_at=now, checked_at=now)], ignore_conflicts=True
     )
-    stamp = UpstreamCredential._meta.get_field("accepted_at").get_db_prep_value(now, connection)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} ({key_}, {accepted}, {refused}, {checked}) "  # noqa: S608
-            f"VALUES (%s, %s, NULL, %s) ON CONFLICT ({key_}) DO NOTHING",
-            [key, stamp, stamp],
-        )
 
 
 def credential_refused(credential: Credential, *, organization_id: uuid.UUID) -> bool:
