@@ -185,9 +185,9 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
                 "async": True,
             },
         )
-    # Polling: finished chains of 2 and 6 steps on one brand.
+    # Polling: finished chains of 2 and 21 steps on one brand (SPEC §13.7).
     poll_brand = args["pollBrand"]
-    for steps in (2, 6):
+    for steps in (2, 21):
         root = _build_chain(organization_id=org, brand_id=poll_brand, settle_reads=steps - 1)
         out[f"chain_{steps}_root"] = root
         for repeat in range(2):

@@ -7,7 +7,7 @@
 
 Measurements: `accept` (accept path vs trivial routes, SQL per request, py-spy profile of the
 API), `e2e` (time to COMPLETED minus S), `fanout` (200 and 1000 chains; `--sizes`), `polling`
-(job route, chains of 2 and 6 steps), `guard` (50 requests on one brand vs 50 brands).
+(job route, chains of 2 and 21 steps), `guard` (50 requests on one brand vs 50 brands).
 Each starts its own stack (`bench.stack.BenchStack`). Raw results go to `docs/benchmarks.json`
 under `<label>/<name>` (label `current` unless `--label`), the report to `docs/benchmarks.md`,
 charts to `docs/benchmarks-*.svg`, raw py-spy profiles to `var/bench/profiles/`.

@@ -38,8 +38,12 @@ throttling server's rate). It starts at the configured rate (the ceiling); a 429
 ``Retry-After`` multiplies it by ``Adaptation.decrease`` (at most once a second, however many
 429s arrive at once, never below ``Adaptation.floor``) and drains the burst (the next permit is
 one new interval away); every ``Adaptation.spell`` seconds without a 429 adds ``Adaptation.step``
-permits/s, up to the ceiling. The state keeps the rate of the last 429 (``rate``) and when
-(``rate_at``): the current rate is computed from them on the store's clock
+permits/s, up to the ceiling. The climb is cautious where the last 429 came: it stops one step
+below the rate that met it (``peak``) for ``Adaptation.hold`` seconds before probing above it,
+so a credential whose share stays put meets one 429 per hold rather than one per climb (SPEC
+§13.7: < 2 % of calls), while a share that grew is found a hold later (≥ 8.5 of 10/s within
+120 s). The state keeps the rate after the last 429 (``rate``), when (``rate_at``) and the
+rate that met it (``peak``): the current rate is computed from them on the store's clock
 (:func:`current_rate`), so raising it costs no write.
 
 Slots (SPEC §11.1): ``slots`` maps each call in flight to its expiry (the client's timeout + 5 s),
@@ -82,12 +86,14 @@ class Reservation:
 @dataclass(frozen=True)
 class Adaptation:
     """The adaptive rate's rules (module docstring; settings `SEMRUSH_RATE_DECREASE_FACTOR`,
-    `SEMRUSH_RATE_INCREASE_STEP`, `SEMRUSH_RATE_INCREASE_SPELL_SECONDS`)."""
+    `SEMRUSH_RATE_INCREASE_STEP`, `SEMRUSH_RATE_INCREASE_SPELL_SECONDS`,
+    `SEMRUSH_RATE_HOLD_SECONDS`)."""
 
     decrease: float = 0.8
     step: float = 0.15
     spell: float = 2.0
     floor: float = 0.5
+    hold: float = 20.0
 
 
 DEFAULT_ADAPTATION = Adaptation()
@@ -96,7 +102,8 @@ DEFAULT_ADAPTATION = Adaptation()
 @dataclass(frozen=True)
 class State:
     """One credential's state (module docstring); `queue`: the floor a pause sets for every
-    place; `rate` (0: not adapted, the ceiling) as of `rate_at`, last lowered at `lowered_at`."""
+    place; `rate` (0: not adapted, the ceiling) as of `rate_at`, last lowered at `lowered_at`
+    from `peak` (0: never)."""
 
     tat: float | None = None
     queue: float = 0.0
@@ -104,6 +111,7 @@ class State:
     rate: float = 0.0
     rate_at: float = 0.0
     lowered_at: float = 0.0
+    peak: float = 0.0
     queues: dict[str, float] = field(default_factory=dict)
     claims: dict[str, float] = field(default_factory=dict)
     slots: dict[str, float] = field(default_factory=dict)
@@ -135,11 +143,23 @@ def current_rate(
     state: State, now: float, *, ceiling: float, adapt: Adaptation = DEFAULT_ADAPTATION
 ) -> float:
     """The rate the credential is paced at now: the adapted rate raised by one step per quiet
-    spell since the last 429, at most `ceiling` (module docstring)."""
+    spell since the last 429, held one step below the rate that met the last lowering for
+    `adapt.hold` seconds, at most `ceiling` (module docstring)."""
     if state.rate <= 0:
         return ceiling
-    spells = math.floor(max(now - state.rate_at, 0.0) / adapt.spell) if adapt.spell > 0 else 0
-    return min(ceiling, state.rate + adapt.step * spells)
+    elapsed = max(now - state.rate_at, 0.0)
+    if adapt.spell <= 0:
+        return min(ceiling, state.rate)
+    if state.peak <= 0:
+        return min(ceiling, state.rate + adapt.step * math.floor(elapsed / adapt.spell))
+    near = max(state.peak - adapt.step, state.rate)
+    # Spells to climb to `near` (none when there already), then the hold, then a step a spell.
+    climbing = math.ceil((near - state.rate) / adapt.step - 1e-9) if adapt.step > 0 else 0
+    held_from = climbing * adapt.spell
+    if elapsed < held_from:
+        return min(ceiling, state.rate + adapt.step * math.floor(elapsed / adapt.spell), near)
+    probing = math.floor(max(elapsed - held_from - adapt.hold, 0.0) / adapt.spell)
+    return min(ceiling, near + adapt.step * probing)
 
 
 def reserve(
@@ -201,9 +221,10 @@ def paused(
     second) and the next permit is one new interval away. Either way the quiet spell that
     raises the rate starts again, and no burst follows."""
     current = current_rate(state, now, ceiling=rate, adapt=adapt)
-    lowered_at = state.lowered_at
+    lowered_at, peak = state.lowered_at, state.peak
     if seconds is None:
         if now - state.lowered_at >= 1.0:
+            peak = current
             current = max(current * adapt.decrease, min(adapt.floor, rate))
             lowered_at = now
         seconds = 1.0 / current
@@ -217,6 +238,7 @@ def paused(
         rate=current if current < rate else 0.0,
         rate_at=now,
         lowered_at=lowered_at,
+        peak=peak,
     )
 
 

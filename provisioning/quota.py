@@ -109,6 +109,7 @@ def adaptation() -> Adaptation:
         decrease=float(settings.SEMRUSH_RATE_DECREASE_FACTOR),
         step=float(settings.SEMRUSH_RATE_INCREASE_STEP),
         spell=float(settings.SEMRUSH_RATE_INCREASE_SPELL_SECONDS),
+        hold=float(settings.SEMRUSH_RATE_HOLD_SECONDS),
         floor=RATE_FLOOR * (1.0 - MARGIN),
     )
 

@@ -74,10 +74,12 @@ SERENITY_LEDGER_RETENTION_DAYS = 90.0
 # --- The adaptive rate (SPEC §13.3, provisioning.limiter) --------------------------------------
 # SEMRUSH_RATE_LIMIT_PER_SECOND is the ceiling; a 429 without Retry-After multiplies a
 # credential's rate by the factor (at most once a second, never below 0.5/s); each spell of this
-# many seconds without a 429 adds the step.
+# many seconds without a 429 adds the step; one step below the rate that met the last 429 the
+# climb holds this long before probing above it.
 SEMRUSH_RATE_DECREASE_FACTOR = 0.8
 SEMRUSH_RATE_INCREASE_STEP = 0.15
 SEMRUSH_RATE_INCREASE_SPELL_SECONDS = 2.0
+SEMRUSH_RATE_HOLD_SECONDS = 20.0
 
 # --- A refused credential (SPEC §13.2, provisioning.credential_hold) ---------------------------
 # A held credential is read again this often (beat), and a hold older than the max fails the

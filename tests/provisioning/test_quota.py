@@ -417,7 +417,7 @@ def test_a_permit_granted_before_a_pause_is_not_sent_into_it(settings):
 
 # --- the adaptive rate (SPEC §13.3), once per store ----------------------------------------
 
-RULES = Adaptation(decrease=0.5, step=1.0, spell=5.0, floor=0.5)
+RULES = Adaptation(decrease=0.5, step=1.0, spell=5.0, floor=0.5, hold=0.0)
 
 
 def _throttle(store: Any, key: str, *, ceiling: float = 10.0) -> None:
@@ -492,6 +492,36 @@ def test_a_429_restarts_the_quiet_spell(clocked):
     assert store.rate(key, ceiling=10.0, adapt=RULES) == 6.0
     clock.now += 1.0
     assert store.rate(key, ceiling=10.0, adapt=RULES) == 7.0
+
+
+def test_the_climb_holds_a_step_below_the_rate_that_met_the_last_429(clocked):
+    store, clock = clocked
+    key = _key()
+    rules = Adaptation(decrease=0.5, step=1.0, spell=5.0, floor=0.5, hold=30.0)
+    # given the rate lowered from its ceiling of 10/s to 5/s by a 429 without Retry-After
+    store.pause(key, rate=10.0, burst=1, seconds=None, adapt=rules)
+    assert store.rate(key, ceiling=10.0, adapt=rules) == 5.0
+    # when quiet spells pass, it climbs a step a spell to one step below 10/s (9/s at 20 s)
+    clock.now += 20.0
+    assert store.rate(key, ceiling=10.0, adapt=rules) == 9.0
+    # then it holds there for the hold, though spells pass
+    clock.now += 29.9
+    assert store.rate(key, ceiling=10.0, adapt=rules) == 9.0
+    # and only then probes above it, a step a spell, up to the ceiling
+    clock.now += 5.1
+    assert store.rate(key, ceiling=10.0, adapt=rules) == 10.0
+    clock.now += 60.0
+    assert store.rate(key, ceiling=10.0, adapt=rules) == 10.0
+    # when a 429 meets it at 9/s (a share that shrank), the next hold is one step below that
+    store.pause(key, rate=10.0, burst=1, seconds=None, adapt=rules)
+    assert store.rate(key, ceiling=10.0, adapt=rules) == 5.0
+    clock.now += 1.0
+    store.pause(key, rate=10.0, burst=1, seconds=None, adapt=rules)  # a second later: 2.5/s
+    assert store.rate(key, ceiling=10.0, adapt=rules) == 2.5
+    clock.now += 35.0
+    assert store.rate(key, ceiling=10.0, adapt=rules) == 4.0  # 5/s met it: held at 4/s
+    clock.now += 10.0  # the hold (30 s) ended at 40 s, a spell after it
+    assert store.rate(key, ceiling=10.0, adapt=rules) == 5.0
 
 
 def test_the_adapted_rate_is_shared_by_every_client_of_the_store(clocked, settings):
