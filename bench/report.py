@@ -534,4 +534,18 @@ def write(data: dict[str, Any]) -> None:
         and "calls_per_second" in onboarding
     ):
         report_quota.write_chart(onboarding)
-    REPORT.write_text(render(data, undated=_undated()))
+    REPORT.write_text(render(data, undated=_undated()) + _kept())
+
+
+# What follows this line in docs/benchmarks.md is written by hand (measurements of commands other
+# than bench.run's) and kept as it is by every render.
+KEPT_MARKER = "<!-- Below: revision 7's measurements, written by hand; `bench.run report` keeps them. -->"
+
+
+def _kept() -> str:
+    """The hand-written part of the report as it stands (from `KEPT_MARKER` on), or nothing."""
+    if not REPORT.exists():
+        return ""
+    text = REPORT.read_text()
+    at = text.find(KEPT_MARKER)
+    return "\n" + text[at:] if at >= 0 else ""
