@@ -66,6 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeat", type=int, default=3, help="fan-out: runs per size (the median is reported)"
     )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="fanout: the service's SEMRUSH_RATE_LIMIT_PER_SECOND (100000: the rate out of the "
+        "way, SPEC §13.7's bursts); its default (10) otherwise",
+    )
     parser.add_argument("--brands", type=int, default=400, help="accept: brands (= requests)")
     parser.add_argument("--runs", type=int, default=20, help="e2e: provisionings")
     parser.add_argument(
@@ -103,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             results = {}
             for size in (int(s) for s in args.sizes.split(",") if s.strip()):
                 key = f"fanout_{size}" + ("_drain" if args.drain else "")
+                key += f"_rate_{args.rate:g}" if args.rate else ""
                 runs = []
                 for repeat in range(args.repeat):
                     run = scenarios.fan_out(
@@ -112,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                         profile_dir=profile_dir if repeat == 0 else None,
                         profile_tag=f"-{size}",
                         drain=args.drain,
+                        rate=args.rate,
                     )
                     run["cpu_probe_ms_after"] = cpu_probe_ms()
                     print(_line(run), flush=True)

@@ -369,14 +369,17 @@ def fan_out(
     profile_dir: Path | None = None,
     profile_tag: str = "",
     drain: bool = False,
+    rate: float | None = None,
 ) -> dict[str, Any]:
     """`count` async brand creates with a market, sent as fast as `clients` threads can, S = 5 s:
-    wall time from the first request to the last chain COMPLETED, divided by S.
+    wall time from the first request to the last chain COMPLETED, divided by S. `rate`: the
+    service's rate limit per credential (None: its default).
 
     With `drain`, the workers are paused while the requests are answered and the clock starts
     when they resume: what the workers alone take for `count` chains already accepted (the
     accept path's own cost left out)."""
-    stack = BenchStack(workers=workers, settle_seconds=SETTLE_SECONDS)
+    env = {"SEMRUSH_RATE_LIMIT_PER_SECOND": f"{rate:g}"} if rate else None
+    stack = BenchStack(workers=workers, settle_seconds=SETTLE_SECONDS, env=env)
     with started(stack):
         who = tenant(stack)
         make = who.client_factory(stack)
@@ -451,6 +454,7 @@ def fan_out(
     last_accept = max(created.values()) - began_wall if created else 0.0
     return {
         "count": count,
+        "rate": rate,
         "drain": drain,
         "workers": workers.describe(),
         "settle_seconds": SETTLE_SECONDS,
