@@ -144,9 +144,9 @@ def published_limits(
     at its defaults; `warm` creates first so that the parent's settle time is learned (steady
     state). When half of A's chains are done, org B (its own credential, or A's with `shared`)
     starts one async create. Wall from A's first burst request to its last chain's end against
-    1.1 x (calls ÷ rate) + S + P (P: the simulator's `publishSeconds`, SPEC §12.5: every
-    publish is confirmed before its chain ends); calls per brand by operation; 429s; calls in
-    flight.
+    1.05 x (calls ÷ rate) + S + P (SPEC §13.7; P: the simulator's `publishSeconds`, SPEC §12.5:
+    every publish is confirmed before its chain ends); calls per brand by operation; 429s;
+    calls in flight.
     `via_onboarding`: the `count` brands arrive in one bulk onboarding request (SPEC §11.2),
     whose calls (the second org's own chain's taken out) are held against 5.5 x N + 10."""
     stack = BenchStack(
@@ -267,7 +267,7 @@ def published_limits(
         per_second[when] = per_second.get(when, 0) + 1
     horizon = max(per_second) + 1 if per_second else 0
     peak, flight = in_flight(log, began_wall)
-    bound = 1.1 * (calls_total / rate) + SETTLE_SECONDS + publish_seconds
+    bound = 1.05 * (calls_total / rate) + SETTLE_SECONDS + publish_seconds
     second_bound = SETTLE_SECONDS + publish_seconds + 2.0
     # The second org's chain: its family and create (on the parent) and every call naming its
     # workspace.

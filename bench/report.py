@@ -539,7 +539,9 @@ def write(data: dict[str, Any]) -> None:
 
 # What follows this line in docs/benchmarks.md is written by hand (measurements of commands other
 # than bench.run's) and kept as it is by every render.
-KEPT_MARKER = "<!-- Below: revision 7's measurements, written by hand; `bench.run report` keeps them. -->"
+KEPT_MARKER = (
+    "<!-- Below: revision 7's measurements, written by hand; `bench.run report` keeps them. -->"
+)
 
 
 def _kept() -> str:

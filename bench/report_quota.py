@@ -48,7 +48,7 @@ def _onboarding_wall(entry: Entry) -> Figure | None:
     if "wall_s" not in entry or not entry.get("via_onboarding"):
         return None
     calls = entry["upstream_calls"]
-    bound = 1.1 * calls / entry["rate_per_token"] + entry["settle_seconds"]
+    bound = 1.05 * calls / entry["rate_per_token"] + entry["settle_seconds"]
     bound += _publish_seconds(entry)
     met = (
         entry["wall_s"] <= bound
@@ -112,7 +112,8 @@ MEASUREMENTS = (
         title="Onboarding of 300 brands at the published limits: wall time and failures",
         what=ONBOARDING_WHAT,
         bound=(
-            "wall ≤ 1.1 x calls ÷ 10 + S + P; 0 failed, 0 stale, < 1 % of calls 429, ≤ 10 in flight"
+            "wall ≤ 1.05 x calls ÷ 10 + S + P; 0 failed, 0 stale, < 1 % of calls 429, "
+            "≤ 10 in flight"
         ),
         key="quota_onboarding",
         command=ONBOARDING_COMMAND,
