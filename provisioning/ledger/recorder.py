@@ -3,20 +3,13 @@
 The client (``provisioning.semrush.calls``) knows nothing of tenants or the database; the
 recorder built for one client (:func:`recorder_for`, by ``provisioning.upstream``) carries the
 ids of who is calling: the org, the brand, and, inside a chain's step, the chain's root job and
-the step's row (bound by the job runner). One INSERT per recorded attempt, in autocommit: the
+the step's row (bound by the job runner). One INSERT per recorded attempt (the ORM's, in
+autocommit: 0.5 ms per call on a quiet machine, docs/benchmarks.md, "Ledger and tracing"): the
 flows commit before every upstream call, so a row is never lost with a rolled-back transaction.
-
-On PostgreSQL that INSERT commits asynchronously (`synchronous_commit` off for its own implicit
-transaction only, `set_config(…, true)` in the statement): an autocommit INSERT that waits for
-its WAL flush took 4 to 8 ms on the benchmark machine, far over SPEC §13.7's 1 ms per upstream
-call; this one takes ~0.1 ms (docs/benchmarks.md, "Ledger and tracing"). The price: a crash of
-PostgreSQL itself may lose the ledger's last fraction of a second, never the service's own
-state, whose commits stay synchronous (the setting ends with the statement).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 from datetime import UTC, datetime
@@ -86,13 +79,10 @@ class LedgerRecorder:
         row = self.row(attempt, operation=operation.name)
         try:
             if connection.in_atomic_block:
-                # Never expected (the flows commit before calling Semrush); the caller's
-                # transaction keeps its own durability, and survives a failed INSERT.
+                # Never expected (the flows commit before calling Semrush): under a savepoint,
+                # so that the caller's transaction survives a failed INSERT.
                 with transaction.atomic():
                     row.save(force_insert=True)
-            elif connection.vendor == "postgresql":
-                with connection.cursor() as cursor:
-                    cursor.execute(_insert_committed_asynchronously(), _values(row))
             else:
                 row.save(force_insert=True)
         except DatabaseError:
@@ -120,28 +110,6 @@ class LedgerRecorder:
             project_id=project_id,
             request_id=attempt.request_id,
         )
-
-
-@functools.cache
-def _insert_committed_asynchronously() -> str:
-    """`INSERT … SELECT <each column, cast to its type> WHERE set_config('synchronous_commit',
-    'off', true) IS NOT NULL`: one statement, its own transaction's commit not waiting for the
-    WAL flush (see the module docstring). Built from the model, so it cannot drift from it."""
-    quote = connection.ops.quote_name
-    fields = UpstreamCall._meta.concrete_fields
-    columns = ", ".join(quote(str(field.column)) for field in fields)
-    values = ", ".join(f"CAST(%s AS {field.db_type(connection)})" for field in fields)
-    return (
-        f"INSERT INTO {quote(UpstreamCall._meta.db_table)} ({columns}) SELECT {values} "
-        "WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL"
-    )
-
-
-def _values(row: UpstreamCall) -> list[Any]:
-    return [
-        field.get_db_prep_save(getattr(row, field.attname), connection)
-        for field in UpstreamCall._meta.concrete_fields
-    ]
 
 
 def object_ids(attempt: SentAttempt, *, operation: str) -> tuple[str | None, str | None]:
