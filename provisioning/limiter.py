@@ -41,6 +41,7 @@ from provisioning.limiter_rules import (
     current_rate,
     paused,
     reserve,
+    slot_and_permit,
     slot_given_back,
     slot_taken,
     slot_turn,
@@ -158,6 +159,48 @@ class Store:
             return (slot if taken else None), state
 
         fallback: str | None = slot
+        return self.apply(key, change, fallback)
+
+    def take_and_reserve(
+        self,
+        key: str,
+        *,
+        limit: int,
+        ttl: float,
+        org: str,
+        waiter: str,
+        patience: float,
+        rate: float,
+        burst: int,
+        max_wait: float,
+        first: bool,
+        adapt: Adaptation = DEFAULT_ADAPTATION,
+    ) -> tuple[str | None, Reservation | None]:
+        """`take` and, with the slot, `reserve` in one change (`slot_and_permit`): the new
+        slot's id (None: none was free, or the permit was refused) and the permit's answer
+        (None: no slot was free, `waiter` waits for one)."""
+        slot = uuid.uuid4().hex
+
+        def change(state: State, now: float) -> tuple[tuple[str | None, Reservation | None], State]:
+            (taken, answer), after = slot_and_permit(
+                state,
+                now,
+                slot=slot,
+                limit=limit,
+                ttl=ttl,
+                org=org,
+                waiter=waiter,
+                patience=patience,
+                rate=rate,
+                burst=burst,
+                max_wait=max_wait,
+                first=first,
+                adapt=adapt,
+            )
+            granted = taken and answer is not None and answer.granted
+            return ((slot if granted else None), answer), after
+
+        fallback: tuple[str | None, Reservation | None] = (slot, Reservation(True, 0.0))
         return self.apply(key, change, fallback)
 
     def give_back(self, key: str, slot: str, *, ttl: float = 0.0) -> None:

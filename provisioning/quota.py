@@ -68,7 +68,7 @@ from kernel.metrics import (
     UPSTREAM_SLOT_REFUSALS,
     org_label,
 )
-from provisioning.limiter import Adaptation, MemoryStore, RedisStore, Store
+from provisioning.limiter import Adaptation, MemoryStore, RedisStore, Reservation, Store
 from provisioning.semrush.errors import SemrushBusyError, SemrushCredentialRefusedError
 
 # After a refusal, the calls that undo what the refused work made (emptying a workspace this
@@ -337,14 +337,13 @@ class CredentialPermits:
             self._refuse_held(operation)
         if self._limits.rate > 0 and 0 < self._share < 1:
             self._take_share()
-        if self._limits.concurrency > 0:
-            self._take_slot(operation)
+        reserved = self._take_slot(operation) if self._limits.concurrency > 0 else None
         try:
             if self._limits.rate > 0:
-                while not self._acquired(operation):
+                while not self._acquired(operation, reserved):
                     # A 429 paused the credential while this permit was waiting to be due: it
                     # was granted before the pause and must not be sent into it; ask again.
-                    pass
+                    reserved = None
         except BaseException:
             self.release()
             raise
@@ -379,16 +378,20 @@ class CredentialPermits:
         UPSTREAM_PERMIT_REFUSALS.labels(self._org_label).inc()
         raise SemrushBusyError(operation=operation, retry_after=math.ceil(retry_in))
 
-    def _acquired(self, operation: str) -> bool:
-        patience = self._patience()
-        answer = self.store.reserve(
-            self._key,
-            rate=self._limits.rate,
-            burst=self._limits.burst,
-            max_wait=patience,
-            org=self._org,
-            first=self._in_step and self._granted == 0,
-            adapt=self._adapt,
+    def _acquired(self, operation: str, reserved: Reservation | None = None) -> bool:
+        """The permit (`reserved`: already asked for with the slot), slept for until due."""
+        answer = (
+            reserved
+            if reserved is not None
+            else self.store.reserve(
+                self._key,
+                rate=self._limits.rate,
+                burst=self._limits.burst,
+                max_wait=self._patience(),
+                org=self._org,
+                first=self._in_step and self._granted == 0,
+                adapt=self._adapt,
+            )
         )
         if not answer.granted:
             self._refuse(operation, max(answer.wait, 0.001))
@@ -417,12 +420,14 @@ class CredentialPermits:
             if answer.granted:
                 return
 
-    def _take_slot(self, operation: str) -> None:
+    def _take_slot(self, operation: str) -> Reservation | None:
         """Hold one of the credential's slots, polling within this caller's patience for the
         slot (a step: `STEP_SLOT_WAIT_SECONDS`; a sync request: what is left of its budget):
         a slot given back meanwhile is handed over to it at once (the org holding the fewest
         slots first: :mod:`provisioning.limiter_rules`); else refuse as for a late permit, to
-        come back when its turn comes (the pace slots are given back at)."""
+        come back when its turn comes (the pace slots are given back at). A free slot comes
+        with the call's permit asked for in the same change (`Store.take_and_reserve`): its
+        answer is returned (refused: no slot is held); None: the permit is still to ask."""
         ttl = slot_ttl()
         if self._in_step:
             patience = STEP_SLOT_WAIT_SECONDS
@@ -433,9 +438,27 @@ class CredentialPermits:
             patience = max(sync_wait - self._waits.waited, 0)
         limit = self._limits.concurrency
         waiter = uuid.uuid4().hex
-        slot = self.store.take(
-            self._key, limit=limit, ttl=ttl, org=self._org, waiter=waiter, patience=patience
-        )
+        reserved: Reservation | None = None
+        if self._limits.rate > 0:
+            slot, reserved = self.store.take_and_reserve(
+                self._key,
+                limit=limit,
+                ttl=ttl,
+                org=self._org,
+                waiter=waiter,
+                patience=patience,
+                rate=self._limits.rate,
+                burst=self._limits.burst,
+                max_wait=self._patience(),
+                first=self._in_step and self._granted == 0,
+                adapt=self._adapt,
+            )
+            if reserved is not None and not reserved.granted:
+                return reserved  # refused its permit (`_acquired` refuses): no slot held
+        else:
+            slot = self.store.take(
+                self._key, limit=limit, ttl=ttl, org=self._org, waiter=waiter, patience=patience
+            )
         if slot is None and patience > 0:
             started = self._clock()
             slot = self.store.handed(self._key, waiter, patience)
@@ -444,9 +467,10 @@ class CredentialPermits:
             self._waits.waited += self._clock() - started
         if slot is not None:
             self._slot = slot
-            return
+            return reserved
         UPSTREAM_SLOT_REFUSALS.labels(self._org_label).inc()
         self._refuse(operation, self.store.slot_turn(self._key, limit=limit))
+        return None
 
     def pause(self, seconds: float | None) -> None:
         UPSTREAM_RATE_LIMITED.labels(self._org_label).inc()

@@ -276,6 +276,11 @@ class RecordingBuckets:
         self.asked.append((key, kwargs["rate"], kwargs["burst"]))
         return self.real.reserve(key, **kwargs)  # type: ignore[no-any-return]
 
+    def take_and_reserve(self, key: str, **kwargs: Any) -> Any:
+        """A slot and its permit asked for in one change."""
+        self.asked.append((key, kwargs["rate"], kwargs["burst"]))
+        return self.real.take_and_reserve(key, **kwargs)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)
 

@@ -175,6 +175,34 @@ def test_a_redis_state_written_by_another_release_is_read_without_its_unknown_fi
     assert answer.granted is False and answer.wait == pytest.approx(2.0, abs=0.2)
 
 
+def test_a_free_slot_comes_with_its_permit_and_a_refused_permit_holds_no_slot(clocked):
+    store, _clock = clocked
+    key = _key()
+    asked = {"limit": 2, "ttl": 5.0, "org": "o", "patience": 0.0, "rate": 1.0, "burst": 1}
+    # given a credential with 2 slots at 1 permit/s, burst 1
+    # when a call asks for a slot and its permit at once
+    slot, answer = store.take_and_reserve(
+        key, waiter="w1", max_wait=0.0, first=False, **asked  # type: ignore[arg-type]
+    )
+    # then it holds a slot and its permit is due now
+    assert slot is not None and answer == Reservation(True, 0.0)
+    assert store.held(key) == 1
+    # when the next call has no patience for the next permit (due in 1 s)
+    slot, answer = store.take_and_reserve(
+        key, waiter="w2", max_wait=0.0, first=False, **asked  # type: ignore[arg-type]
+    )
+    # then it is refused its permit, given its place, and holds no slot
+    assert slot is None and answer == Reservation(False, 1.0)
+    assert store.held(key) == 1
+    # and with both slots held, a call gets neither (it may wait for a slot: no permit asked)
+    assert store.take(key, limit=2, ttl=5.0) is not None
+    slot, answer = store.take_and_reserve(
+        key, waiter="w3", max_wait=5.0, first=False, **asked  # type: ignore[arg-type]
+    )
+    assert (slot, answer) == (None, None)
+    assert store.held(key) == 2
+
+
 def test_redis_unreachable_lets_calls_through():
     # given a Redis that does not answer
     store = RedisStore("redis://127.0.0.1:1/0", timeout=0.5)
