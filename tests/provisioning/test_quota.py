@@ -182,14 +182,22 @@ def test_a_free_slot_comes_with_its_permit_and_a_refused_permit_holds_no_slot(cl
     # given a credential with 2 slots at 1 permit/s, burst 1
     # when a call asks for a slot and its permit at once
     slot, answer = store.take_and_reserve(
-        key, waiter="w1", max_wait=0.0, first=False, **asked  # type: ignore[arg-type]
+        key,
+        waiter="w1",
+        max_wait=0.0,
+        first=False,
+        **asked,  # type: ignore[arg-type]
     )
     # then it holds a slot and its permit is due now
     assert slot is not None and answer == Reservation(True, 0.0)
     assert store.held(key) == 1
     # when the next call has no patience for the next permit (due in 1 s)
     slot, answer = store.take_and_reserve(
-        key, waiter="w2", max_wait=0.0, first=False, **asked  # type: ignore[arg-type]
+        key,
+        waiter="w2",
+        max_wait=0.0,
+        first=False,
+        **asked,  # type: ignore[arg-type]
     )
     # then it is refused its permit, given its place, and holds no slot
     assert slot is None and answer == Reservation(False, 1.0)
@@ -197,7 +205,11 @@ def test_a_free_slot_comes_with_its_permit_and_a_refused_permit_holds_no_slot(cl
     # and with both slots held, a call gets neither (it may wait for a slot: no permit asked)
     assert store.take(key, limit=2, ttl=5.0) is not None
     slot, answer = store.take_and_reserve(
-        key, waiter="w3", max_wait=5.0, first=False, **asked  # type: ignore[arg-type]
+        key,
+        waiter="w3",
+        max_wait=5.0,
+        first=False,
+        **asked,  # type: ignore[arg-type]
     )
     assert (slot, answer) == (None, None)
     assert store.held(key) == 2
