@@ -428,7 +428,6 @@ class CredentialPermits:
         come back when its turn comes (the pace slots are given back at). A free slot comes
         with the call's permit asked for in the same change (`Store.take_and_reserve`): its
         answer is returned (refused: no slot is held); None: the permit is still to ask."""
-        ttl = slot_ttl()
         if self._in_step:
             patience = STEP_SLOT_WAIT_SECONDS
         elif self._waits.refused or self._patient:
@@ -438,27 +437,9 @@ class CredentialPermits:
             patience = max(sync_wait - self._waits.waited, 0)
         limit = self._limits.concurrency
         waiter = uuid.uuid4().hex
-        reserved: Reservation | None = None
-        if self._limits.rate > 0:
-            slot, reserved = self.store.take_and_reserve(
-                self._key,
-                limit=limit,
-                ttl=ttl,
-                org=self._org,
-                waiter=waiter,
-                patience=patience,
-                rate=self._limits.rate,
-                burst=self._limits.burst,
-                max_wait=self._patience(),
-                first=self._in_step and self._granted == 0,
-                adapt=self._adapt,
-            )
-            if reserved is not None and not reserved.granted:
-                return reserved  # refused its permit (`_acquired` refuses): no slot held
-        else:
-            slot = self.store.take(
-                self._key, limit=limit, ttl=ttl, org=self._org, waiter=waiter, patience=patience
-            )
+        slot, reserved = self._take(waiter=waiter, patience=patience)
+        if reserved is not None and not reserved.granted:
+            return reserved  # refused its permit (`_acquired` refuses): no slot held
         if slot is None and patience > 0:
             started = self._clock()
             slot = self.store.handed(self._key, waiter, patience)
@@ -471,6 +452,28 @@ class CredentialPermits:
         UPSTREAM_SLOT_REFUSALS.labels(self._org_label).inc()
         self._refuse(operation, self.store.slot_turn(self._key, limit=limit))
         return None
+
+    def _take(self, *, waiter: str, patience: float) -> tuple[str | None, Reservation | None]:
+        """A slot, with the call's permit when the credential has a rate (`_take_slot`)."""
+        limit, ttl = self._limits.concurrency, slot_ttl()
+        if self._limits.rate <= 0:
+            slot = self.store.take(
+                self._key, limit=limit, ttl=ttl, org=self._org, waiter=waiter, patience=patience
+            )
+            return slot, None
+        return self.store.take_and_reserve(
+            self._key,
+            limit=limit,
+            ttl=ttl,
+            org=self._org,
+            waiter=waiter,
+            patience=patience,
+            rate=self._limits.rate,
+            burst=self._limits.burst,
+            max_wait=self._patience(),
+            first=self._in_step and self._granted == 0,
+            adapt=self._adapt,
+        )
 
     def pause(self, seconds: float | None) -> None:
         UPSTREAM_RATE_LIMITED.labels(self._org_label).inc()
