@@ -76,10 +76,8 @@ from provisioning.semrush.errors import SemrushBusyError, SemrushCredentialRefus
 COMPENSATION_WAIT_SECONDS = 20.0
 # A step's first permit (and its slot) within this, else it is re-scheduled (module docstring).
 STEP_WAIT_SECONDS = 0.25
-# ... and behind at most this many permits already reserved: one, so that a step's first permit
-# never queues behind permits other steps reserved ahead, and a second org's calls on a shared
-# credential wait about one interval each, not two or three (SPEC §13.7, docs/benchmarks.md).
-STEP_QUEUE = 1.0
+# ... and behind at most this many permits already reserved.
+STEP_QUEUE = 3.0
 # The bucket paces this fraction below the configured rate (module docstring).
 MARGIN = 0.05
 # The grace beyond the client's timeout after which a slot expires on its own.

@@ -341,17 +341,17 @@ def test_a_sync_request_waits_at_most_five_seconds_in_all_then_is_busy(settings)
 
 
 def test_a_step_takes_its_first_permit_only_if_it_is_due_soon_else_is_deferred():
-    # given a step whose first permit is 4.2 s away (rate 10/s: STEP_QUEUE permits are 0.1 s)
+    # given a step whose first permit is 4.2 s away (rate 10/s: STEP_QUEUE permits are 0.3 s)
     store = ScriptedStore(Reservation(False, 4.2))
     sleeps: list[float] = []
     permits = _permits(store, in_step=True, sleeps=sleeps)
     # when it asks
     with pytest.raises(PermitDeferredError) as raised:
         permits.acquire("list_family")
-    # then it was offered one permit interval at most, slept not at all, and is re-scheduled
+    # then it was offered a quarter of a second at most, slept not at all, and is re-scheduled
     # at its place: its worker slot is free at once
     assert raised.value.retry_in == 4.2
-    assert store.asked == [min(STEP_WAIT_SECONDS, STEP_QUEUE / 10.0)] == [0.1]
+    assert store.asked == [min(STEP_WAIT_SECONDS, STEP_QUEUE / 10.0)] == [0.25]
     assert sleeps == []
 
 
@@ -364,7 +364,7 @@ def test_a_step_that_has_started_waits_up_to_the_sync_wait(settings):
     permits.acquire("set_tracked_url")
     with pytest.raises(PermitDeferredError):
         permits.acquire("publish_project")
-    assert store.asked == [0.1, 5.0, 5.0]
+    assert store.asked == [0.25, 5.0, 5.0]
     assert sleeps == [3.0]
 
 
@@ -381,8 +381,8 @@ def test_a_rate_of_zero_turns_the_limiter_off():
     assert store.asked == []
 
 
-def test_at_a_high_rate_a_step_waits_behind_at_most_one_reserved_permit():
-    # given rate 50/s: one permit is 0.02 s
+def test_at_a_high_rate_a_step_waits_behind_at_most_three_reserved_permits():
+    # given rate 50/s: three permits are 0.06 s
     store = ScriptedStore(Reservation(False, 0.2))
     permits = CredentialPermits(
         key="k",
@@ -394,8 +394,8 @@ def test_at_a_high_rate_a_step_waits_behind_at_most_one_reserved_permit():
     # when its first permit is 0.2 s away
     with pytest.raises(PermitDeferredError):
         permits.acquire("list_family")
-    # then it was offered 0.02 s, not a quarter of a second: it leaves the slot to another step
-    assert store.asked == [pytest.approx(0.02)]
+    # then it was offered 0.06 s, not a quarter of a second: it leaves the slot to another step
+    assert store.asked == [pytest.approx(0.06)]
 
 
 def test_the_org_override_and_the_margin(settings):
