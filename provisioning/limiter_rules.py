@@ -23,7 +23,10 @@ refused step of an org with no queue has its permit kept for it (``claims``: the
 permit is reserved in its org's name, and the org's next first permit takes it): steps already
 under way reserve ahead of every place, so a second org's step would otherwise find the bucket
 taken again each time it came back (SPEC §13.7: its first permit within a permit interval or
-two of asking, however long the other org's queue). One interval per
+two of asking, however long the other org's queue). For the same reason an org with steps in its
+queue takes a first permit only when it is the next free one (``QUEUED_FIRST_PERMITS``, whatever
+the caller's patience): its queue paces it already, and its steps reserving deeper would make
+every call of another org's step wait behind them. One interval per
 place, not the permits a caller will take: a caller that comes back before its turn is
 refused again in milliseconds and takes a later place, while places spaced for more permits
 than the callers then take leave the credential idle (and an idle bucket's burst meets
@@ -69,6 +72,9 @@ from typing import Any
 ADAPTED_TTL_SECONDS = 3600.0
 # A queue that ends within this is short: other orgs' first permits wait for it (docstring).
 SHORT_QUEUE_SECONDS = 1.0
+# A first permit of an org with steps in its queue is due within this many intervals, or the step
+# takes a place (module docstring).
+QUEUED_FIRST_PERMITS = 1.0
 # A permit kept for an org (`claims`) that it has not come for this long after it fell due is
 # given up.
 CLAIM_GRACE_SECONDS = 2.0
@@ -186,6 +192,9 @@ def reserve(
     if first and org in claims:
         due = claims.pop(org)
         return Reservation(True, max(due - now, 0.0)), replace(state, claims=claims)
+    if first and org in queues:
+        # A queued org's first permit: the next free one at most (module docstring).
+        max_wait = min(max_wait, interval * QUEUED_FIRST_PERMITS)
     if wait <= max_wait and not (first and _behind_a_short_queue(queues, org, now)):
         return Reservation(True, wait), replace(state, tat=start + interval, claims=claims)
     if first and org not in queues and (queues.keys() | claims.keys()) - {org}:

@@ -94,15 +94,51 @@ def test_a_second_org_s_first_permit_is_kept_for_it_ahead_of_the_backlog(clocked
     place_b = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.0, org="b", first=True)
     assert place_b == Reservation(False, pytest.approx(0.1))
     a_meanwhile = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.25, org="a", first=True)
-    # then B's permit was kept for it (SPEC §13.7): A's first permit comes after it, and when
-    # B's step is back at its place its permit is there
-    assert a_meanwhile == Reservation(True, pytest.approx(0.2))
+    # then B's permit was kept for it (SPEC §13.7): A's first permit would come after it, two
+    # intervals away, which a queued org does not take (it keeps its place in its queue), and
+    # when B's step is back at its place its permit is there
+    assert a_meanwhile == Reservation(False, pytest.approx(10.0, abs=0.5))
     clock.now += place_b.wait
     assert bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.25, org="b", first=True) == (
         Reservation(True, 0.0)
     )
     # and a step of A already under way (not its first permit) is never held back for it
     assert bucket_store.reserve(key, rate=10.0, burst=1, max_wait=5.0, org="a").granted
+
+
+def test_a_queued_org_takes_a_first_permit_only_when_it_is_the_next_free_one(
+    clocked_store, redis_keys
+):
+    # given one credential at 10 permits/s, org A's steps refused into a queue 1.6 s long, and
+    # a permit reserved ahead by one of A's steps under way: the next permit is 0.2 s away
+    bucket_store, clock = clocked_store
+    key = _key()
+    redis_keys.append(key)
+    assert bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.0, org="a", first=True).granted
+    for _ in range(15):
+        assert not bucket_store.reserve(
+            key, rate=10.0, burst=1, max_wait=0.0, org="a", first=True
+        ).granted
+    assert bucket_store.reserve(key, rate=10.0, burst=1, max_wait=5.0, org="a") == (
+        Reservation(True, pytest.approx(0.1))
+    )
+    # when a step of A and then one of B ask for their first permits, each patient for 0.25 s
+    a_first = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.25, org="a", first=True)
+    b_first = bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.25, org="b", first=True)
+    # then A's step is refused: two intervals away is deeper than a queued org's steps reserve
+    # (its queue paces it; SPEC §13.7), and it takes its place at the end of its queue; B's
+    # step, with no queue, gets the permit within its patience
+    assert a_first == Reservation(False, pytest.approx(1.7, abs=0.15))
+    assert b_first == Reservation(True, pytest.approx(0.2))
+    # and once A's queue has passed, A's first permits are as patient as the caller again
+    clock.now += 3.0
+    for expected in (0.0, 0.1):
+        assert bucket_store.reserve(key, rate=10.0, burst=1, max_wait=5.0, org="a") == (
+            Reservation(True, pytest.approx(expected))
+        )
+    assert bucket_store.reserve(key, rate=10.0, burst=1, max_wait=0.25, org="a", first=True) == (
+        Reservation(True, pytest.approx(0.2))
+    )
 
 
 def test_steps_under_way_reserving_ahead_do_not_push_a_second_org_s_first_permit_back(
