@@ -298,23 +298,28 @@ class RedisStore(Store):
         self._clock = clock
         self._down_until = 0.0
         self._compare_and_set = self.client.register_script(COMPARE_AND_SET)
+        self._key_locks: dict[str, threading.Lock] = {}
 
     def apply(self, key: str, change: Callable[[State, float], tuple[T, State]], fallback: T) -> T:
         if time.monotonic() < self._down_until:
             return fallback
+        # This process's threads change a key one at a time: the compare-and-set then only
+        # meets other processes' writes, instead of every thread's re-reading and re-applying
+        # after each of its neighbours' (`dict.setdefault` is atomic).
         try:
-            while True:
-                raw, now = self._read(key)
-                before = _decoded(raw)
-                answer, after = change(before, now)
-                if after == before:
-                    return answer
-                ttl_ms = math.ceil((after.expires(now) - now + IDLE_TTL_SECONDS) * 1000)
-                written = self._compare_and_set(
-                    keys=[key], args=[raw or b"", _encoded(after), ttl_ms]
-                )
-                if written:
-                    return answer
+            with self._key_locks.setdefault(key, threading.Lock()):
+                while True:
+                    raw, now = self._read(key)
+                    before = _decoded(raw)
+                    answer, after = change(before, now)
+                    if after == before:
+                        return answer
+                    ttl_ms = math.ceil((after.expires(now) - now + IDLE_TTL_SECONDS) * 1000)
+                    written = self._compare_and_set(
+                        keys=[key], args=[raw or b"", _encoded(after), ttl_ms]
+                    )
+                    if written:
+                        return answer
         except redis.RedisError:
             logger.warning("upstream limiter: Redis unreachable; calls go unmetered for now")
             self._down_until = time.monotonic() + REDIS_RETRY_AFTER_SECONDS

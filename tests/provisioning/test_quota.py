@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -274,6 +275,35 @@ def test_two_processes_share_one_bucket_per_credential():
     assert len(due) == 8
     assert min(gaps) > 0.4, gaps
     redis.Redis.from_url(TEST_BROKER_URL).delete(credential_key(token))
+
+
+def test_threads_of_one_process_change_a_credential_s_state_without_conflicts(redis_keys):
+    # given one Redis store shared by 16 threads of a process (a `-P threads` worker), and
+    # every compare-and-set it sends counted with whether it was written
+    store = RedisStore(TEST_BROKER_URL, timeout=2.0)
+    key = _key()
+    redis_keys.append(key)
+    sent: list[int] = []
+    compare_and_set = store._compare_and_set
+
+    def counted(**kwargs: Any) -> Any:
+        written = compare_and_set(**kwargs)
+        sent.append(int(written))
+        return written
+
+    store._compare_and_set = counted  # type: ignore[method-assign]
+
+    def take(_: int) -> None:
+        for _ in range(25):
+            assert store.reserve(key, rate=100_000.0, burst=1, max_wait=60.0).granted
+
+    # when they reserve 400 permits at once
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(take, range(16)))
+    # then each permit's change was written by its first compare-and-set: none re-read and
+    # re-applied after another thread's write
+    assert len(sent) == 400
+    assert sum(sent) == 400
 
 
 # --- permits: who waits, and how long ----------------------------------------------------------
