@@ -57,7 +57,7 @@ def child(args: dict[str, Any]) -> None:
     from jobs.models import AsyncJob, JobStatus
     from jobs.runner import run_step
 
-    client = Client()
+    client = Client(SERVER_NAME="localhost")  # a host the stack's ALLOWED_HOSTS serves
     authorization = f"Bearer {args['token']}"
     path = f"/v2/orgs/{args['orgId']}/brands"
     statements = [0]
