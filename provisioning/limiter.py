@@ -301,13 +301,14 @@ class RedisStore(Store):
         self._key_locks: dict[str, threading.Lock] = {}
 
     def apply(self, key: str, change: Callable[[State, float], tuple[T, State]], fallback: T) -> T:
-        if time.monotonic() < self._down_until:
-            return fallback
         # This process's threads change a key one at a time: the compare-and-set then only
         # meets other processes' writes, instead of every thread's re-reading and re-applying
-        # after each of its neighbours' (`dict.setdefault` is atomic).
+        # after each of its neighbours' (`dict.setdefault` is atomic). Redis found unreachable
+        # by the thread ahead is not tried again by each thread that waited behind it.
         try:
             with self._key_locks.setdefault(key, threading.Lock()):
+                if time.monotonic() < self._down_until:
+                    return fallback
                 while True:
                     raw, now = self._read(key)
                     before = _decoded(raw)

@@ -8,6 +8,7 @@ import itertools
 import json
 import subprocess
 import sys
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -224,6 +225,29 @@ def test_redis_unreachable_lets_calls_through():
     assert store.reserve(key, rate=1.0, burst=1, max_wait=0.0) == Reservation(True, 0.0)
     assert store.take(key, limit=1, ttl=5.0) is not None
     assert store.pause_remaining(key) == 0.0
+
+
+def test_threads_waiting_behind_an_unreachable_redis_do_not_each_try_it_again():
+    # given a Redis whose every read takes 0.2 s to fail (a timeout), and the reads counted
+    store = RedisStore("redis://127.0.0.1:1/0", timeout=0.5)
+    key = _key()
+    reads: list[str] = []
+
+    def timing_out(read_key: str) -> Any:
+        reads.append(read_key)
+        time.sleep(0.2)
+        raise redis.TimeoutError("timed out")
+
+    store._read = timing_out  # type: ignore[method-assign]
+    # when 8 threads of the process ask for a permit at once
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(
+            pool.map(lambda _: store.reserve(key, rate=1.0, burst=1, max_wait=0.0), range(8))
+        )
+    # then one of them found Redis unreachable; those queued behind it went through at once
+    # (fail open) instead of waiting out a timeout each, one after another
+    assert answers == [Reservation(True, 0.0)] * 8
+    assert reads == [key]
 
 
 # --- one bucket across real processes ----------------------------------------------------------
