@@ -41,21 +41,28 @@ def job_fairest_due(*, job_id: uuid.UUID, steps: list[str]) -> uuid.UUID:
     jobs of `steps`, the one whose org has the fewest jobs of `steps` running under a live
     claim, then the fewest due (a short step holds no claim for long, so an org's backlog
     breaks the tie: a burst's steps do not go before a second org's one); on a tie `job_id`
-    itself, then the oldest due. `job_id` when it is not one of
-    `steps` (a delivery of another kind of step runs its own job) or nothing else is due.
+    itself, then the oldest due. `job_id` when it is not one of `steps` (a delivery of another
+    kind of step runs its own job), when nothing else is due, and when one org's work is all
+    that is due (a burst, an onboarding, most deliveries): there is nothing to share, and the
+    delivery runs its own job (or nothing: the other jobs have messages of their own) after one
+    cheap read of the orgs due, without the ranking query, whose window and cases cost more to
+    build and compile than to run.
 
     So the workers are shared across orgs by what they run now, not by the order of the
     broker's queue: a second org's first step goes to the next free worker even behind
-    another org's backlog of messages. One read over the due rows (`job_due_idx`; a running
-    job is due too), counting each org's running jobs with a window rather than a subquery per
-    row; the claim that follows is the conditional UPDATE of `jobs.services.job_claim` (two
-    deliveries that pick the same job: one claims it, the other's own job is left to its own
-    message)."""
+    another org's backlog of messages. The ranking is one read over the due rows
+    (`job_due_idx`; a running job is due too), counting each org's running jobs with a window
+    rather than a subquery per row; the claim that follows is the conditional UPDATE of
+    `jobs.services.job_claim` (two deliveries that pick the same job: one claims it, the
+    other's own job is left to its own message)."""
     now = timezone.now()
+    due = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, run_after__lte=now, step__in=steps)
+    orgs_due = due.order_by().values_list("organization_id", flat=True).distinct()[:2]
+    if len(orgs_due) < 2:
+        return job_id
     live_claim = Q(claim_token__isnull=False, lease_expires_at__gte=now)
     fairest = (
-        AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, run_after__lte=now, step__in=steps)
-        .filter(Exists(AsyncJob.objects.filter(pk=job_id, step__in=steps)))
+        due.filter(Exists(AsyncJob.objects.filter(pk=job_id, step__in=steps)))
         # A sync request's rows are its own to run (a settle read it sleeps for); a worker
         # runs one only by its own delivery, once the dispatcher sends it (the request died).
         .exclude(Q(mode=JobMode.SYNC), ~live_claim, ~Q(pk=job_id))

@@ -113,6 +113,35 @@ def test_jobs_not_due_or_claimed_are_not_chosen(db):
     assert job_fairest_due(job_id=own.id, steps=FAIR) == own.id
 
 
+def test_with_one_org_s_work_due_a_delivery_runs_its_own_job_after_one_read(
+    db, django_assert_num_queries
+):
+    # given only org A's work due: a step running and a backlog of five (older than its own)
+    org_a = uuid.uuid4()
+    running_job(org_a)
+    for _ in range(5):
+        due_job(org_a, run_after=timezone.now() - timedelta(seconds=30))
+    own = due_job(org_a)
+    # when a delivery of A's step asks which job it runs
+    with django_assert_num_queries(1) as captured:
+        chosen = job_fairest_due(job_id=own.id, steps=FAIR)
+    # then its own, after one read of the orgs due (no ranking: nothing to share)
+    assert chosen == own.id
+    assert "DISTINCT" in captured.captured_queries[0]["sql"]
+
+
+def test_with_one_org_s_work_due_a_delivery_whose_job_is_taken_runs_no_other(db):
+    # given only org A's work due, the delivery's own step already running (a duplicate
+    # message), and two more of A's steps due, each with a message of its own
+    org_a = uuid.uuid4()
+    own = running_job(org_a)
+    due_job(org_a)
+    due_job(org_a)
+    # when / then: the delivery's own job, which it cannot claim: it runs nothing, and takes
+    # no job that another message brings
+    assert job_fairest_due(job_id=own.id, steps=FAIR) == own.id
+
+
 def test_a_delivery_that_runs_another_org_s_job_gives_its_own_a_new_message(
     db, django_capture_on_commit_callbacks
 ):
