@@ -9,8 +9,8 @@ Stores
 ------
 A store does one thing: apply a change to a credential's state atomically, on its own clock
 (:meth:`Store.apply`). :class:`RedisStore` (production: the broker's Redis, every process and
-host shares it; the state is one JSON value, read with Redis' ``TIME`` in one round trip and
-written back by a compare-and-set script, the clock is Redis') and :class:`MemoryStore` (the
+host shares it; the state is one JSON value, changed by a compare-and-set script, in one round
+trip when this process wrote it last; the clock is Redis') and :class:`MemoryStore` (the
 embedded default, SQLite and a filesystem broker: each process paces on its own). A Redis
 that cannot be reached lets calls through and says so in the log: upstream's own 429 is the
 backstop, and the limiter must not take the service down.
@@ -27,8 +27,8 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import fields, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
 import redis
@@ -273,21 +273,41 @@ class MemoryStore(Store):
         return slot
 
 
-# Written only if the value is still the one read (`""`: there was none): 1, else 0.
+# Written only if the value is still the one the change was made on (`""`: none): 1. Else the
+# value now (`""`: none) and the server's TIME, to make the change again on, in the same round
+# trip.
 COMPARE_AND_SET = """
-local current = redis.call('GET', KEYS[1])
-if (current or '') ~= ARGV[1] then return 0 end
+local current = redis.call('GET', KEYS[1]) or ''
+if current ~= ARGV[1] then return {current, redis.call('TIME')} end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return 1
 """
+# A value this process wrote is changed again without reading it first for this long after it
+# was written (its clock then still agrees with Redis' to well under a millisecond).
+WRITTEN_FRESH_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class _Written:
+    """What this process last wrote for a key: the value, on Redis' clock `now`, at local
+    `monotonic` time."""
+
+    value: str
+    now: float
+    monotonic: float
 
 
 class RedisStore(Store):
-    """States in Redis: one JSON value per credential, read with the server's ``TIME`` in one
-    round trip and written back with :data:`COMPARE_AND_SET` (one more), the change applied
-    again to what another process wrote meanwhile; on Redis' clock so that every host agrees
-    (`clock` replaces it in tests). Half the round trips of ``WATCH``/``MULTI``/``EXEC``, and
-    a read that changes nothing makes one."""
+    """States in Redis: one JSON value per credential, changed with :data:`COMPARE_AND_SET`
+    on Redis' clock so that every host agrees (`clock` replaces it in tests).
+
+    A change is made on the value this process last wrote for the credential, when it wrote
+    it within `WRITTEN_FRESH_SECONDS` (its clock: Redis' then, plus the time since), and sent
+    at once: one round trip when no other process wrote meanwhile. Otherwise the script
+    answers the value now with the server's time, and the change is made again on that (one
+    more). Without such a value (or when the change changes nothing: an answer is never given
+    from a value not read or written just now), the value is read with ``TIME`` in one round
+    trip first."""
 
     def __init__(
         self, url: str, *, timeout: float, clock: Callable[[], float] | None = None
@@ -299,6 +319,7 @@ class RedisStore(Store):
         self._down_until = 0.0
         self._compare_and_set = self.client.register_script(COMPARE_AND_SET)
         self._key_locks: dict[str, threading.Lock] = {}
+        self._written: dict[str, _Written] = {}
 
     def apply(self, key: str, change: Callable[[State, float], tuple[T, State]], fallback: T) -> T:
         # This process's threads change a key one at a time: the compare-and-set then only
@@ -309,22 +330,54 @@ class RedisStore(Store):
             with self._key_locks.setdefault(key, threading.Lock()):
                 if time.monotonic() < self._down_until:
                     return fallback
-                while True:
-                    raw, now = self._read(key)
-                    before = _decoded(raw)
-                    answer, after = change(before, now)
-                    if after == before:
-                        return answer
-                    ttl_ms = math.ceil((after.expires(now) - now + IDLE_TTL_SECONDS) * 1000)
-                    written = self._compare_and_set(
-                        keys=[key], args=[raw or b"", _encoded(after), ttl_ms]
-                    )
-                    if written:
-                        return answer
+                return self._changed(key, change)
         except redis.RedisError:
             logger.warning("upstream limiter: Redis unreachable; calls go unmetered for now")
+            self._written.pop(key, None)
             self._down_until = time.monotonic() + REDIS_RETRY_AFTER_SECONDS
             return fallback
+
+    def _changed(self, key: str, change: Callable[[State, float], tuple[T, State]]) -> T:
+        """`change` applied to the key's value, under the key's lock (see the class)."""
+        written = self._fresh(key)
+        raw: bytes | str | None
+        if written is not None:
+            raw, now, read = written.value, self._now(written), False
+        else:
+            (raw, now), read = self._read(key), True
+        at = time.monotonic()  # when Redis' clock read `now`
+        while True:
+            before = _decoded(raw)
+            answer, after = change(before, now)
+            if after == before and read:
+                return answer
+            if after == before:
+                # Nothing to write, on a value not read: read it, and answer from what it is.
+                (raw, now), read = self._read(key), True
+                at = time.monotonic()
+                continue
+            value = _encoded(after)
+            ttl_ms = math.ceil((after.expires(now) - now + IDLE_TTL_SECONDS) * 1000)
+            reply = self._compare_and_set(keys=[key], args=[raw or "", value, ttl_ms])
+            if reply == 1:
+                self._written[key] = _Written(value, now, at)
+                return answer
+            # Another process wrote meanwhile: the change again, on its value.
+            raw, read = reply[0] or None, True
+            now = self._clock() if self._clock is not None else _seconds(reply[1])
+            at = time.monotonic()
+
+    def _fresh(self, key: str) -> _Written | None:
+        written = self._written.get(key)
+        if written is None or time.monotonic() - written.monotonic > WRITTEN_FRESH_SECONDS:
+            return None
+        return written
+
+    def _now(self, written: _Written) -> float:
+        """Redis' clock now, from the time of `written`."""
+        if self._clock is not None:
+            return self._clock()
+        return written.now + (time.monotonic() - written.monotonic)
 
     def _read(self, key: str) -> tuple[bytes | None, float]:
         """The state's raw value and the store's clock, in one round trip."""
@@ -367,8 +420,9 @@ def _text(raw: Any) -> str:
     return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
-def _seconds(server_time: tuple[int, int]) -> float:
-    return server_time[0] + server_time[1] / 1_000_000
+def _seconds(server_time: Sequence[int | bytes]) -> float:
+    """Redis' `TIME` (seconds, microseconds; bytes in a script's answer) in seconds."""
+    return int(server_time[0]) + int(server_time[1]) / 1_000_000
 
 
 def _encoded(state: State) -> str:
@@ -377,7 +431,7 @@ def _encoded(state: State) -> str:
 
 
 def _decoded(raw: bytes | str | None) -> State:
-    if raw is None:
+    if not raw:
         return State()
     # A field a newer or older release wrote and this one does not know is dropped.
     return State(**{k: v for k, v in json.loads(raw).items() if k in _STATE_FIELDS})

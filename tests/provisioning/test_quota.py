@@ -17,6 +17,7 @@ import pytest
 import redis
 from django.conf import settings
 
+from provisioning import limiter
 from provisioning.limiter import Adaptation, MemoryStore, RedisStore, Reservation
 from provisioning.quota import (
     STEP_QUEUE,
@@ -311,9 +312,9 @@ def test_threads_of_one_process_change_a_credential_s_state_without_conflicts(re
     compare_and_set = store._compare_and_set
 
     def counted(**kwargs: Any) -> Any:
-        written = compare_and_set(**kwargs)
-        sent.append(int(written))
-        return written
+        reply = compare_and_set(**kwargs)
+        sent.append(int(reply == 1))
+        return reply
 
     store._compare_and_set = counted  # type: ignore[method-assign]
 
@@ -629,3 +630,73 @@ def test_the_adapted_rate_is_shared_by_every_client_of_the_store(clocked, settin
     permits.pause(None)
     # then another client of the same credential is paced at the lowered rate (0.85 x 10)
     assert store.rate(key, ceiling=10.0) == pytest.approx(8.5)
+
+
+def _round_trips(store: RedisStore) -> dict[str, int]:
+    """Counts of `store`'s reads and compare-and-sets from now on."""
+    counts = {"reads": 0, "compare_and_sets": 0}
+    read, compare_and_set = store._read, store._compare_and_set
+
+    def counted_read(key: str) -> Any:
+        counts["reads"] += 1
+        return read(key)
+
+    def counted_compare_and_set(**kwargs: Any) -> Any:
+        counts["compare_and_sets"] += 1
+        return compare_and_set(**kwargs)
+
+    store._read = counted_read  # type: ignore[method-assign]
+    store._compare_and_set = counted_compare_and_set  # type: ignore[method-assign]
+    return counts
+
+
+def test_a_process_changes_the_state_it_wrote_last_in_one_round_trip(redis_keys, monkeypatch):
+    # given a process's store, its round trips to Redis counted
+    store = RedisStore(TEST_BROKER_URL, timeout=2.0)
+    key = _key()
+    redis_keys.append(key)
+    counts = _round_trips(store)
+    # when it reserves ten permits, no other process writing the credential's state
+    for _ in range(10):
+        assert store.reserve(key, rate=100_000.0, burst=1, max_wait=60.0).granted
+    # then it read the state once, and each change after that was its compare-and-set alone
+    assert counts == {"reads": 1, "compare_and_sets": 10}
+    # and a value it wrote longer ago than it trusts its clock is read again first
+    monkeypatch.setattr(limiter, "WRITTEN_FRESH_SECONDS", 0.0)
+    assert store.reserve(key, rate=100_000.0, burst=1, max_wait=60.0).granted
+    assert counts == {"reads": 2, "compare_and_sets": 11}
+
+
+def test_a_change_that_meets_another_process_s_write_is_made_again_on_it(redis_keys):
+    # given two processes' stores on one credential at 1 permit/s
+    first, second = (RedisStore(TEST_BROKER_URL, timeout=2.0) for _ in range(2))
+    key = _key()
+    redis_keys.append(key)
+    # when the first reserves a permit, the second one, and the first one more
+    waits = [first.reserve(key, rate=1.0, burst=1, max_wait=60.0).wait]
+    waits.append(second.reserve(key, rate=1.0, burst=1, max_wait=60.0).wait)
+    counts = _round_trips(first)
+    waits.append(first.reserve(key, rate=1.0, burst=1, max_wait=60.0).wait)
+    # then the first's last change met the second's write and was made again on its value,
+    # answered with it (no read): the permits are one interval apart, whoever took them
+    assert counts == {"reads": 0, "compare_and_sets": 2}
+    assert waits[0] == 0.0
+    assert waits[1] == pytest.approx(1.0, abs=0.1)
+    assert waits[2] == pytest.approx(2.0, abs=0.1)
+
+
+def test_an_answer_that_changes_nothing_is_read_not_taken_from_the_value_written(redis_keys):
+    # given a process that took the credential's one slot, and another process that gave it
+    # back since
+    first, second = (RedisStore(TEST_BROKER_URL, timeout=2.0) for _ in range(2))
+    key = _key()
+    redis_keys.append(key)
+    slot = first.take(key, limit=1, ttl=30.0)
+    assert slot is not None
+    second.give_back(key, slot)
+    counts = _round_trips(first)
+    # when the first asks how many slots are held (a question that changes nothing)
+    held = first.held(key)
+    # then it read the state: none is held (the value it wrote last said one)
+    assert held == 0
+    assert counts == {"reads": 1, "compare_and_sets": 0}
