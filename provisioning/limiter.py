@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from typing import Any, TypeVar
 
 import redis
@@ -282,32 +282,23 @@ if current ~= ARGV[1] then return {current, redis.call('TIME')} end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return 1
 """
-# A value this process wrote is changed again without reading it first for this long after it
-# was written (its clock then still agrees with Redis' to well under a millisecond).
-WRITTEN_FRESH_SECONDS = 1.0
-
-
-@dataclass(frozen=True)
-class _Written:
-    """What this process last wrote for a key: the value, on Redis' clock `now`, at local
-    `monotonic` time."""
-
-    value: str
-    now: float
-    monotonic: float
+# A change is made on this process's clock (Redis' as last read, plus the time since) this long
+# after Redis' clock was read: it then still agrees with Redis' to well under a millisecond.
+# Later, the value is read with the clock first.
+CLOCK_TRUSTED_SECONDS = 1.0
 
 
 class RedisStore(Store):
     """States in Redis: one JSON value per credential, changed with :data:`COMPARE_AND_SET`
     on Redis' clock so that every host agrees (`clock` replaces it in tests).
 
-    A change is made on the value this process last wrote for the credential, when it wrote
-    it within `WRITTEN_FRESH_SECONDS` (its clock: Redis' then, plus the time since), and sent
-    at once: one round trip when no other process wrote meanwhile. Otherwise the script
+    A change is made on the value this process last wrote for the credential, on Redis' clock
+    as the process last read it plus the time since (within `CLOCK_TRUSTED_SECONDS`), and
+    sent at once: one round trip when no other process wrote meanwhile. Otherwise the script
     answers the value now with the server's time, and the change is made again on that (one
-    more). Without such a value (or when the change changes nothing: an answer is never given
-    from a value not read or written just now), the value is read with ``TIME`` in one round
-    trip first."""
+    more). Without such a value, or a clock read that recently, or when the change changes
+    nothing (an answer is never given from a value not read just now), the value is read with
+    ``TIME`` in one round trip first."""
 
     def __init__(
         self, url: str, *, timeout: float, clock: Callable[[], float] | None = None
@@ -319,7 +310,9 @@ class RedisStore(Store):
         self._down_until = 0.0
         self._compare_and_set = self.client.register_script(COMPARE_AND_SET)
         self._key_locks: dict[str, threading.Lock] = {}
-        self._written: dict[str, _Written] = {}
+        # The value this process last wrote, per key; Redis' clock as last read, and when.
+        self._written: dict[str, str] = {}
+        self._clock_read = (0.0, -math.inf)
 
     def apply(self, key: str, change: Callable[[State, float], tuple[T, State]], fallback: T) -> T:
         # This process's threads change a key one at a time: the compare-and-set then only
@@ -339,13 +332,12 @@ class RedisStore(Store):
 
     def _changed(self, key: str, change: Callable[[State, float], tuple[T, State]]) -> T:
         """`change` applied to the key's value, under the key's lock (see the class)."""
-        written = self._fresh(key)
-        raw: bytes | str | None
-        if written is not None:
-            raw, now, read = written.value, self._now(written), False
-        else:
-            (raw, now), read = self._read(key), True
-        at = time.monotonic()  # when Redis' clock read `now`
+        raw: bytes | str | None = self._written.get(key)
+        now = self._now()
+        read = raw is None or now is None
+        if read:
+            raw, now = self._read(key)
+        assert now is not None
         while True:
             before = _decoded(raw)
             answer, after = change(before, now)
@@ -354,30 +346,32 @@ class RedisStore(Store):
             if after == before:
                 # Nothing to write, on a value not read: read it, and answer from what it is.
                 (raw, now), read = self._read(key), True
-                at = time.monotonic()
                 continue
             value = _encoded(after)
             ttl_ms = math.ceil((after.expires(now) - now + IDLE_TTL_SECONDS) * 1000)
             reply = self._compare_and_set(keys=[key], args=[raw or "", value, ttl_ms])
             if reply == 1:
-                self._written[key] = _Written(value, now, at)
+                self._written[key] = value
                 return answer
-            # Another process wrote meanwhile: the change again, on its value.
-            raw, read = reply[0] or None, True
-            now = self._clock() if self._clock is not None else _seconds(reply[1])
-            at = time.monotonic()
+            # Another process wrote meanwhile: the change again, on its value and the time.
+            raw, now, read = reply[0] or None, self._time_read(reply[1]), True
 
-    def _fresh(self, key: str) -> _Written | None:
-        written = self._written.get(key)
-        if written is None or time.monotonic() - written.monotonic > WRITTEN_FRESH_SECONDS:
-            return None
-        return written
-
-    def _now(self, written: _Written) -> float:
-        """Redis' clock now, from the time of `written`."""
+    def _now(self) -> float | None:
+        """Redis' clock now as this process last read it plus the time since; None when it was
+        read longer than `CLOCK_TRUSTED_SECONDS` ago."""
         if self._clock is not None:
             return self._clock()
-        return written.now + (time.monotonic() - written.monotonic)
+        server_time, read_at = self._clock_read
+        elapsed = time.monotonic() - read_at
+        return server_time + elapsed if elapsed <= CLOCK_TRUSTED_SECONDS else None
+
+    def _time_read(self, server_time: Sequence[int | bytes]) -> float:
+        """Redis' `TIME`, answered just now, in seconds (remembered: `_now`)."""
+        if self._clock is not None:
+            return self._clock()
+        now = _seconds(server_time)
+        self._clock_read = (now, time.monotonic())
+        return now
 
     def _read(self, key: str) -> tuple[bytes | None, float]:
         """The state's raw value and the store's clock, in one round trip."""
@@ -387,7 +381,7 @@ class RedisStore(Store):
         pipe.get(key)
         pipe.time()
         raw, server_time = pipe.execute()
-        return raw, _seconds(server_time)
+        return raw, self._time_read(server_time)
 
     def _hand(self, key: str, waiter: str, slot: str) -> None:
         box = f"{key}:handed:{waiter}"

@@ -661,8 +661,8 @@ def test_a_process_changes_the_state_it_wrote_last_in_one_round_trip(redis_keys,
         assert store.reserve(key, rate=100_000.0, burst=1, max_wait=60.0).granted
     # then it read the state once, and each change after that was its compare-and-set alone
     assert counts == {"reads": 1, "compare_and_sets": 10}
-    # and a value it wrote longer ago than it trusts its clock is read again first
-    monkeypatch.setattr(limiter, "WRITTEN_FRESH_SECONDS", 0.0)
+    # and once Redis' clock was read longer ago than it trusts its own, it reads first
+    monkeypatch.setattr(limiter, "CLOCK_TRUSTED_SECONDS", 0.0)
     assert store.reserve(key, rate=100_000.0, burst=1, max_wait=60.0).granted
     assert counts == {"reads": 2, "compare_and_sets": 11}
 
