@@ -326,7 +326,6 @@ class RedisStore(Store):
                 return self._changed(key, change)
         except redis.RedisError:
             logger.warning("upstream limiter: Redis unreachable; calls go unmetered for now")
-            self._written.pop(key, None)
             self._down_until = time.monotonic() + REDIS_RETRY_AFTER_SECONDS
             return fallback
 
@@ -425,7 +424,7 @@ def _encoded(state: State) -> str:
 
 
 def _decoded(raw: bytes | str | None) -> State:
-    if not raw:
+    if raw is None:
         return State()
     # A field a newer or older release wrote and this one does not know is dropped.
     return State(**{k: v for k, v in json.loads(raw).items() if k in _STATE_FIELDS})
