@@ -445,8 +445,13 @@ is (the rounds themselves: `git show ccd26c7:bench/findings.md`).
   (over a thousand Python calls per upstream call); both stay (idiom first), so the cuts left are
   fewer statements. Not kept: `only()` on the chain's attempt read (other columns become silent
   extra queries) and `exists()` for the final write's lock (Django drops `FOR UPDATE OF`,
-  locking the brand too); `worker_prefetch_multiplier` 4, workers at a lower `nice`, more
-  gunicorn threads or workers and `fillfactor` on the hot tables gained nothing beyond the noise.
+  locking the brand too); workers at a lower `nice`, more gunicorn threads or workers and
+  `fillfactor` on the hot tables gained nothing beyond the noise.
+- **Prefetch 4, not 1.** A worker holds its settle reads as countdown messages, and Celery runs
+  one that falls due inside the prefetch window without fetching it: with one message per slot,
+  the reads falling due during a burst kept every place, and the worker fetched no new step
+  until their wave passed (the last 31 of 300 creates waited 5.5 s for their first step). With
+  Celery's default of 4 the new steps are fetched and queue behind the reads in the pool.
 """
 
 HOW_TO = """\
