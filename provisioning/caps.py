@@ -14,11 +14,12 @@ pass the cap by their own number.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Func, IntegerField, OuterRef, Subquery, Sum
+from django.db.models import Count, Func, IntegerField, OuterRef, QuerySet, Subquery, Sum
 from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Coalesce
 
@@ -56,6 +57,15 @@ class JSONArrayLength(Func):
 def queued_markets(organization_id: uuid.UUID) -> int:
     """The org's reserved markets and those its activate-markets steps that have not started
     plan, in one statement (an accept's SQL budget: tests/chains/test_query_budget.py)."""
+    counts = _queued_counts().filter(pk=organization_id).first()
+    return 0 if counts is None else int(counts[0]) + int(counts[1])
+
+
+@functools.cache
+def _queued_counts() -> QuerySet[Organization, tuple[int, int]]:
+    """Every org's (reserved, planned) markets, built once: resolving the two correlated
+    subqueries was three quarters of the statement's Python (about a fifth of an async create's
+    accept), and the queryset is only ever narrowed (`filter` clones it), never evaluated."""
     reserved = (
         Market.objects.filter(
             brand__organization_id=OuterRef("pk"),
@@ -81,10 +91,6 @@ def queued_markets(organization_id: uuid.UUID) -> int:
         .annotate(n=Sum(JSONArrayLength(KeyTransform("markets", "metadata"))))
         .values("n")
     )
-    counts = (
-        Organization.objects.filter(pk=organization_id)
-        .annotate(reserved=Coalesce(Subquery(reserved), 0), planned=Coalesce(Subquery(planned), 0))
-        .values_list("reserved", "planned")
-        .first()
-    )
-    return 0 if counts is None else int(counts[0]) + int(counts[1])
+    return Organization.objects.annotate(
+        reserved=Coalesce(Subquery(reserved), 0), planned=Coalesce(Subquery(planned), 0)
+    ).values_list("reserved", "planned")
