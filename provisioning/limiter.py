@@ -310,8 +310,10 @@ class RedisStore(Store):
         self._down_until = 0.0
         self._compare_and_set = self.client.register_script(COMPARE_AND_SET)
         self._key_locks: dict[str, threading.Lock] = {}
-        # The value this process last wrote, per key; Redis' clock as last read, and when.
-        self._written: dict[str, str] = {}
+        # The value this process last wrote, per key, with the state it encodes (the next change
+        # starts from it undecoded: the rules never change a state in place); Redis' clock as
+        # last read, and when.
+        self._written: dict[str, tuple[str, State]] = {}
         self._clock_read = (0.0, -math.inf)
 
     def apply(self, key: str, change: Callable[[State, float], tuple[T, State]], fallback: T) -> T:
@@ -331,14 +333,15 @@ class RedisStore(Store):
 
     def _changed(self, key: str, change: Callable[[State, float], tuple[T, State]]) -> T:
         """`change` applied to the key's value, under the key's lock (see the class)."""
-        raw: bytes | str | None = self._written.get(key)
+        written = self._written.get(key)
+        raw: bytes | str | None = written[0] if written else None
         now = self._now()
         read = raw is None or now is None
         if read:
             raw, now = self._read(key)
         assert now is not None
         while True:
-            before = _decoded(raw)
+            before = written[1] if written and raw is written[0] else _decoded(raw)
             answer, after = change(before, now)
             if after == before and read:
                 return answer
@@ -350,7 +353,7 @@ class RedisStore(Store):
             ttl_ms = math.ceil((after.expires(now) - now + IDLE_TTL_SECONDS) * 1000)
             reply = self._compare_and_set(keys=[key], args=[raw or "", value, ttl_ms])
             if reply == 1:
-                self._written[key] = value
+                self._written[key] = (value, after)
                 return answer
             # Another process wrote meanwhile: the change again, on its value and the time.
             raw, now, read = reply[0] or None, self._time_read(reply[1]), True
