@@ -14,14 +14,14 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
-from jobs.models import AsyncJob, JobStatus
+from jobs.models import AsyncJob, JobStatus, JobStep
 from provisioning.exceptions import (
     AmbiguousWorkspaceError,
     UpstreamError,
@@ -220,7 +220,9 @@ def family_status_shared(
     the read's own would be, so the settle rule (`workspace.settle_next`) decides as it would.
     Without one, the read waits (`quota.PermitDeferredError`, as `family_shared` waits) until
     `SERENITY_ONBOARDING_STATUS_GATHER_SECONDS` after it was due, so that the first of the
-    reads due within that window lists for all of them; then it lists itself, unless another
+    reads due within that window lists for all of them (when no other read of the onboarding
+    falls due meanwhile, as for its last items, it lists at once: it answers every read due
+    already); then it lists itself, unless another
     step is listing for the onboarding at that moment (it waits for that answer). Nothing else
     ties one item's read to another's: a step deferred for the quota holds nobody back.
 
@@ -232,8 +234,9 @@ def family_status_shared(
         return None
     if record.statuses_at is not None and record.statuses_at >= due:
         return (record.statuses or {}).get(workspace_id)
-    gather = float(settings.SERENITY_ONBOARDING_STATUS_GATHER_SECONDS) - _since(due)
-    if gather > 0:
+    window = timedelta(seconds=float(settings.SERENITY_ONBOARDING_STATUS_GATHER_SECONDS))
+    gather = (due + window - timezone.now()).total_seconds()
+    if gather > 0 and _reads_due_before(onboarding_id, job_id=job_id, listing_at=due + window):
         raise PermitDeferredError(gather)
     listing_by = record.statuses_by
     if listing_by != job_id:
@@ -245,6 +248,23 @@ def family_status_shared(
         client=client, onboarding_id=onboarding_id, parent_id=parent_id, job_id=job_id
     )
     return statuses.get(workspace_id)
+
+
+def _reads_due_before(onboarding_id: str, *, job_id: uuid.UUID, listing_at: datetime) -> bool:
+    """Whether another of the onboarding's first hops (a settle read, or a create whose read
+    follows) falls due from now until `listing_at`: a listing then answers it too. A read due
+    already is answered by a listing made now; one due later is not worth waiting for."""
+    return (
+        AsyncJob.objects.filter(
+            status=JobStatus.IN_PROGRESS,
+            step=JobStep.PROVISION_WORKSPACE,
+            run_after__gt=timezone.now(),
+            run_after__lt=listing_at,
+            **{f"metadata__{ONBOARDING_KEY}": onboarding_id},
+        )
+        .exclude(pk=job_id)
+        .exists()
+    )
 
 
 def _listing(step: uuid.UUID | None) -> bool:
@@ -300,10 +320,6 @@ def _statuses_list(
     }
     mine.update(statuses=statuses, statuses_at=asked, statuses_by=None)
     return statuses
-
-
-def _since(moment: datetime) -> float:
-    return (timezone.now() - moment).total_seconds()
 
 
 def _own_earlier(matches: list[dict], *, brand: Brand, attempt_id: uuid.UUID | None) -> list[dict]:

@@ -954,7 +954,7 @@ class Stack:
         workspaces = len(self.sim_state()["workspaces"])
         orgs = int(self.query("SELECT count(*) AS n FROM serenity_organization")[0]["n"])
         rate = float(self.env.get("SEMRUSH_RATE_LIMIT_PER_SECOND") or 10.0)
-        margin = 0.05  # provisioning.quota.MARGIN
+        margin = 0.02  # SEMRUSH_RATE_LIMIT_MARGIN (config/sections/provisioning.py)
         share = rate * (1.0 - margin) * AUDIT_RATE_SHARE
         return (workspaces + 2 * orgs) / share + 60.0
 

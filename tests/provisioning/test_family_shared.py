@@ -141,6 +141,17 @@ def settling_item(onboarding, index, workspace_id, **attempt):  # type: ignore[n
     )
 
 
+def read_due_in(onboarding, *, seconds, status=JobStatus.IN_PROGRESS, elsewhere=False):  # type: ignore[no-untyped-def]
+    """A settle read's row of an item of `onboarding` (of another onboarding: `elsewhere`),
+    due in `seconds`."""
+    of = str(uuid.uuid4()) if elsewhere else str(onboarding.pk)
+    return AsyncJobFactory(
+        status=status,
+        run_after=timezone.now() + timedelta(seconds=seconds),
+        metadata={"onboardingId": of},
+    )
+
+
 def shared(onboarding):  # type: ignore[no-untyped-def]
     """The onboarding's shared statuses: (statuses, statuses_at, statuses_by)."""
     return (
@@ -173,21 +184,49 @@ def test_a_listing_asked_for_after_the_read_was_due_answers_it_without_a_call(
 def test_a_read_waits_the_gather_window_after_it_was_due_before_it_lists(
     serenity_org, sim, group, settings
 ):
-    # given the statuses listed before this read was due (they cannot answer it)
+    # given the statuses listed before this read was due (they cannot answer it), and another
+    # item's read due in a second
     settings.SERENITY_ONBOARDING_STATUS_GATHER_SECONDS = 2.0
     due = timezone.now() - timedelta(seconds=0.5)
     Onboarding.objects.filter(pk=group.pk).update(
         statuses={"ws-3": "not ready"}, statuses_at=due - timedelta(seconds=1)
     )
+    read_due_in(group, seconds=1.0)
     start = mark(sim)
     # when the read is made half a second after it was due
     with pytest.raises(PermitDeferredError) as deferred:
-        status_of(sim, group, "ws-3", job_id=AsyncJobFactory().pk, due=due)
+        status_of(sim, group, "ws-3", job_id=read_due_in(group, seconds=0).pk, due=due)
     # then it comes back 2 s after it was due (1.5 s from now): the reads due meanwhile share
     # the listing it makes then; nothing was sent or recorded
     assert 1.4 <= deferred.value.retry_in <= 1.5
     assert calls_since(sim, start) == []
     assert shared(group) == ({"ws-3": "not ready"}, due - timedelta(seconds=1), None)
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        pytest.param({"seconds": 3.0}, id="another read due after the window"),
+        pytest.param({"seconds": -0.5}, id="another read due already"),
+        pytest.param({"seconds": 1.0, "status": JobStatus.COMPLETED}, id="another read done"),
+        pytest.param({"seconds": 1.0, "elsewhere": True}, id="another onboarding's read"),
+    ],
+)
+def test_a_read_with_no_other_due_within_its_gather_window_lists_at_once(
+    serenity_org, sim, group, settings, other
+):
+    # given a settling workspace, and no other read of the onboarding due within the window
+    settings.SERENITY_ONBOARDING_STATUS_GATHER_SECONDS = 2.0
+    ready = sim_create_workspace(sim, "Brand 3")
+    settling_item(group, 3, ready)
+    read_due_in(group, **other)
+    start = mark(sim)
+    # when its read is made as it falls due
+    status = status_of(
+        sim, group, ready, job_id=read_due_in(group, seconds=0).pk, due=timezone.now()
+    )
+    # then it lists the family at once: waiting would gather nothing
+    assert (status, calls_since(sim, start)) == ("created", [family(sim.parent_id)])
 
 
 def test_a_read_past_its_gather_window_lists_and_records_the_settling_workspaces_statuses(

@@ -457,10 +457,13 @@ def test_the_org_override_and_the_margin(settings):
     settings.SEMRUSH_RATE_LIMIT_PER_SECOND = 10
     settings.SEMRUSH_RATE_LIMIT_BURST = 20
     settings.SEMRUSH_CONCURRENCY_LIMIT = 10
-    assert quota_limits(rate=None, burst=None) == Limits(rate=9.5, burst=20, concurrency=10)
+    assert quota_limits(rate=None, burst=None) == Limits(rate=9.8, burst=20, concurrency=10)
     assert quota_limits(rate=50.0, burst=1, concurrency=3) == Limits(
-        rate=47.5, burst=1, concurrency=3
+        rate=49.0, burst=1, concurrency=3
     )
+    # an operator whose upstream is far away widens the margin
+    settings.SEMRUSH_RATE_LIMIT_MARGIN = 0.05
+    assert quota_limits(rate=None, burst=None) == Limits(rate=9.5, burst=20, concurrency=10)
 
 
 def test_an_operator_command_waits_for_each_permit_without_a_total_budget(settings):

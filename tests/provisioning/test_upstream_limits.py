@@ -521,7 +521,7 @@ def test_orgs_on_the_service_credential_share_its_limits_whatever_their_override
     own_permits = client_for_org(own).permits
     assert isinstance(shared_permits, CredentialPermits)
     assert isinstance(own_permits, CredentialPermits)
-    assert shared_permits.limits == Limits(rate=9.5, burst=20, concurrency=10)
-    assert own_permits.limits == Limits(rate=47.5, burst=5, concurrency=3)
+    assert shared_permits.limits == Limits(rate=9.8, burst=20, concurrency=10)
+    assert own_permits.limits == Limits(rate=49.0, burst=5, concurrency=3)
     assert shared_permits.key == credential_key(settings.SEMRUSH_API_TOKEN)
     assert own_permits.key == credential_key("own-token")
