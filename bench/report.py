@@ -412,17 +412,17 @@ is (the rounds themselves: `git show ccd26c7:bench/findings.md`).
   0.25 s is re-scheduled at its org's place in the queue and frees its slot. Workers run
   `-P threads -c 16`: steps mostly wait on I/O (`-c 8` was no faster here, and against Semrush
   fewer slots means fewer chains in flight).
-- **The limiter's shape was measured** (provisioning/limiter.py, provisioning/quota.py): pacing
-  at exactly R against a sliding-window limit draws a 429 whenever jitter delays one request,
-  so it paces 5 % under R, with no burst (a burst of 20 after an idle spell drew ten 429s at
-  once). Refused steps get places one interval apart: spaced by the permits an average step
-  took, they left the credential idle whenever the returning steps took fewer (an onboarding's
-  settle reads share a listing), and the idle bucket's burst then met 429s. A step that comes
-  back before its turn is refused again in milliseconds. A call takes its slot before its permit:
-  the other way round, the slot's contended Redis transaction delayed requests past their
-  permit's time and the next ones closed up on them (11 arrivals in a second, a 429). A permit
-  granted before a 429's pause
-  asks again instead of going into it; after a 429 the pace slows a few percent for a while.
+- **The limiter's shape was measured** (provisioning/limiter.py, provisioning/quota.py): pacing at
+  exactly R against a sliding-window limit draws a 429 whenever jitter delays one request, so it
+  paces under R (5 % until 2026-12-07, 2 % since: arrivals jitter by 2 ms here), with no burst (a
+  burst of 20 after an idle spell drew ten 429s at once). Refused steps get places one interval
+  apart: spaced by the permits an average step took, they left the credential idle whenever the
+  returning steps took fewer (an onboarding's settle reads share a listing), and the idle bucket's
+  burst then met 429s. A step that comes back before its turn is refused again in milliseconds. A
+  call takes its slot before its permit: the other way round, the slot's contended Redis
+  transaction delayed requests past their permit's time and the next ones closed up on them (11
+  arrivals in a second, a 429). A permit granted before a 429's pause asks again instead of going
+  into it; after a 429 the pace slows a few percent for a while.
 - **Learned publish time.** Sampled from the project's `published_at`: read at the confirm's
   run time, it learned the quota's queue (13 s for a 2 s publish), and the onboarding's last
   confirms waited that long.

@@ -11,9 +11,9 @@ from bench.report_parts import Entry, Figure, Measurement
 WHAT = (
     "Org A sends 60 async brand creates with a market (8 clients); org B sends one async create "
     "2 s after A's first. Both orgs use one credential; the simulator allows 20 requests/s per "
-    "token and the service paces at 19 (its 5 % margin); S = 1 s, `publishSeconds` 0; three "
-    "warm-up creates first (steady state). B's time runs from its POST to its chain's end. One "
-    "stack per worker configuration."
+    "token and the service paces at 19 (configured at 19.39, less its 2 % margin); S = 1 s, "
+    "`publishSeconds` 0; three warm-up creates first (steady state). B's time runs from its "
+    "POST to its chain's end. One stack per worker configuration."
 )
 COMMAND = ".venv/bin/python -m bench.run fairness"
 # bench.fairness' keys for the configurations of SPEC §12.5.
