@@ -30,9 +30,10 @@ SERENITY_THROTTLE_AUTH_FAILURES = "100000/min"
 DB_CONN_MAX_AGE = 0
 # The tests' webhook receivers listen on random loopback ports.
 WEBHOOK_STANDARD_PORTS_ONLY = False
-# The simulator answers in milliseconds, so at production's burst of 1 every sync request's
-# calls would wait ~0.1 s each for the pace (real Semrush calls take longer than that). The
-# stacks the chaos suite and the benchmarks start run production's (tests/harness.py).
+# The simulator answers in milliseconds, so without a burst every sync request's calls would
+# wait ~0.1 s each for the pace (real Semrush calls take longer than that). The limiter grants at
+# most the rate within a second whatever the burst. The stacks the chaos suite and the
+# benchmarks start run production's (tests/harness.py).
 SEMRUSH_RATE_LIMIT_BURST = 20
 
 

@@ -11,6 +11,13 @@ at most ``w`` away the permit is *reserved* (``tat`` advances by ``T``) and the 
 until it is due, else nothing is reserved and the caller learns how long it would have waited.
 Callers with little patience never push the horizon beyond what they accepted.
 
+Upstream counts requests over a sliding second, so no more than ``n = ⌈r⌉`` permits fall within
+any ``n·T`` (at least a second; ``recent``: the last ``n`` permits' times), and the burst is an
+idle credential's only: ``b`` applies while fewer than ``b`` permits fell within the last
+``n·T``, else permits are ``T`` apart. So a chain's calls on an idle credential leave at once,
+instead of ``T`` apart, and a busy credential is paced as with ``b = 1``: a burst that meets a
+backlog is followed by the pace, not by a second burst a window later.
+
 A refused caller gets a place in its org's queue (``queues``, one horizon per org): its "retry
 in" is its place, so refused steps come back spaced at the bucket's pace instead of all at
 once. Each org's places are spaced by ``T`` times the number of orgs waiting: while several
@@ -124,6 +131,7 @@ class State:
     holders: dict[str, str] = field(default_factory=dict)
     waiters: dict[str, list[Any]] = field(default_factory=dict)
     hold: float = 0.0
+    recent: list[float] = field(default_factory=list)
 
     def expires(self, now: float) -> float:
         """When nothing in this state matters any more."""
@@ -183,9 +191,9 @@ def reserve(
     credential's adapted rate (`rate` is the ceiling). A caller's `first` permit also waits
     while another org's short queue ends before its own (module docstring)."""
     interval = 1.0 / current_rate(state, now, ceiling=rate, adapt=adapt)
-    tolerance = burst * interval
+    tolerance = _idle_burst(state.recent, now, interval, burst) * interval
     start = max(state.tat if state.tat is not None else now, now)
-    permit_at = start + interval - tolerance
+    permit_at = max(start + interval - tolerance, _window_opens(state.recent, interval))
     wait = max(permit_at - now, 0.0)
     queues = {o: place for o, place in state.queues.items() if place > now}
     claims = {o: due for o, due in state.claims.items() if due > now - CLAIM_GRACE_SECONDS}
@@ -195,16 +203,46 @@ def reserve(
     if first and org in queues:
         # A queued org's first permit: the next free one at most (module docstring).
         max_wait = min(max_wait, interval * QUEUED_FIRST_PERMITS)
+    recent = _recent(state.recent, max(permit_at, now), interval)
     if wait <= max_wait and not (first and _behind_a_short_queue(queues, org, now)):
-        return Reservation(True, wait), replace(state, tat=start + interval, claims=claims)
+        return Reservation(True, wait), replace(
+            state, tat=start + interval, claims=claims, recent=recent
+        )
     if first and org not in queues and (queues.keys() | claims.keys()) - {org}:
         # Another org waits: this org's first permit is kept for it at the next free one.
         claims[org] = permit_at
-        return Reservation(False, wait), replace(state, tat=start + interval, claims=claims)
+        return Reservation(False, wait), replace(
+            state, tat=start + interval, claims=claims, recent=recent
+        )
     waiting = len(queues) + (0 if org in queues else 1)
     place = max(queues.get(org, 0.0), state.queue, permit_at)
     queues[org] = place + interval * waiting
     return Reservation(False, place - now), replace(state, queues=queues, claims=claims)
+
+
+def _window(interval: float) -> tuple[int, float]:
+    """The most permits within any span, and that span (module docstring): ⌈r⌉ and ⌈r⌉·T."""
+    count = max(math.ceil(1.0 / interval - 1e-9), 1)
+    return count, count * interval
+
+
+def _window_opens(recent: list[float], interval: float) -> float:
+    """The earliest time a permit keeps at most ⌈r⌉ permits within any ⌈r⌉·T (0: now)."""
+    count, span = _window(interval)
+    return recent[-count] + span - 1e-9 if len(recent) >= count else 0.0
+
+
+def _idle_burst(recent: list[float], now: float, interval: float, burst: int) -> int:
+    """`burst` (at most ⌈r⌉) while fewer than that many permits fell within the last window,
+    else 1."""
+    count, span = _window(interval)
+    burst = min(burst, count)
+    return burst if sum(1 for at in recent if at > now - span) < burst else 1
+
+
+def _recent(recent: list[float], at: float, interval: float) -> list[float]:
+    """`recent` with a permit used at `at`: the last ⌈r⌉, in time order."""
+    return sorted([*recent, at])[-_window(interval)[0] :]
 
 
 def _behind_a_short_queue(queues: dict[str, float], org: str, now: float) -> bool:
