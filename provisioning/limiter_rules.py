@@ -82,6 +82,9 @@ SHORT_QUEUE_SECONDS = 1.0
 # A first permit of an org with steps in its queue is due within this many intervals, or the step
 # takes a place (module docstring).
 QUEUED_FIRST_PERMITS = 1.0
+# The most permits' times the state keeps for the window (`_window`): a rate above this is
+# held to it within its share of a second.
+WINDOW_PERMITS_MAX = 50
 # A permit kept for an org (`claims`) that it has not come for this long after it fell due is
 # given up.
 CLAIM_GRACE_SECONDS = 2.0
@@ -221,8 +224,10 @@ def reserve(
 
 
 def _window(interval: float) -> tuple[int, float]:
-    """The most permits within any span, and that span (module docstring): ⌈r⌉ and ⌈r⌉·T."""
-    count = max(math.ceil(1.0 / interval - 1e-9), 1)
+    """The most permits within any span, and that span (module docstring): ⌈r⌉ and ⌈r⌉·T; at
+    a rate above `WINDOW_PERMITS_MAX`, that many within their share of a second (the state
+    keeps their times)."""
+    count = min(max(math.ceil(1.0 / interval - 1e-9), 1), WINDOW_PERMITS_MAX)
     return count, count * interval
 
 
@@ -279,7 +284,12 @@ def paused(
     pause_end = now + seconds
     return replace(
         state,
-        tat=max(state.tat if state.tat is not None else now, pause_end + (burst - 1) * interval),
+        # The burst the first permit after the pause gets (`_idle_burst`), so that it is due
+        # when the pause ends.
+        tat=max(
+            state.tat if state.tat is not None else now,
+            pause_end + (_idle_burst(state.recent, pause_end, interval, burst) - 1) * interval,
+        ),
         queue=max(state.queue, pause_end),
         pause_end=max(state.pause_end, pause_end),
         rate=current if current < rate else 0.0,

@@ -106,8 +106,9 @@ def test_items_settling_together_read_their_statuses_through_one_family_listing(
     sw_writer, sim, published, chained_job_delivered_separately, settings
 ):
     # given twelve onboarding items (two groups of ten) whose workspaces are ready, the reads
-    # of six due, the others' due in half a second
+    # of six due, the others' due in half a second (the rate out of the way of their 14 calls)
     settings.SERENITY_ONBOARDING_STATUS_GATHER_SECONDS = 2.0
+    settings.SEMRUSH_RATE_LIMIT_PER_SECOND = 1000
     sim.configure({"settleSeconds": 0})
     roots = onboard(sw_writer, 12)
     reads_due(roots=roots[:6])

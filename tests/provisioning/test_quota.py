@@ -107,6 +107,18 @@ def test_no_more_permits_than_the_rate_fall_within_a_second_whatever_the_burst(
     assert [round(a.wait, 6) for a in answers] == waits
 
 
+def test_at_a_high_rate_the_state_keeps_a_bounded_number_of_permit_times():
+    from provisioning.limiter_rules import WINDOW_PERMITS_MAX, State, reserve
+
+    # given the rate out of the way (100,000/s)
+    state = State()
+    # when 300 permits are reserved
+    for _ in range(300):
+        _answer, state = reserve(state, 1000.0, rate=100_000.0, burst=10, max_wait=5.0)
+    # then the state keeps the times of the last 50 only (it is encoded on every change)
+    assert len(state.recent) == WINDOW_PERMITS_MAX == 50
+
+
 def test_the_bucket_refills_with_time(clocked):
     store, clock = clocked
     key = _key()
