@@ -206,7 +206,9 @@ def reserve(
     if first and org in queues:
         # A queued org's first permit: the next free one at most (module docstring).
         max_wait = min(max_wait, interval * QUEUED_FIRST_PERMITS)
-    recent = _recent(state.recent, max(permit_at, now), interval)
+    # With no burst permits are an interval apart: the window holds by itself, kept empty.
+    bursting = min(burst, _window(interval)[0]) > 1
+    recent = _recent(state.recent, max(permit_at, now), interval) if bursting else []
     if wait <= max_wait and not (first and _behind_a_short_queue(queues, org, now)):
         return Reservation(True, wait), replace(
             state, tat=start + interval, claims=claims, recent=recent
