@@ -321,15 +321,16 @@ class RedisStore(Store):
         # meets other processes' writes, instead of every thread's re-reading and re-applying
         # after each of its neighbours' (`dict.setdefault` is atomic). Redis found unreachable
         # by the thread ahead is not tried again by each thread that waited behind it.
-        try:
-            with self._key_locks.setdefault(key, threading.Lock()):
-                if time.monotonic() < self._down_until:
-                    return fallback
+        # (It is marked down before the lock is released, or a waiter would try it meanwhile.)
+        with self._key_locks.setdefault(key, threading.Lock()):
+            if time.monotonic() < self._down_until:
+                return fallback
+            try:
                 return self._changed(key, change)
-        except redis.RedisError:
-            logger.warning("upstream limiter: Redis unreachable; calls go unmetered for now")
-            self._down_until = time.monotonic() + REDIS_RETRY_AFTER_SECONDS
-            return fallback
+            except redis.RedisError:
+                self._down_until = time.monotonic() + REDIS_RETRY_AFTER_SECONDS
+                logger.warning("upstream limiter: Redis unreachable; calls go unmetered for now")
+                return fallback
 
     def _changed(self, key: str, change: Callable[[State, float], tuple[T, State]]) -> T:
         """`change` applied to the key's value, under the key's lock (see the class)."""
