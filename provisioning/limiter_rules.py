@@ -16,7 +16,10 @@ any ``n·T`` (at least a second; ``recent``: the last ``n`` permits' times), and
 idle credential's only: ``b`` applies while fewer than ``b`` permits fell within the last
 ``n·T``, else permits are ``T`` apart. So a chain's calls on an idle credential leave at once,
 instead of ``T`` apart, and a busy credential is paced as with ``b = 1``: a burst that meets a
-backlog is followed by the pace, not by a second burst a window later.
+backlog is followed by the pace, not by a second burst a window later. The burst is not a debt:
+the pace resumes one interval after its last permit (a step right after another's burst is not
+held back for the intervals the burst skipped); the window alone keeps the second within ``n``
+permits, so a backlog that follows a burst at once meets one pause as the window fills.
 
 A refused caller gets a place in its org's queue (``queues``, one horizon per org): its "retry
 in" is its place, so refused steps come back spaced at the bucket's pace instead of all at
@@ -196,8 +199,12 @@ def reserve(
     interval = 1.0 / current_rate(state, now, ceiling=rate, adapt=adapt)
     tolerance = _idle_burst(state.recent, now, interval, burst) * interval
     start = max(state.tat if state.tat is not None else now, now)
-    permit_at = max(start + interval - tolerance, _window_opens(state.recent, interval))
+    paced_at = start + interval - tolerance
+    permit_at = max(paced_at, _window_opens(state.recent, interval))
     wait = max(permit_at - now, 0.0)
+    # The pace resumes one interval after a permit the burst let go at once, not where pacing
+    # the burst would have put it; one the window held back is followed an interval after it.
+    tat = max(now if paced_at <= now else start, permit_at) + interval
     queues = {o: place for o, place in state.queues.items() if place > now}
     claims = {o: due for o, due in state.claims.items() if due > now - CLAIM_GRACE_SECONDS}
     if first and org in claims:
@@ -208,17 +215,13 @@ def reserve(
         max_wait = min(max_wait, interval * QUEUED_FIRST_PERMITS)
     # With no burst permits are an interval apart: the window holds by itself, kept empty.
     bursting = min(burst, _window(interval)[0]) > 1
-    recent = _recent(state.recent, max(permit_at, now), interval) if bursting else []
+    recent = _recent(state.recent, max(permit_at, now), now, interval) if bursting else []
     if wait <= max_wait and not (first and _behind_a_short_queue(queues, org, now)):
-        return Reservation(True, wait), replace(
-            state, tat=start + interval, claims=claims, recent=recent
-        )
+        return Reservation(True, wait), replace(state, tat=tat, claims=claims, recent=recent)
     if first and org not in queues and (queues.keys() | claims.keys()) - {org}:
         # Another org waits: this org's first permit is kept for it at the next free one.
         claims[org] = permit_at
-        return Reservation(False, wait), replace(
-            state, tat=start + interval, claims=claims, recent=recent
-        )
+        return Reservation(False, wait), replace(state, tat=tat, claims=claims, recent=recent)
     waiting = len(queues) + (0 if org in queues else 1)
     place = max(queues.get(org, 0.0), state.queue, permit_at)
     queues[org] = place + interval * waiting
@@ -247,9 +250,11 @@ def _idle_burst(recent: list[float], now: float, interval: float, burst: int) ->
     return burst if sum(1 for at in recent if at > now - span) < burst else 1
 
 
-def _recent(recent: list[float], at: float, interval: float) -> list[float]:
-    """`recent` with a permit used at `at`: the last ⌈r⌉, in time order."""
-    return sorted([*recent, at])[-_window(interval)[0] :]
+def _recent(recent: list[float], at: float, now: float, interval: float) -> list[float]:
+    """`recent` with a permit used at `at`: the last ⌈r⌉ within the window before `now`, in
+    time order (an older one bounds no later permit: at a high rate the state keeps few)."""
+    count, span = _window(interval)
+    return sorted([t for t in recent if t > now - span] + [at])[-count:]
 
 
 def _behind_a_short_queue(queues: dict[str, float], org: str, now: float) -> bool:

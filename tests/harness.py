@@ -74,7 +74,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "JOBS_DISPATCH_INTERVAL_SECONDS": 0.5,
     "DB_CONN_MAX_AGE": 60,
     # production's (config/settings.py), not config.settings_test's
-    "SEMRUSH_RATE_LIMIT_BURST": 1,
+    "SEMRUSH_RATE_LIMIT_BURST": 5,
 }
 
 TERMINAL_JOB_STATUSES = frozenset({"COMPLETED", "FAILED", "CANCELLED"})

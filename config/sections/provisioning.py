@@ -15,12 +15,12 @@ SEMRUSH_TIMEOUT_SECONDS = 15.0
 # rate and burst. A rate of 0 turns the limiter off.
 SEMRUSH_RATE_LIMIT_PER_SECOND = env_float("SEMRUSH_RATE_LIMIT_PER_SECOND", 10.0)
 # Permits granted at once while fewer than that many were granted within the last second (an
-# idle credential). Semrush counts requests over a sliding second, so the limiter never grants
-# more than the rate within one whatever this says (provisioning.limiter_rules). 1: none. At 10
-# a chain's calls on an idle credential left at once (SPEC §12.5's end-to-end median, S + P +
-# 0.16 s instead of 0.66 s), but steps just past the rate waited for the next second's window
-# and were re-scheduled (the chaos suite's duplicate delivery): kept at 1 until that is solved.
-SEMRUSH_RATE_LIMIT_BURST = 1
+# idle credential); the pace resumes one interval after them. Semrush counts requests over a
+# sliding second, so the limiter never grants more than the rate within one whatever this says
+# (provisioning.limiter_rules). 1: none. 5: a chain's step (a status read and a market's four
+# calls) leaves at once on an idle credential (SPEC §12.5's end-to-end median), and a backlog
+# that follows at once pauses at most half a second as the second's window fills.
+SEMRUSH_RATE_LIMIT_BURST = 5
 # The bucket paces this fraction below the rate, a margin for jitter in the requests' arrival
 # (an upstream counting over a sliding second answers 429 to a client pacing at exactly its
 # rate). 0.02: at 10/s, a request may arrive 20 ms late against the one ten permits after it;

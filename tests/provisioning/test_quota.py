@@ -82,10 +82,10 @@ def test_an_idle_credential_s_burst_goes_at_once_then_the_pace_resumes_after_it(
     # given rate 10/s (interval 0.1 s) and burst 3, nothing granted lately
     # when 5 permits are asked for at the same instant, each ready to wait up to 1 s
     answers = [store.reserve(key, rate=10.0, burst=3, max_wait=1.0) for _ in range(5)]
-    # then the burst goes at once, and the pace resumes three intervals on, as if the burst
-    # had been paced: a busy credential gets no second burst
+    # then the burst goes at once, and the pace resumes one interval after it (the burst is
+    # not a debt the next callers pay): a busy credential gets no second burst
     assert [a.granted for a in answers] == [True] * 5
-    assert [round(a.wait, 6) for a in answers] == [0.0, 0.0, 0.0, 0.3, 0.4]
+    assert [round(a.wait, 6) for a in answers] == [0.0, 0.0, 0.0, 0.1, 0.2]
 
 
 @pytest.mark.parametrize(
@@ -93,6 +93,13 @@ def test_an_idle_credential_s_burst_goes_at_once_then_the_pace_resumes_after_it(
     [
         pytest.param(10.0, 20, [0.0] * 10 + [1.0, 1.1], id="ten at 10/s"),
         pytest.param(2.0, 3, [0.0, 0.0, 1.0, 1.5], id="two at 2/s"),
+        # the pace after the burst, one pause as the window fills, the pace again (no waves)
+        pytest.param(
+            10.0,
+            5,
+            [0.0] * 5 + [0.1, 0.2, 0.3, 0.4, 0.5, 1.0, 1.1, 1.2, 1.3, 1.4, 1.5],
+            id="a backlog after a burst",
+        ),
     ],
 )
 def test_no_more_permits_than_the_rate_fall_within_a_second_whatever_the_burst(
