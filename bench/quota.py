@@ -21,7 +21,7 @@ from bench.scenarios import (
     _healthz,
     _org_with_credential,
     _post_brand,
-    _since,
+    chain_timeline,
     started,
 )
 from bench.stack import BenchStack, WorkerSetup
@@ -98,28 +98,13 @@ def _create_and_wait(stack: BenchStack, who: Tenant, tag: str) -> dict[str, Any]
             if polled.body.get("status") != "IN_PROGRESS":
                 break
             time.sleep(0.05)
-        steps = stack.query(
-            "SELECT step, status, run_count, run_after, started_at, finished_at"
-            " FROM jobs_asyncjob WHERE id = %s OR root_id = %s ORDER BY position",
-            (job_id, job_id),
-        )
         return {
             "seconds": round(time.monotonic() - posted, 3),
             "posted_wall": posted_wall,
             "accept_status": answer.status,
             "status": polled.body.get("status"),
             "result_status": (polled.body.get("result") or {}).get("status"),
-            "steps": [
-                {
-                    "step": r["step"],
-                    "status": r["status"],
-                    "run_count": r["run_count"],
-                    "due_s": _since(r["run_after"], posted_wall),
-                    "started_s": _since(r["started_at"], posted_wall),
-                    "finished_s": _since(r["finished_at"], posted_wall),
-                }
-                for r in steps
-            ],
+            "steps": chain_timeline(stack, job_id, posted_wall),
         }
     finally:
         client.close()

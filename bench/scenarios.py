@@ -626,6 +626,26 @@ def _since(value: Any, origin: float) -> float | None:
     return None if value is None else round(_wall_of(value) - origin, 3)
 
 
+def chain_timeline(stack: BenchStack, job_id: str, posted_wall: float) -> list[dict[str, Any]]:
+    """A chain's steps, each with its claims and when it fell due, started and finished
+    (seconds from `posted_wall`, the POST's wall time)."""
+    return [
+        {
+            "step": r["step"],
+            "status": r["status"],
+            "run_count": r["run_count"],
+            "due_s": _since(r["run_after"], posted_wall),
+            "started_s": _since(r["started_at"], posted_wall),
+            "finished_s": _since(r["finished_at"], posted_wall),
+        }
+        for r in stack.query(
+            "SELECT step, status, run_count, run_after, started_at, finished_at"
+            " FROM jobs_asyncjob WHERE id = %s OR root_id = %s ORDER BY position",
+            (job_id, job_id),
+        )
+    ]
+
+
 def quota(
     *,
     workers: WorkerSetup,
@@ -680,21 +700,7 @@ def quota(
                 second["status"] = polled.body.get("status")
                 second["result_status"] = (polled.body.get("result") or {}).get("status")
                 second["a_completed_at_start"] = count // 2
-                second["steps"] = [
-                    {
-                        "step": r["step"],
-                        "status": r["status"],
-                        "run_count": r["run_count"],
-                        "due_s": _since(r["run_after"], second["posted_wall"]),
-                        "started_s": _since(r["started_at"], second["posted_wall"]),
-                        "finished_s": _since(r["finished_at"], second["posted_wall"]),
-                    }
-                    for r in stack.query(
-                        "SELECT step, status, run_count, run_after, started_at, finished_at"
-                        " FROM jobs_asyncjob WHERE id = %s OR root_id = %s ORDER BY position",
-                        (job_id, job_id),
-                    )
-                ]
+                second["steps"] = chain_timeline(stack, job_id, second["posted_wall"])
             finally:
                 client.close()
 

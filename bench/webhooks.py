@@ -31,7 +31,14 @@ from datetime import datetime
 from typing import Any
 
 from bench.load import latency_summary
-from bench.scenarios import SETTLE_SECONDS, Tenant, _brand_body, _org_with_credential, started
+from bench.scenarios import (
+    SETTLE_SECONDS,
+    Tenant,
+    _brand_body,
+    _org_with_credential,
+    chain_timeline,
+    started,
+)
 from bench.stack import BenchStack, WorkerSetup
 from tests.harness import ROOT, Stack, wait_for
 from tests.webhooks.receiver import Received, Receiver, receiver_start
@@ -167,7 +174,7 @@ def _create_and_wait(stack: BenchStack, who: Tenant) -> dict[str, Any]:
     """One async brand create with a market, polled to its end: seconds and status."""
     client = who.client_factory(stack)()
     try:
-        posted = time.monotonic()
+        posted, posted_wall = time.monotonic(), time.time()
         answer = client.post(client.brands_path, _brand_body("flood", market=("US", "en")))
         job_id, brand_id = answer.body["jobId"], answer.body["id"]
         polled = answer
@@ -179,6 +186,7 @@ def _create_and_wait(stack: BenchStack, who: Tenant) -> dict[str, Any]:
         return {
             "seconds": round(time.monotonic() - posted, 3),
             "status": polled.body.get("status"),
+            "steps": chain_timeline(stack, job_id, posted_wall),
         }
     finally:
         client.close()
@@ -339,6 +347,7 @@ def flood(
         "attempts_started_by_then": arrivals,
         "idle_create_s": idle["seconds"],
         "second_create_s": second["seconds"],
+        "second_create_steps": second["steps"],
         "second_status": second["status"],
         "bound_s": bound,
         "met": second["status"] == "COMPLETED" and second["seconds"] <= bound,

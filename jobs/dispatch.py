@@ -86,6 +86,27 @@ def job_fairest_due(*, job_id: uuid.UUID, steps: list[str]) -> uuid.UUID:
     return fairest[0] if fairest is not None and fairest[1] else job_id
 
 
+def job_unclaimed_due(*, job_id: uuid.UUID, steps: list[str]) -> uuid.UUID | None:
+    """The job a delivery of `job_id` runs when its own cannot run (finished, cancelled,
+    claimed, or not due: a duplicate, a hand-over's message, one a cancel left behind): the
+    oldest due job of `steps` that no worker runs, when `job_id` is one of `steps`; None when
+    there is none. So the messages a cancelled onboarding leaves in the broker's queue run the
+    work queued behind them instead of nothing: one org's due work is otherwise run only by
+    its own messages (`job_fairest_due`), and another org's step would wait behind all of
+    them. A sync request's rows are its own to run (as in `job_fairest_due`)."""
+    now = timezone.now()
+    return (
+        AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, run_after__lte=now, step__in=steps)
+        .filter(Exists(AsyncJob.objects.filter(pk=job_id, step__in=steps)))
+        .exclude(pk=job_id)
+        .exclude(claim_token__isnull=False, lease_expires_at__gte=now)
+        .exclude(mode=JobMode.SYNC)
+        .order_by("run_after", "id")
+        .values_list("id", flat=True)
+        .first()
+    )
+
+
 def jobs_dispatch_due(*, limit: int = 500) -> int:
     """The backstop of delivery: publish every due job that has no live message, round-robin
     across orgs.

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError
 
 from jobs import services
-from jobs.dispatch import job_fairest_due
+from jobs.dispatch import job_fairest_due, job_unclaimed_due
 from jobs.exceptions import PoisonStepError
 from jobs.models import AsyncJob, JobStatus
 from kernel import context, tracing
@@ -84,8 +84,8 @@ def _fair_steps() -> list[str]:
 
 
 def run_step(*, job_id: str) -> None:
-    """Claim the job and run its step's registered handler; a delivery that cannot claim does
-    nothing.
+    """Claim the job and run its step's registered handler; a delivery that cannot claim its
+    job runs the oldest due fair step waiting for its message in its place, else does nothing.
 
     A handler may hand its chained successor over (`StepRun.hand_over`): the successor is then
     claimed and run here, right after, instead of travelling through the broker to another
@@ -98,7 +98,9 @@ def run_step(*, job_id: str) -> None:
     by the next free worker, not after every message of another org's backlog that the broker's
     FIFO queue holds ahead of it, whatever the pool and its size. Every due job still has its
     own message (or the dispatcher's), so a job whose message ran another job is run by that
-    job's message.
+    job's message. And a delivery whose job cannot run (a duplicate, a hand-over's message, one
+    that a cancelled onboarding left in the queue) runs the oldest due one waiting behind it
+    (`jobs.dispatch.job_unclaimed_due`): a cancel's hundreds of messages hold nobody back.
 
     Database connectivity errors propagate: the claim's lease then expires and the dispatcher
     re-publishes the job, which resumes. Any other exception is the step's unexpected failure,
@@ -126,15 +128,27 @@ def run_step(*, job_id: str) -> None:
 
 
 def _claim_fairly(own_id: uuid.UUID) -> AsyncJob | None:
-    """Claim the job this delivery runs (`run_step`): the fairest due one, else its own. When
-    it runs another job, its own (still due) gets a new message: every due job keeps one, so
-    none waits for the dispatcher's lost-message backstop (a job that another delivery ran
-    had a message of its own, or was a hand-over that its worker then finds claimed)."""
+    """Claim the job this delivery runs (`run_step`): the fairest due one, else its own, else
+    (its own finished, claimed or not due) the oldest due one waiting for its message. When it
+    runs another job in place of its own still due one, that one gets a new message: every due
+    job keeps one, so none waits for the dispatcher's lost-message backstop (a job that another
+    delivery ran had a message of its own, or was a hand-over that its worker then finds
+    claimed)."""
     fair_steps = _fair_steps()
     chosen = job_fairest_due(job_id=own_id, steps=fair_steps) if fair_steps else own_id
     job = services.job_claim(job_id=chosen) if chosen != own_id else None
     if job is None:
-        return services.job_claim(job_id=own_id)
+        job = services.job_claim(job_id=own_id)
+        if job is None and fair_steps:
+            # Its own cannot run: the oldest due job that waits for its message runs instead.
+            instead = job_unclaimed_due(job_id=own_id, steps=fair_steps)
+            job = services.job_claim(job_id=instead) if instead is not None else None
+            if job is not None:
+                logger.info(
+                    "delivery ran a due job in place of its own",
+                    extra={"step_job_id": str(own_id), "ran_job_id": str(instead)},
+                )
+        return job
     own_step = AsyncJob.objects.filter(pk=own_id).values_list("step", flat=True).first()
     if own_step is not None:
         services.publish_on_commit(job_id=own_id, step=own_step)

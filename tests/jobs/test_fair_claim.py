@@ -137,9 +137,76 @@ def test_with_one_org_s_work_due_a_delivery_whose_job_is_taken_runs_no_other(db)
     own = running_job(org_a)
     due_job(org_a)
     due_job(org_a)
-    # when / then: the delivery's own job, which it cannot claim: it runs nothing, and takes
-    # no job that another message brings
+    # when / then: the delivery's own job, which it cannot claim (no ranking: the runner
+    # then looks for a due job waiting for its message, `job_unclaimed_due`)
     assert job_fairest_due(job_id=own.id, steps=FAIR) == own.id
+
+
+def run_delivery(job_id: uuid.UUID, django_capture_on_commit_callbacks: Any) -> tuple[list, list]:
+    """The jobs a delivery of `job_id` ran and published (the handler and the broker recorded)."""
+    from jobs import runner
+    from provisioning import tasks  # noqa: F401 - registers the fair steps
+
+    ran: list[uuid.UUID] = []
+    published: list[str] = []
+    with (
+        mock.patch.object(
+            runner, "_run_claimed", side_effect=lambda run, _: ran.append(run.job.id)
+        ),
+        mock.patch(
+            "jobs.services.publish_job",
+            side_effect=lambda **kw: published.append(str(kw["job_id"])) or True,
+        ),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        runner.run_step(job_id=str(job_id))
+    return ran, published
+
+
+def test_a_delivery_whose_job_was_cancelled_runs_the_oldest_due_job_waiting_behind_it(
+    db, django_capture_on_commit_callbacks
+):
+    # given a message left in the queue by org A's cancelled onboarding (its job finished), and
+    # org B's due steps waiting for their messages behind it: its oldest, a newer one, an older
+    # sync request's row, and one running
+    org_a, org_b = uuid.uuid4(), uuid.uuid4()
+    own = due_job(org_a, status="CANCELLED")
+    oldest = due_job(org_b, run_after=timezone.now() - timedelta(seconds=20))
+    due_job(org_b)
+    due_job(org_b, mode="sync", run_after=timezone.now() - timedelta(seconds=60))
+    running_job(org_b)
+    # when the message is delivered
+    ran, published = run_delivery(own.id, django_capture_on_commit_callbacks)
+    # then it ran B's oldest due step (claimed: its own message will find it taken), and
+    # published nothing
+    assert ran == [oldest.id]
+    assert published == []
+    oldest.refresh_from_db()
+    assert oldest.claim_token is not None
+
+
+@pytest.mark.parametrize(
+    "others",
+    [
+        pytest.param([], id="nothing else due"),
+        pytest.param(["running", "later", "sync"], id="nothing else claimable"),
+    ],
+)
+def test_a_delivery_whose_job_is_running_runs_nothing_when_no_other_job_waits(
+    db, django_capture_on_commit_callbacks, others
+):
+    # given the delivery's own job running (a duplicate), and only `others`
+    org_a = uuid.uuid4()
+    own = running_job(org_a)
+    made = {
+        "running": lambda: running_job(org_a),
+        "later": lambda: due_job(org_a, run_after=timezone.now() + timedelta(seconds=30)),
+        "sync": lambda: due_job(org_a, mode="sync"),
+    }
+    for other in others:
+        made[other]()
+    # when / then: nothing ran, nothing was published
+    assert run_delivery(own.id, django_capture_on_commit_callbacks) == ([], [])
 
 
 def test_a_delivery_that_runs_another_org_s_job_gives_its_own_a_new_message(
