@@ -142,27 +142,6 @@ def test_with_one_org_s_work_due_a_delivery_whose_job_is_taken_runs_no_other(db)
     assert job_fairest_due(job_id=own.id, steps=FAIR) == own.id
 
 
-def run_delivery(job_id: uuid.UUID, django_capture_on_commit_callbacks: Any) -> tuple[list, list]:
-    """The jobs a delivery of `job_id` ran and published (the handler and the broker recorded)."""
-    from jobs import runner
-    from provisioning import tasks  # noqa: F401 - registers the fair steps
-
-    ran: list[uuid.UUID] = []
-    published: list[str] = []
-    with (
-        mock.patch.object(
-            runner, "_run_claimed", side_effect=lambda run, _: ran.append(run.job.id)
-        ),
-        mock.patch(
-            "jobs.services.publish_job",
-            side_effect=lambda **kw: published.append(str(kw["job_id"])) or True,
-        ),
-        django_capture_on_commit_callbacks(execute=True),
-    ):
-        runner.run_step(job_id=str(job_id))
-    return ran, published
-
-
 def test_a_delivery_whose_job_was_cancelled_runs_the_oldest_due_job_waiting_behind_it(
     db, django_capture_on_commit_callbacks
 ):
@@ -209,20 +188,13 @@ def test_a_delivery_whose_job_is_running_runs_nothing_when_no_other_job_waits(
     assert run_delivery(own.id, django_capture_on_commit_callbacks) == ([], [])
 
 
-def test_a_delivery_that_runs_another_org_s_job_gives_its_own_a_new_message(
-    db, django_capture_on_commit_callbacks
-):
-    # given org A with a step running and one due (the delivery's own), and org B's step due
+def run_delivery(job_id: uuid.UUID, django_capture_on_commit_callbacks: Any) -> tuple[list, list]:
+    """The jobs a delivery of `job_id` ran and published (the handler and the broker recorded)."""
     from jobs import runner
     from provisioning import tasks  # noqa: F401 - registers the fair steps
 
-    org_a, org_b = uuid.uuid4(), uuid.uuid4()
-    running_job(org_a)
-    own = due_job(org_a)
-    second = due_job(org_b)
     ran: list[uuid.UUID] = []
     published: list[str] = []
-    # when the delivery of A's step runs (the step's handler and the broker recorded)
     with (
         mock.patch.object(
             runner, "_run_claimed", side_effect=lambda run, _: ran.append(run.job.id)
@@ -233,7 +205,20 @@ def test_a_delivery_that_runs_another_org_s_job_gives_its_own_a_new_message(
         ),
         django_capture_on_commit_callbacks(execute=True),
     ):
-        runner.run_step(job_id=str(own.id))
+        runner.run_step(job_id=str(job_id))
+    return ran, published
+
+
+def test_a_delivery_that_runs_another_org_s_job_gives_its_own_a_new_message(
+    db, django_capture_on_commit_callbacks
+):
+    # given org A with a step running and one due (the delivery's own), and org B's step due
+    org_a, org_b = uuid.uuid4(), uuid.uuid4()
+    running_job(org_a)
+    own = due_job(org_a)
+    second = due_job(org_b)
+    # when the delivery of A's step runs (the step's handler and the broker recorded)
+    ran, published = run_delivery(own.id, django_capture_on_commit_callbacks)
     # then it ran B's step, and A's step (due, unclaimed) has a message of its own again
     assert ran == [second.id]
     assert published == [str(own.id)]
