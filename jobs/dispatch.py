@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Case, Exists, F, Q, Sum, Value, When, Window
+from django.db.models import Case, Exists, F, Q, QuerySet, Sum, Value, When, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
@@ -34,6 +34,16 @@ def job_republish(*, job_id: uuid.UUID) -> bool:
     if job is None:
         return False
     return publish_job(job_id=job.id, task_name=task_name_for(job.step))
+
+
+def _due(steps: list[str], now: Any) -> QuerySet[AsyncJob]:
+    """The due jobs of `steps` (`job_due_idx`; a running job is due too)."""
+    return AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, run_after__lte=now, step__in=steps)
+
+
+def _live_claim(now: Any) -> Q:
+    """A job that a worker runs now: claimed under a lease not yet expired."""
+    return Q(claim_token__isnull=False, lease_expires_at__gte=now)
 
 
 def job_fairest_due(*, job_id: uuid.UUID, steps: list[str]) -> uuid.UUID:
@@ -56,11 +66,11 @@ def job_fairest_due(*, job_id: uuid.UUID, steps: list[str]) -> uuid.UUID:
     `jobs.services.job_claim` (two deliveries that pick the same job: one claims it, the
     other's own job is left to its own message)."""
     now = timezone.now()
-    due = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, run_after__lte=now, step__in=steps)
+    due = _due(steps, now)
     orgs_due = due.order_by().values_list("organization_id", flat=True).distinct()[:2]
     if len(orgs_due) < 2:
         return job_id
-    live_claim = Q(claim_token__isnull=False, lease_expires_at__gte=now)
+    live_claim = _live_claim(now)
     fairest = (
         due.filter(Exists(AsyncJob.objects.filter(pk=job_id, step__in=steps)))
         # A sync request's rows are its own to run (a settle read it sleeps for); a worker
@@ -96,10 +106,10 @@ def job_unclaimed_due(*, job_id: uuid.UUID, steps: list[str]) -> uuid.UUID | Non
     them. A sync request's rows are its own to run (as in `job_fairest_due`)."""
     now = timezone.now()
     return (
-        AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, run_after__lte=now, step__in=steps)
+        _due(steps, now)
         .filter(Exists(AsyncJob.objects.filter(pk=job_id, step__in=steps)))
         .exclude(pk=job_id)
-        .exclude(claim_token__isnull=False, lease_expires_at__gte=now)
+        .exclude(_live_claim(now))
         .exclude(mode=JobMode.SYNC)
         .order_by("run_after", "id")
         .values_list("id", flat=True)
